@@ -1,0 +1,39 @@
+# The README's commands. `make bench` builds everything and runs the allocator comparison;
+# `make test` builds everything and runs every test (CTest, then pytest).
+BUILD  ?= build
+VENV   ?= .venv
+JOBS   ?= 2
+PYTHON ?= python3
+SUITE  ?= quick
+
+.PHONY: all build deps venv test bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The harness and its test/plot dependencies live in a project-local virtual environment.
+$(VENV)/.stamp: harness/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e harness[test]
+	touch $@
+
+venv: $(VENV)/.stamp
+
+test: build venv
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(VENV)/bin/pytest -q tests/python
+
+bench: build venv
+	$(VENV)/bin/larder-bench run --suite $(SUITE) --build-dir $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

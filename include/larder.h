@@ -1,0 +1,72 @@
+/* larder: a scalable, memory-efficient malloc for multithreaded servers.
+ *
+ * The prefixed API below is always available. Linking liblarder.a or preloading
+ * liblarder.so also defines the standard names (malloc, free, ..., operator new),
+ * which forward to these functions.
+ */
+#ifndef LARDER_H
+#define LARDER_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- allocation: the same contracts as the C library functions of the same name ---- */
+void  *larder_malloc(size_t size);
+void  *larder_calloc(size_t count, size_t size);
+void  *larder_realloc(void *ptr, size_t size);
+void  *larder_reallocarray(void *ptr, size_t count, size_t size);
+void   larder_free(void *ptr);
+void  *larder_memalign(size_t alignment, size_t size);
+int    larder_posix_memalign(void **out, size_t alignment, size_t size);
+void  *larder_aligned_alloc(size_t alignment, size_t size);
+size_t larder_usable_size(const void *ptr);
+
+/* A block aligned to and padded to whole cache lines, for objects that several threads
+ * write: nothing else ever shares its lines (seed 000 §6). Free it with larder_free. */
+void  *larder_malloc_shared(size_t size);
+
+/* Gives every free page back to the OS now. Returns 1 if memory was released, else 0. */
+int    larder_trim(size_t pad);
+
+/* ---- tunables (the table is in docs/tunables.md and src/options.c) ---- */
+/* Sets a tunable by its name without the LARDER_ prefix, for example ("purge_delay_ms", "0").
+ * Returns 0, or -1 (and a message on stderr) for an unknown name or malformed value.
+ * Layout tunables (superblock_size) only take effect before the first allocation. */
+int    larder_option_set(const char *name, const char *value);
+long   larder_option_get(const char *name);
+
+/* ---- statistics: per-thread counters, merged when asked for ---- */
+typedef struct larder_stats_s {
+  size_t mallocs, frees, remote_frees, reallocs;
+  size_t bytes_in_use;        /* u summed over all heaps, plus large objects */
+  size_t bytes_held;          /* a summed over all heaps, plus large objects */
+  size_t bytes_mapped;        /* address space obtained from the OS and not unmapped */
+  size_t bytes_resident_max;  /* bytes_mapped less purged bytes, at its peak */
+  size_t superblocks_to_global, superblocks_from_global;
+  size_t large_allocs, large_cache_hits;
+  size_t mmap_calls, munmap_calls, madvise_calls;
+  size_t mmap_bytes, munmap_bytes, madvise_bytes;
+  size_t heaps_created, heaps_abandoned, heaps_reused;
+} larder_stats_t;
+
+void   larder_stats_get(larder_stats_t *out);
+void   larder_stats_print(int fd);       /* human-readable table */
+void   larder_stats_print_json(int fd);  /* one JSON object and a newline */
+
+/* ---- checking ---- */
+/* Walks every heap and superblock, checks every list and counter, and Hoard's invariant
+ * (u >= a - K*S or u >= (1-f)*a for every thread heap). Returns 0 when all holds, else the
+ * number of violations, each described on stderr. Safe to call at any time from any thread. */
+int    larder_validate(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* Real-time pools over caller-given memory, O(1) malloc and free (TLSF). */
+#include "larder_pool.h"
+
+#endif /* LARDER_H */

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages larder's build, tests and benchmarks use, when they are missing.
+# Needs root (or sudo) and apt-get; elsewhere it lists what is missing and leaves it to the user.
+set -euo pipefail
+
+# build and tests: compilers, clang's libFuzzer runtime, strace for the syscall-count pass,
+# sqlite3 as a real program to trace; benchmarks: the allocators larder is compared with.
+packages=(cmake make gcc g++ clang libclang-rt-14-dev strace python3-venv sqlite3
+          libmimalloc2.0 libjemalloc2 libgoogle-perftools4)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "install-deps: no apt-get here; please install: ${missing[*]}" >&2
+  exit 0
+fi
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+    echo "install-deps: not root; please install: ${missing[*]}" >&2; exit 0; fi
+fi
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
