@@ -1,0 +1,85 @@
+/* calloc returns zeroed memory, also when the memory is reused: malloc, dirty every byte,
+ * free, then calloc the same sizes (small classes, large spans and the large span cache all
+ * hand back dirty memory unless calloc clears it). calloc with count*size overflowing gives
+ * NULL and ENOMEM; calloc(0, n) and calloc(n, 0) give unique freeable pointers. */
+#include <malloc.h>
+
+#include "alloc_util.h"
+
+static const size_t sizes[] = {1, 15, 16, 48, 100, 512, 1000, 4096, 8000, 30000, 40000,
+                               65536, 200000, 1 << 20, 5 << 20, 12 << 20};
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+#define PER_SIZE 32
+
+static size_t count_nonzero(const void *p, size_t n) {
+  const unsigned char *c = p;
+  size_t nz = 0;
+  for (size_t i = 0; i < n; i++) nz += c[i] != 0;
+  return nz;
+}
+
+int main(void) {
+  for (int round = 0; round < 3; round++) {
+    for (size_t s = 0; s < NSIZES; s++) {
+      size_t n = sizes[s] >= (1 << 20) ? 4 : PER_SIZE;
+      void *blk[PER_SIZE];
+      /* Dirty: every usable byte set, so reuse of any part of the block is visible. */
+      for (size_t i = 0; i < n; i++) {
+        blk[i] = malloc(sizes[s]);
+        REQUIRE(blk[i] != NULL);
+        memset(blk[i], 0xA5, malloc_usable_size(blk[i]));
+      }
+      for (size_t i = 0; i < n; i++) free(blk[i]);
+      /* Same sizes again, now through calloc, in both argument orders. */
+      for (size_t i = 0; i < n; i++) {
+        blk[i] = (i & 1) ? calloc(sizes[s], 1) : calloc(1, sizes[s]);
+        REQUIRE(blk[i] != NULL);
+        size_t nz = count_nonzero(blk[i], sizes[s]);
+        CHECK_MSG(nz == 0, "round %d: calloc(%zu) at %p has %zu non-zero bytes", round, sizes[s],
+                  blk[i], nz);
+        memset(blk[i], 0x5A, malloc_usable_size(blk[i]));
+      }
+      for (size_t i = 0; i < n; i++) free(blk[i]);
+    }
+  }
+
+  /* A count*size product that is not a size class of its own. */
+  {
+    unsigned *v = calloc(12345, sizeof *v);
+    REQUIRE(v != NULL);
+    CHECK(count_nonzero(v, 12345 * sizeof *v) == 0);
+    free(v);
+  }
+
+  /* Overflow of count*size: NULL and ENOMEM. */
+  {
+    const size_t pairs[][2] = {{SIZE_MAX, 2}, {2, SIZE_MAX}, {SIZE_MAX / 2 + 1, 2},
+                               {(size_t)1 << 32, (size_t)1 << 32}, {SIZE_MAX, SIZE_MAX},
+                               {SIZE_MAX / 16 + 1, 16}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+      errno = 0;
+      void *p = calloc(pairs[i][0], pairs[i][1]);
+      CHECK_MSG(p == NULL && errno == ENOMEM, "calloc(%zu, %zu) = %p errno %d", pairs[i][0],
+                pairs[i][1], p, errno);
+      free(p);
+    }
+    /* No overflow, but far more than any address space. */
+    errno = 0;
+    void *p = calloc((size_t)1 << 25, (size_t)1 << 25);
+    CHECK_MSG(p == NULL && errno == ENOMEM, "calloc(2^25, 2^25) = %p errno %d", p, errno);
+    free(p);
+  }
+
+  /* Zero-sized requests are unique pointers (glibc; larder follows it). */
+  {
+    void *a = calloc(0, 10), *b = calloc(10, 0), *c = calloc(0, 0);
+    CHECK(a != NULL && b != NULL && c != NULL);
+    CHECK(a != b && b != c && a != c);
+    free(a);
+    free(b);
+    free(c);
+  }
+
+  printf("api_calloc: %zu sizes x 3 rounds, %s\n", NSIZES, alloc_is_larder() ? "larder" : "glibc");
+  return check_done();
+}
