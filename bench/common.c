@@ -1,0 +1,370 @@
+/* Shared plumbing of the workload programs; see common.h and docs/benchmarks.md. */
+#define _GNU_SOURCE
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- usage and flag parsing ---------------------------------------------------------- */
+
+static void bench_print_usage(const struct bench_prog *prog, FILE *out) {
+  fprintf(out, "usage: %s [options]\n  %s\n\noptions:\n", prog->name, prog->summary);
+  for (size_t i = 0; i < prog->nopts; i++) {
+    const struct bench_opt *o = &prog->opts[i];
+    char head[64];
+    const char *arg = o->kind == BENCH_OPT_U64 ? " N" : o->kind == BENCH_OPT_REAL ? " X" : "";
+    if (o->short_name)
+      snprintf(head, sizeof head, "-%c, --%s%s", o->short_name, o->name, arg);
+    else
+      snprintf(head, sizeof head, "    --%s%s", o->name, arg);
+    fprintf(out, "  %-26s %s", head, o->help);
+    if (o->alias) {
+      fputc('\n', out);
+      continue;
+    }
+    switch (o->kind) {
+    case BENCH_OPT_U64:
+      fprintf(out, " [%" PRIu64 "..%" PRIu64 ", default %" PRIu64 "]\n", o->min, o->max,
+              *(const uint64_t *)o->dest);
+      break;
+    case BENCH_OPT_REAL:
+      fprintf(out, " [%g..%g, default %g]\n", o->rmin, o->rmax, *(const double *)o->dest);
+      break;
+    case BENCH_OPT_FLAG:
+      fputc('\n', out);
+      break;
+    }
+  }
+  fprintf(out, "  %-26s %s\n", "-h, --help", "show this help");
+  fprintf(out, "\nThe last stdout line is one JSON object: {\"name\", \"params\", \"figures\"}.\n"
+               "Exit status: 0 ok, 1 runtime failure, 2 bad command line.\n");
+}
+
+void bench_usage_error(const struct bench_prog *prog, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "%s: ", prog->name);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputs("\n\n", stderr);
+  bench_print_usage(prog, stderr);
+  exit(BENCH_EXIT_USAGE);
+}
+
+void bench_die(const char *prog, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "%s: ", prog);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  fflush(stdout);
+  exit(BENCH_EXIT_RUNTIME);
+}
+
+/* Accepts only a plain unsigned decimal: strtoull alone would take "-1" (wrapping), "0x10",
+ * leading spaces and trailing junk. */
+static bool bench_parse_u64(const char *s, uint64_t *out) {
+  if (*s == '\0')
+    return false;
+  for (const char *p = s; *p; p++)
+    if (*p < '0' || *p > '9')
+      return false;
+  errno = 0;
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno == ERANGE || *end != '\0')
+    return false;
+  *out = (uint64_t)v;
+  return true;
+}
+
+static bool bench_parse_real(const char *s, double *out) {
+  if (*s == '\0' || *s == ' ' || *s == '\t')
+    return false;
+  errno = 0;
+  char *end;
+  double v = strtod(s, &end);
+  if (errno == ERANGE || *end != '\0' || !isfinite(v))
+    return false;
+  *out = v;
+  return true;
+}
+
+static void bench_set_value(const struct bench_prog *prog, const struct bench_opt *o,
+                            const char *shown, const char *val) {
+  if (o->kind == BENCH_OPT_U64) {
+    uint64_t v;
+    if (!bench_parse_u64(val, &v))
+      bench_usage_error(prog, "%s expects a non-negative integer, got '%s'", shown, val);
+    if (v < o->min || v > o->max)
+      bench_usage_error(prog, "%s %s is out of range [%" PRIu64 "..%" PRIu64 "]", shown, val,
+                        o->min, o->max);
+    *(uint64_t *)o->dest = v;
+  } else {
+    double v;
+    if (!bench_parse_real(val, &v))
+      bench_usage_error(prog, "%s expects a number, got '%s'", shown, val);
+    if (v < o->rmin || v > o->rmax)
+      bench_usage_error(prog, "%s %s is out of range [%g..%g]", shown, val, o->rmin, o->rmax);
+    *(double *)o->dest = v;
+  }
+}
+
+void bench_parse(const struct bench_prog *prog, int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      bench_print_usage(prog, stdout);
+      exit(0);
+    }
+    const struct bench_opt *o = NULL;
+    const char *inline_val = NULL;
+    if (a[0] == '-' && a[1] == '-' && a[2] != '\0') {
+      const char *name = a + 2;
+      const char *eq = strchr(name, '=');
+      size_t n = eq ? (size_t)(eq - name) : strlen(name);
+      for (size_t k = 0; k < prog->nopts; k++)
+        if (strlen(prog->opts[k].name) == n && strncmp(prog->opts[k].name, name, n) == 0)
+          o = &prog->opts[k];
+      if (eq)
+        inline_val = eq + 1;
+    } else if (a[0] == '-' && a[1] != '\0' && a[2] == '\0') {
+      for (size_t k = 0; k < prog->nopts; k++)
+        if (prog->opts[k].short_name == a[1])
+          o = &prog->opts[k];
+    }
+    if (!o)
+      bench_usage_error(prog, "unknown argument '%s'", a);
+    if (o->kind == BENCH_OPT_FLAG) {
+      if (inline_val)
+        bench_usage_error(prog, "--%s takes no value", o->name);
+      *(bool *)o->dest = true;
+      continue;
+    }
+    const char *val = inline_val;
+    if (!val) {
+      if (i + 1 >= argc)
+        bench_usage_error(prog, "%s needs a value", a);
+      val = argv[++i];
+    }
+    char shown[80];
+    snprintf(shown, sizeof shown, "--%s", o->name);
+    bench_set_value(prog, o, shown, val);
+  }
+}
+
+/* ---- clock, rusage, RSS, machine ------------------------------------------------------ */
+
+double bench_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+uint64_t bench_rss_bytes(void) {
+  /* read(2) on a stack buffer rather than stdio, so that sampling RSS allocates nothing. */
+  char buf[128];
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0)
+    return 0;
+  buf[n] = '\0';
+  unsigned long long size_pages, resident_pages;
+  if (sscanf(buf, "%llu %llu", &size_pages, &resident_pages) != 2)
+    return 0;
+  return (uint64_t)resident_pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+uint64_t bench_minflt(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (uint64_t)ru.ru_minflt;
+}
+
+uint64_t bench_maxrss_bytes(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (uint64_t)ru.ru_maxrss * 1024u; /* Linux reports kilobytes */
+}
+
+unsigned bench_cpus(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (unsigned)n : 1u;
+}
+
+size_t bench_cache_line(void) {
+  long n = sysconf(_SC_LEVEL1_DCACHE_LINESIZE);
+  return n > 0 ? (size_t)n : 64u;
+}
+
+void bench_thread_start(const char *prog, pthread_t *t, void *(*fn)(void *), void *arg) {
+  int rc = pthread_create(t, NULL, fn, arg);
+  if (rc != 0)
+    bench_die(prog, "pthread_create failed: %s", strerror(rc));
+}
+
+void bench_thread_join(const char *prog, pthread_t t) {
+  int rc = pthread_join(t, NULL);
+  if (rc != 0)
+    bench_die(prog, "pthread_join failed: %s", strerror(rc));
+}
+
+/* ---- random numbers -------------------------------------------------------------------- */
+
+static uint64_t bench_mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+void bench_rng_seed(struct bench_rng *r, uint64_t seed, uint64_t stream) {
+  /* Mixing the stream number in gives each thread an unrelated sequence from one --seed. */
+  r->state = bench_mix64(seed ^ bench_mix64(stream + 0x9e3779b97f4a7c15ull));
+}
+
+uint64_t bench_rng_next(struct bench_rng *r) {
+  r->state += 0x9e3779b97f4a7c15ull;
+  return bench_mix64(r->state);
+}
+
+uint64_t bench_rng_below(struct bench_rng *r, uint64_t n) {
+  return (uint64_t)(((unsigned __int128)bench_rng_next(r) * n) >> 64);
+}
+
+/* ---- JSON ------------------------------------------------------------------------------ */
+
+static void bench_json_put(struct bench_json *j, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void bench_json_put(struct bench_json *j, const char *fmt, ...) {
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(j->buf + j->len, j->cap - j->len, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+      bench_die(j->prog, "cannot format the JSON result");
+    if ((size_t)n < j->cap - j->len) {
+      j->len += (size_t)n;
+      return;
+    }
+    size_t cap = j->cap * 2 + (size_t)n + 64;
+    char *nb = realloc(j->buf, cap);
+    if (!nb)
+      bench_die(j->prog, "out of memory building the JSON result");
+    j->buf = nb;
+    j->cap = cap;
+  }
+}
+
+/* Keys are written by the programs themselves (flag names, figure names): plain ASCII with no
+ * quote or backslash, so no escaping is needed; '-' becomes '_' so Python can use them. */
+static void bench_json_key(struct bench_json *j, const char *key) {
+  bench_json_put(j, "%s\"", j->first ? "" : ", ");
+  for (const char *p = key; *p; p++)
+    bench_json_put(j, "%c", *p == '-' ? '_' : *p);
+  bench_json_put(j, "\": ");
+  j->first = false;
+}
+
+/* JSON has no NaN or infinity; a figure that is not finite is written as null so the line
+ * still parses and the harness sees that the figure is missing. */
+static void bench_json_number(struct bench_json *j, double v) {
+  if (isfinite(v))
+    bench_json_put(j, "%.9g", v);
+  else
+    bench_json_put(j, "null");
+}
+
+void bench_json_begin(struct bench_json *j, const struct bench_prog *prog) {
+  j->cap = 1024;
+  j->len = 0;
+  j->prog = prog->name;
+  j->buf = malloc(j->cap);
+  if (!j->buf)
+    bench_die(prog->name, "out of memory building the JSON result");
+  j->buf[0] = '\0';
+  bench_json_put(j, "{\"name\": \"%s\", \"params\": {", prog->name);
+  j->first = true;
+  for (size_t i = 0; i < prog->nopts; i++) {
+    const struct bench_opt *o = &prog->opts[i];
+    if (o->alias)
+      continue;
+    bench_json_key(j, o->name);
+    switch (o->kind) {
+    case BENCH_OPT_U64:
+      bench_json_put(j, "%" PRIu64, *(const uint64_t *)o->dest);
+      break;
+    case BENCH_OPT_REAL:
+      bench_json_number(j, *(const double *)o->dest);
+      break;
+    case BENCH_OPT_FLAG:
+      bench_json_put(j, "%s", *(const bool *)o->dest ? "true" : "false");
+      break;
+    }
+  }
+}
+
+void bench_json_param_u64(struct bench_json *j, const char *key, uint64_t v) {
+  bench_json_key(j, key);
+  bench_json_put(j, "%" PRIu64, v);
+}
+
+void bench_json_param_real(struct bench_json *j, const char *key, double v) {
+  bench_json_key(j, key);
+  bench_json_number(j, v);
+}
+
+void bench_json_figures(struct bench_json *j) {
+  bench_json_put(j, "}, \"figures\": {");
+  j->first = true;
+}
+
+void bench_json_u64(struct bench_json *j, const char *key, uint64_t v) {
+  bench_json_param_u64(j, key, v);
+}
+
+void bench_json_real(struct bench_json *j, const char *key, double v) {
+  bench_json_param_real(j, key, v);
+}
+
+void bench_json_real_list(struct bench_json *j, const char *key, const double *v, size_t n) {
+  bench_json_key(j, key);
+  bench_json_put(j, "[");
+  for (size_t i = 0; i < n; i++) {
+    if (i)
+      bench_json_put(j, ", ");
+    bench_json_number(j, v[i]);
+  }
+  bench_json_put(j, "]");
+}
+
+void bench_json_u64_list(struct bench_json *j, const char *key, const uint64_t *v, size_t n) {
+  bench_json_key(j, key);
+  bench_json_put(j, "[");
+  for (size_t i = 0; i < n; i++)
+    bench_json_put(j, "%s%" PRIu64, i ? ", " : "", v[i]);
+  bench_json_put(j, "]");
+}
+
+void bench_json_end(struct bench_json *j) {
+  bench_json_put(j, "}}");
+  fflush(stdout);
+  printf("%s\n", j->buf);
+  fflush(stdout);
+  free(j->buf);
+  j->buf = NULL;
+}

@@ -1,0 +1,104 @@
+/* Shared plumbing of the larder-bench workload programs: flag parsing, the monotonic clock,
+ * the one-line JSON result, getrusage/RSS probes and a small seeded random generator.
+ * Nothing here calls the allocator on a measured path, so the helpers do not disturb what the
+ * programs measure. The contract (flags, exit codes, JSON shape) is docs/benchmarks.md. */
+#ifndef LARDER_BENCH_COMMON_H
+#define LARDER_BENCH_COMMON_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Exit statuses shared by all programs (docs/benchmarks.md "Exit status"). */
+#define BENCH_EXIT_RUNTIME 1
+#define BENCH_EXIT_USAGE 2
+
+enum bench_opt_kind {
+  BENCH_OPT_U64,  /* uint64_t, plain decimal, checked against [min, max] */
+  BENCH_OPT_REAL, /* double, finite, checked against [rmin, rmax] */
+  BENCH_OPT_FLAG, /* bool, takes no value */
+};
+
+struct bench_opt {
+  const char *name;  /* long name without the leading "--" */
+  char short_name;   /* single-letter alias, or 0 */
+  enum bench_opt_kind kind;
+  void *dest;        /* uint64_t *, double * or bool *; holds the default before parsing */
+  uint64_t min, max; /* BENCH_OPT_U64 range */
+  double rmin, rmax; /* BENCH_OPT_REAL range */
+  bool alias;        /* another name for an earlier option: not repeated in the JSON params */
+  const char *help;
+};
+
+struct bench_prog {
+  const char *name;    /* program name, also the JSON "name" */
+  const char *summary; /* one line for the usage text */
+  const struct bench_opt *opts;
+  size_t nopts;
+};
+
+#define BENCH_NOPTS(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Parses argv against prog->opts. -h/--help prints the usage on stdout and exits 0; any bad
+ * flag prints a message and the usage on stderr and exits BENCH_EXIT_USAGE. */
+void bench_parse(const struct bench_prog *prog, int argc, char **argv);
+
+/* For checks that involve several flags (e.g. max-size >= min-size): message, usage, exit 2. */
+void bench_usage_error(const struct bench_prog *prog, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+
+/* Runtime failure: message on stderr, exit BENCH_EXIT_RUNTIME. */
+void bench_die(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+
+/* Seconds on CLOCK_MONOTONIC (system-wide, so comparable across forked processes). */
+double bench_now(void);
+
+/* Current resident set in bytes from /proc/self/statm; 0 if it cannot be read. */
+uint64_t bench_rss_bytes(void);
+/* getrusage(RUSAGE_SELF): minor faults so far, and peak RSS in bytes. */
+uint64_t bench_minflt(void);
+uint64_t bench_maxrss_bytes(void);
+
+unsigned bench_cpus(void);
+size_t bench_cache_line(void);
+
+/* Starts a thread or stops the program with exit 1: a workload with a missing thread would
+ * report a wrong figure. */
+void bench_thread_start(const char *prog, pthread_t *t, void *(*fn)(void *), void *arg);
+void bench_thread_join(const char *prog, pthread_t t);
+
+/* Keeps the compiler from deleting a malloc/free pair whose result is otherwise unused
+ * (GCC and Clang remove such pairs at -O2). */
+static inline void bench_escape(void *p) { __asm__ volatile("" : : "g"(p) : "memory"); }
+
+/* splitmix64: small, seedable, and each thread can have its own stream. */
+struct bench_rng {
+  uint64_t state;
+};
+void bench_rng_seed(struct bench_rng *r, uint64_t seed, uint64_t stream);
+uint64_t bench_rng_next(struct bench_rng *r);
+/* Uniform in [0, n), n > 0 (multiply-high, bias below 2^-64 * n). */
+uint64_t bench_rng_below(struct bench_rng *r, uint64_t n);
+
+/* One JSON object, built in memory and printed as the last stdout line by bench_json_end. */
+struct bench_json {
+  char *buf;
+  size_t len, cap;
+  bool first;        /* no member written yet in the current object */
+  const char *prog;  /* for error messages */
+};
+/* Starts {"name": ..., "params": { and writes every non-alias option of prog. */
+void bench_json_begin(struct bench_json *j, const struct bench_prog *prog);
+void bench_json_param_u64(struct bench_json *j, const char *key, uint64_t v);
+void bench_json_param_real(struct bench_json *j, const char *key, double v);
+/* Closes "params" and opens "figures". */
+void bench_json_figures(struct bench_json *j);
+void bench_json_u64(struct bench_json *j, const char *key, uint64_t v);
+void bench_json_real(struct bench_json *j, const char *key, double v);
+void bench_json_real_list(struct bench_json *j, const char *key, const double *v, size_t n);
+void bench_json_u64_list(struct bench_json *j, const char *key, const uint64_t *v, size_t n);
+/* Closes the object, prints it on its own line, flushes stdout, frees the buffer. */
+void bench_json_end(struct bench_json *j);
+
+#endif
