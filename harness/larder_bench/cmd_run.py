@@ -1,0 +1,114 @@
+"""`larder-bench run`: run a suite over the allocators, write results and the report."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from . import allocators as A
+from . import report, results, runner, suites
+from .common import add_allocator_options, allocators_from_args, error
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _threads(text: str) -> tuple:
+    vals = []
+    for t in _csv(text):
+        if not t.isdigit() or int(t) < 1:
+            raise ValueError(f"--threads {text!r}: expected positive integers separated by commas")
+        vals.append(int(t))
+    if not vals:
+        raise ValueError("--threads: empty list")
+    return tuple(vals)
+
+
+def _overrides(items: list[str]) -> dict:
+    out = {}
+    for it in items:
+        if ":" not in it or "=" not in it.split(":", 1)[1]:
+            raise ValueError(f"--set {it!r}: expected WORKLOAD:--flag=VALUE")
+        w, rest = it.split(":", 1)
+        flag, val = rest.split("=", 1)
+        if not flag.startswith("--"):
+            raise ValueError(f"--set {it!r}: the flag must start with --")
+        if val.lower() in ("true", "on"):
+            v = True
+        elif val.lower() in ("false", "off"):
+            v = False
+        else:
+            v = val
+        out[(w, flag)] = v
+    return out
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="run a suite and write results/<timestamp>/",
+                       description="Run a suite of workloads over the allocators found (or named), "
+                                   "repeats interleaved, and write results.json, results.csv and a report.")
+    p.add_argument("--suite", default="quick", help=f"suite to run: {', '.join(suites.suite_names())} (default quick)")
+    p.add_argument("--workloads", help="only these workloads or series (comma-separated)")
+    p.add_argument("--threads", help="thread counts for thread-swept series, e.g. 1,2,4,8")
+    p.add_argument("--repeats", type=int, help="repeats per case (default: the entry's own, else 3)")
+    p.add_argument("--allocators", help="only these allocators, in this order (comma-separated)")
+    p.add_argument("--baseline", help="allocator the ratios are taken against (default glibc)")
+    p.add_argument("--output-dir", default="results", help="results root (default ./results)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per run before it is killed (default 120)")
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="multiply each entry's work flags (iterations, writes, seconds) by this factor")
+    p.add_argument("--strace", choices=("last", "all", "none"), default="last",
+                   help="system-call counting pass: the largest case of each series (last), every case, or none")
+    p.add_argument("--set", action="append", default=[], metavar="WORKLOAD:--FLAG=VALUE",
+                   help="override a workload flag in every entry of that workload (repeatable)")
+    p.add_argument("--fail-on-error", action="store_true",
+                   help="exit with status 3 when any run failed (default: report it and exit 0)")
+    add_allocator_options(p)
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    try:
+        threads = _threads(args.threads) if args.threads else None
+        overrides = _overrides(args.set)
+        if args.repeats is not None and args.repeats < 1:
+            raise ValueError("--repeats must be at least 1")
+        if args.timeout <= 0:
+            raise ValueError("--timeout must be positive")
+        entries = suites.select(args.suite, _csv(args.workloads) if args.workloads else None, threads,
+                                args.scale, overrides)
+        allocs = allocators_from_args(args)
+        allocs = A.select(allocs, _csv(args.allocators) if args.allocators else None)
+    except (ValueError, A.AllocatorError, suites.SuiteError) as e:
+        return error(str(e))
+    found = [a for a in allocs if a.found]
+    for a in allocs:
+        if not a.found:
+            print(f"larder-bench: skipping allocator {a.name}: {a.missing}", file=sys.stderr)
+    if not found:
+        return error("no allocator found to run")
+    names = [a.name for a in found]
+    if args.baseline and args.baseline not in names:
+        return error(f"--baseline {args.baseline}: not among the allocators run ({', '.join(names)})")
+    baseline = args.baseline or ("glibc" if "glibc" in names else names[0])
+
+    build = Path(args.build_dir)
+    out_dir = runner.new_results_dir(Path(args.output_dir))
+    print(f"larder-bench: suite {args.suite}, {len(entries)} series, allocators {', '.join(names)}; "
+          f"writing {out_dir}", file=sys.stderr)
+    meta = {"suite": args.suite, "command": ["larder-bench"] + sys.argv[1:], "baseline": baseline,
+            "repeats": args.repeats, "scale": args.scale}
+
+    def checkpoint(doc):
+        doc.update(meta)
+        results.save(doc, out_dir)
+
+    doc = runner.run_entries(entries, allocs, build, out_dir, repeats=args.repeats, timeout=args.timeout,
+                             strace_mode=args.strace, on_case_done=checkpoint)
+    doc.update(meta)
+    results.save(doc, out_dir)
+    md, ht = report.write(doc, out_dir, baseline)
+    print(report.terminal_summary(doc, baseline))
+    print(f"\nresults: {out_dir / 'results.json'}, {out_dir / 'results.csv'}\nreport:  {md}\n         {ht}")
+    failed = any(r.get("status") != "ok" for r in doc["runs"]) or bool(doc["problems"])
+    return 3 if (failed and args.fail_on_error) else 0

@@ -1,0 +1,400 @@
+"""The report: Markdown and HTML with tables per series, PNG plots, and a terminal summary.
+
+Every number is a median over the interleaved repeats, shown with its min-max
+spread, and every comparison is a ratio to the baseline allocator measured in the
+same run (DESIGN §3).
+"""
+from __future__ import annotations
+
+import html
+import math
+from collections import Counter
+from pathlib import Path
+
+from . import plots
+from .heapleak import SEED_PREDICTOR
+from .results import Series, group, heap_leak_predictors
+from .stats import ratio, speedup
+
+_UNITS = {"wall_s": "s", "user_s": "s", "sys_s": "s", "net_s": "s", "elapsed_s": "s"}
+
+
+def fmt(v, metric: str = "") -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return "–"
+    a = abs(v)
+    if metric.endswith("_s") or metric in _UNITS:
+        if a < 1e-3:
+            return f"{v * 1e6:.0f} µs"
+        if a < 1:
+            return f"{v * 1e3:.1f} ms"
+        return f"{v:.3f} s"
+    if a >= 1e6:
+        return f"{v / 1e6:.2f} M"
+    if a >= 1e4:
+        return f"{v / 1e3:.1f} k"
+    if a == int(a):
+        return f"{int(v)}"
+    if a >= 100:
+        return f"{v:.0f}"
+    return f"{v:.3g}"
+
+
+def fmt_ratio(r) -> str:
+    return "–" if r is None else f"×{r:.2f}"
+
+
+def cell_text(summary, metric: str) -> str:
+    if summary is None:
+        return "–"
+    if summary.n == 1:
+        return fmt(summary.median, metric)
+    return f"{fmt(summary.median, metric)} ({fmt(summary.min, metric)}–{fmt(summary.max, metric)})"
+
+
+def case_name(s: Series, v, x) -> str:
+    parts = []
+    if v:
+        parts.append(str(v))
+    if s.entry.get("axis"):
+        parts.append(f"{s.entry['axis'].lstrip('-')}={x}")
+    return " ".join(parts) or "–"
+
+
+# ---------------------------------------------------------------- document blocks
+
+class Doc:
+    def __init__(self):
+        self.blocks: list[tuple] = []
+
+    def h(self, level: int, text: str):
+        self.blocks.append(("h", level, text))
+
+    def p(self, text: str):
+        self.blocks.append(("p", text))
+
+    def table(self, header: list, rows: list):
+        self.blocks.append(("table", header, rows))
+
+    def img(self, path: str, alt: str):
+        self.blocks.append(("img", path, alt))
+
+    def ul(self, items: list):
+        self.blocks.append(("ul", items))
+
+    def markdown(self) -> str:
+        out = []
+        for b in self.blocks:
+            if b[0] == "h":
+                out.append("#" * b[1] + " " + b[2] + "\n")
+            elif b[0] == "p":
+                out.append(b[1] + "\n")
+            elif b[0] == "ul":
+                out.append("\n".join(f"- {_md_cell(i)}" for i in b[1]) + "\n")
+            elif b[0] == "img":
+                out.append(f"![{b[2]}]({b[1]})\n")
+            elif b[0] == "table":
+                hdr, rows = b[1], b[2]
+                lines = ["| " + " | ".join(_md_cell(c) for c in hdr) + " |",
+                         "|" + "|".join("---" for _ in hdr) + "|"]
+                lines += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
+                out.append("\n".join(lines) + "\n")
+        return "\n".join(out)
+
+    def html(self, title: str) -> str:
+        out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+               "<style>body{font-family:sans-serif;max-width:1200px;margin:auto;padding:1em}"
+               "table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #bbb;padding:2px 6px;"
+               "text-align:right;font-size:90%}th{background:#eee}td:first-child{text-align:left}"
+               "img{max-width:100%}.fail{color:#a00}</style></head><body>"]
+        for b in self.blocks:
+            if b[0] == "h":
+                out.append(f"<h{b[1]}>{html.escape(b[2])}</h{b[1]}>")
+            elif b[0] == "p":
+                out.append(f"<p>{html.escape(b[1])}</p>")
+            elif b[0] == "ul":
+                out.append("<ul>" + "".join(f"<li>{html.escape(str(i))}</li>" for i in b[1]) + "</ul>")
+            elif b[0] == "img":
+                out.append(f"<p><img src='{html.escape(b[1])}' alt='{html.escape(b[2])}'></p>")
+            elif b[0] == "table":
+                out.append("<table><tr>" + "".join(f"<th>{html.escape(str(c))}</th>" for c in b[1]) + "</tr>")
+                for r in b[2]:
+                    out.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>")
+                out.append("</table>")
+        out.append("</body></html>")
+        return "\n".join(out)
+
+
+def _md_cell(c) -> str:
+    return str(c).replace("|", "\\|").replace("\n", " ")
+
+
+# ---------------------------------------------------------------- report sections
+
+def _baseline(doc: dict, wanted: str | None) -> str | None:
+    names = [a["name"] for a in doc.get("allocators", []) if a.get("found", True)]
+    b = wanted or doc.get("baseline") or "glibc"
+    return b if b in names else (names[0] if names else None)
+
+
+def _metric_table(s: Series, base: str | None) -> tuple[list, list]:
+    metric = s.entry["metric"]
+    hdr = ["case"] + [f"{a}" for a in s.allocators]
+    others = [a for a in s.allocators if a != base]
+    if base in s.allocators and others:
+        hdr += [f"{a} / {base}" for a in others]
+    rows = []
+    for v, x in s.cases:
+        row = [case_name(s, v, x)]
+        for a in s.allocators:
+            c = s.cell(v, x, a)
+            txt = cell_text(c.metric if c else None, metric)
+            if c and c.failed and c.ok == 0:
+                txt = "FAILED"
+            elif c and c.failed:
+                txt += f" [{len([r for r in c.failed if r.get('pass') == 'measure'])} failed]"
+            row.append(txt)
+        if base in s.allocators and others:
+            bc = s.cell(v, x, base)
+            bm = bc.metric.median if bc and bc.metric else None
+            for a in others:
+                c = s.cell(v, x, a)
+                row.append(fmt_ratio(ratio(c.metric.median if c and c.metric else None, bm)))
+        rows.append(row)
+    return hdr, rows
+
+
+def _speedup_table(s: Series) -> tuple[list, list] | None:
+    xs = [x for v, x in s.cases if v == s.cases[0][0]]
+    if len(xs) < 2 or 1 not in xs:
+        return None
+    hib = s.entry["higher_is_better"]
+    hdr = ["allocator"] + [f"{s.entry['axis'].lstrip('-')}={x}" for x in xs]
+    rows = []
+    for a in s.allocators:
+        c1 = s.cell(s.cases[0][0], 1, a)
+        b = c1.metric.median if c1 and c1.metric else None
+        row = [a]
+        for x in xs:
+            c = s.cell(s.cases[0][0], x, a)
+            row.append(fmt_ratio(speedup(b, c.metric.median if c and c.metric else None, hib)))
+        rows.append(row)
+    return hdr, rows
+
+
+def _resource_table(s: Series) -> tuple[list, list]:
+    hdr = ["case", "allocator", "wall", "user", "sys", "peak RSS", "minor faults", "vol. cs", "invol. cs",
+           "mmap", "munmap", "brk", "mremap", "madvise"]
+    rows = []
+    # The last axis value of each variant (where the system-call pass also ran).
+    last = {}
+    for v, x in s.cases:
+        last[v] = x
+    for v, x in last.items():
+        for a in s.allocators:
+            c = s.cell(v, x, a)
+            if c is None:
+                continue
+            r = c.resources
+            sc = c.syscalls or {}
+            rows.append([case_name(s, v, x), a,
+                         cell_text(r.get("wall_s"), "wall_s"), fmt(r["user_s"].median, "user_s") if "user_s" in r else "–",
+                         fmt(r["sys_s"].median, "sys_s") if "sys_s" in r else "–",
+                         f"{r['maxrss_kb'].median / 1024:.1f} MiB" if "maxrss_kb" in r else "–",
+                         fmt(r["minflt"].median) if "minflt" in r else "–",
+                         fmt(r["nvcsw"].median) if "nvcsw" in r else "–",
+                         fmt(r["nivcsw"].median) if "nivcsw" in r else "–"]
+                        + [fmt(sc.get(k)) if c.syscalls else "–" for k in ("mmap", "munmap", "brk", "mremap", "madvise")])
+    return hdr, rows
+
+
+def _tvp_lines(s: Series) -> list[str]:
+    out = []
+    xs = {x for _, x in s.cases}
+    for a in s.allocators:
+        for x in sorted(xs):
+            t = s.cell("threads", x, a)
+            p = s.cell("processes", x, a)
+            if t and p and t.metric and p.metric:
+                out.append(f"{a}: {x} threads / {x} processes = {fmt_ratio(ratio(t.metric.median, p.metric.median))} "
+                           f"({fmt(t.metric.median, s.entry['metric'])} vs {fmt(p.metric.median, s.entry['metric'])}); "
+                           f"seed 000 Table 1 (glibc 2.0, 2 CPUs): 26.05 s / 23.31 s = ×1.12")
+    return out
+
+
+def failures(doc: dict) -> list[str]:
+    """One line per distinct problem (identical messages counted together)."""
+    lines = [p["message"] for p in doc.get("problems", [])]
+    cnt: Counter = Counter()
+    order = []
+    for r in doc["runs"]:
+        if r.get("status") != "ok":
+            x = f" {r['axis'].lstrip('-')}={r['x']}" if r.get("axis") else ""
+            v = f" {r['variant']}" if r.get("variant") else ""
+            key = f"{r['series']}{v}{x} [{r['allocator']}]{' strace' if r.get('pass') == 'strace' else ''}: " \
+                  f"{r['status']}: {r.get('message', '')}"
+            if key not in cnt:
+                order.append(key)
+            cnt[key] += 1
+    lines += [k + (f" (x{cnt[k]})" if cnt[k] > 1 else "") for k in order]
+    return lines
+
+
+def build(doc: dict, out_dir: Path, baseline: str | None = None) -> Doc:
+    out_dir = Path(out_dir)
+    series = group(doc)
+    base = _baseline(doc, baseline)
+    d = Doc()
+    d.h(1, "larder-bench report")
+    env = doc.get("environment", {})
+    d.p(f"Suite {doc.get('suite', '?')}, started {doc.get('started', '?')}, finished {doc.get('finished', '?')}. "
+        f"Command: {' '.join(doc.get('command', [])) or '?'}")
+    d.p(f"Every figure is a median over interleaved repeats (min–max in brackets); ratios are to the "
+        f"baseline, {base}, measured in the same run. Load average at start/end: "
+        f"{env.get('loadavg_start')} / {env.get('loadavg_end')} (a shared machine is noisy).")
+    d.h(2, "Environment")
+    d.table(["item", "value"], [[k, env.get(k)] for k in ("kernel", "cpu_model", "cores", "cores_usable", "glibc",
+                                                           "git_commit", "build_dir")]
+            + [[f"build: {k}", v] for k, v in (env.get("build_flags") or {}).items()])
+    d.h(2, "Allocators")
+    d.table(["name", "status", "path", "package", "version", "environment"],
+            [[a["name"], "found" if a.get("found", True) else f"MISSING: {a.get('missing')}", a.get("path") or "(none: glibc)",
+              a.get("package") or "–", a.get("version") or "–",
+              " ".join(f"{k}={v}" for k, v in (a.get("env") or {}).items()) or "–"]
+             for a in doc.get("allocators", [])])
+    fl = failures(doc)
+    d.h(2, f"Problems ({len(fl)})")
+    if fl:
+        d.p("Each failed or skipped run is recorded and the suite went on with the others.")
+        d.ul(fl)
+    else:
+        d.p("None: every run exited 0 with its JSON result.")
+
+    d.h(2, "Summary")
+    d.p("Each series at its largest case: the baseline's median and every allocator's ratio to it.")
+    hdr, rows = summary_table(series, base)
+    d.table(hdr, rows)
+
+    plot_dir = out_dir / "plots"
+    made = plots.make_all(series, base, plot_dir, heap_leak_predictors(series))
+    overall = made.pop(None, [])
+    for p in overall:
+        d.img(f"plots/{p.name}", p.stem)
+    preds = heap_leak_predictors(series)
+    for s in series:
+        e = s.entry
+        d.h(2, f"{e['series']}: {e['title']}")
+        if not s.cases:
+            d.p("No runs (see Problems).")
+            continue
+        better = "higher is better" if e["higher_is_better"] else "lower is better"
+        d.p(f"Workload {e['workload']}, flags {_flags(e)}; figure {e['metric']} ({better}); "
+            f"ratios are allocator / {base}.")
+        hdr, rows = _metric_table(s, base)
+        d.table(hdr, rows)
+        if e["kind"] in ("speedup", "scaling") and e.get("axis") in ("--threads", "--workers"):
+            st = _speedup_table(s)
+            if st:
+                d.p("Speedup: time(1)/time(t), or throughput(t)/throughput(1) for rates (DESIGN §3)."
+                    + (" The work is per thread here, so the ideal is a flat time, not a speedup of t."
+                       if e["kind"] == "scaling" else ""))
+                d.table(*st)
+        if e["kind"] == "threads-vs-processes":
+            d.ul(_tvp_lines(s) or ["no complete threads/processes pair"])
+        if e["kind"] == "heap-leak" and preds:
+            t = int(e["params"].get("--threads", 1))
+            items = []
+            for a, pr in preds.items():
+                items.append(f"{a}: recalibrated mpf_lower = {pr.a:.1f} + {pr.b:.2f}·t·r + {pr.c:.1f}·t "
+                             f"(t={t}: {', '.join(f'r={x}: {pr(t, x):.0f}' for _, x in s.cases[:8])})")
+            items.append(f"seed 000 §5.2 (1999 machine): {SEED_PREDICTOR.a} + {SEED_PREDICTOR.b}·t·r + "
+                         f"{SEED_PREDICTOR.c}·t")
+            d.ul(items)
+        if e["kind"] == "heap-leak-calib" and preds:
+            d.p("This series gives the predictor's constant a (seed 000 §5.2).")
+        for p in made.get(e["series"], []):
+            d.img(f"plots/{p.name}", p.stem)
+        d.p("Resources at the largest case (medians; system calls from one run under strace -f -c):")
+        d.table(*_resource_table(s))
+    return d
+
+
+def _flags(e: dict) -> str:
+    parts = []
+    for k, v in e["params"].items():
+        if v is True:
+            parts.append(k)
+        elif v not in (None, False):
+            parts.append(f"{k} {v}")
+    if e.get("axis"):
+        parts.append(f"{e['axis']} {{{','.join(str(x) for x in e['values'])}}}")
+    if len(e.get("variants", [])) > 1:
+        parts.append("variants: " + ", ".join(v["label"] for v in e["variants"]))
+    return " ".join(parts) or "(defaults)"
+
+
+def summary_table(series: list[Series], base: str | None) -> tuple[list, list]:
+    allocs: list[str] = []
+    for s in series:
+        for a in s.allocators:
+            if a not in allocs:
+                allocs.append(a)
+    if base in allocs:
+        allocs.remove(base)
+        allocs.insert(0, base)
+    hdr = ["series", "case", "figure", f"{base}"] + [f"{a}" for a in allocs if a != base]
+    rows = []
+    for s in series:
+        if not s.cases:
+            continue
+        v0 = s.cases[0][0]
+        xs = [x for v, x in s.cases if v == v0]
+        v, x = v0, xs[-1]
+        metric = s.entry["metric"]
+        bc = s.cell(v, x, base)
+        bm = bc.metric.median if bc and bc.metric else None
+        row = [s.name, case_name(s, v, x), metric + (" ↑" if s.entry["higher_is_better"] else " ↓"), fmt(bm, metric)]
+        for a in allocs:
+            if a == base:
+                continue
+            c = s.cell(v, x, a)
+            if c is None:
+                row.append("")
+            elif c.metric is None:
+                row.append("FAILED")
+            elif bm is None:
+                row.append(fmt(c.metric.median, metric))
+            else:
+                row.append(fmt_ratio(ratio(c.metric.median, bm)))
+        rows.append(row)
+    return hdr, rows
+
+
+def write(doc: dict, out_dir: Path, baseline: str | None = None) -> tuple[Path, Path]:
+    out_dir = Path(out_dir)
+    d = build(doc, out_dir, baseline)
+    md = out_dir / "report.md"
+    ht = out_dir / "report.html"
+    md.write_text(d.markdown())
+    ht.write_text(d.html("larder-bench report"))
+    return md, ht
+
+
+def terminal_summary(doc: dict, baseline: str | None = None) -> str:
+    series = group(doc)
+    base = _baseline(doc, baseline)
+    hdr, rows = summary_table(series, base)
+    table = [hdr] + rows
+    widths = [max(len(str(r[i])) if i < len(r) else 0 for r in table) for i in range(len(hdr))]
+    lines = ["  ".join(str(c).ljust(widths[i]) for i, c in enumerate(r)) for r in table]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append(f"(baseline column: {base}'s median; other columns: ratio to it; ↓ lower is better, ↑ higher is better)")
+    fl = failures(doc)
+    if fl:
+        lines.append(f"{len(fl)} problem(s):")
+        lines += [f"  {f}" for f in fl[:20]]
+        if len(fl) > 20:
+            lines.append(f"  ... and {len(fl) - 20} more in the report")
+    return "\n".join(lines)

@@ -1,0 +1,259 @@
+"""Every experiment the harness runs, as one data table (SUITES below).
+
+An Entry is one series: a workload, its fixed flags, one swept flag (the axis), and
+optional variants (extra flags and/or environment) that are crossed with the axis.
+Each (variant, axis value) pair is a *case*; each case is run over the allocators,
+repeats interleaved.  To add an experiment, add an Entry to the table.
+
+Placeholders in string flag values and in `setup` commands: {build_dir}, {repo},
+{out_dir} (this run's results folder).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .workloads import info
+
+
+@dataclass(frozen=True)
+class Variant:
+    label: str
+    params: dict = field(default_factory=dict)
+    env: dict = field(default_factory=dict)
+
+
+PLAIN = (Variant(""),)
+
+
+@dataclass(frozen=True)
+class Entry:
+    suite: str                 # "quick", "seeds", ...
+    series: str                # unique name in its suite
+    workload: str              # program in <build>/bin
+    title: str                 # what it reproduces, citing the seed
+    params: dict = field(default_factory=dict)   # flag -> value; True: bare flag; False/None: omitted
+    axis: str | None = "--threads"               # swept flag (None: a single case)
+    values: tuple | str = (1,)                   # axis values; "1..cpus" / "1..2cpus" are resolved per machine
+    variants: tuple = PLAIN
+    kind: str = "compare"      # how the report shows it: compare, speedup, scaling, threads-vs-processes,
+                               # false-share, heap-leak, heap-leak-calib, blowup, sensitivity
+    work: tuple = ()           # flags scaled by --scale (iterations, seconds, ...)
+    allocators: tuple | None = None  # only these allocators (e.g. larder for its own tunables)
+    metric: str | None = None        # override the workload's comparison figure
+    higher_is_better: bool | None = None
+    repeats: int | None = None       # default repeats for this entry (the seed's own count)
+    timeout: float | None = None     # seconds per run; default from the command line
+    setup: tuple = ()                # argv run once before the entry (e.g. make an input file)
+
+    @property
+    def metric_name(self) -> str:
+        return self.metric or info(self.workload).metric
+
+    @property
+    def higher_better(self) -> bool:
+        if self.higher_is_better is not None:
+            return self.higher_is_better
+        return info(self.workload).higher_is_better
+
+    @property
+    def is_threads_axis(self) -> bool:
+        return self.axis in ("--threads", "--workers", info(self.workload).threads_flag)
+
+
+_S = "seeds"
+_Q = "quick"
+_LB = "Lever & Boreham (seed 000/001)"
+_HOARD = "Hoard (seed 004)"
+_ALIGN = (Variant("malloc"), Variant("aligned", {"--aligned": True}))
+_F = tuple(Variant(f"f={f}", env={"LARDER_EMPTY_FRACTION": f}) for f in ("0.125", "0.25", "0.5"))
+
+SUITES: list[Entry] = [
+    # ---- quick: every workload at small parameters (2-5 minutes over all allocators) ----
+    Entry(_Q, "malloc-test", "malloc-test", f"{_LB} benchmark 1, 512-byte pairs per thread",
+          {"--size": 512, "--iterations": 300000}, values=(1, 2), kind="scaling", work=("--iterations",)),
+    Entry(_Q, "malloc-test-tvp", "malloc-test", f"{_LB} Table 1: two threads vs two processes",
+          {"--size": 512, "--iterations": 300000}, values=(2,), kind="threads-vs-processes",
+          variants=(Variant("threads"), Variant("processes", {"--processes": True})), work=("--iterations",)),
+    Entry(_Q, "heap-leak-calib", "heap-leak", f"{_LB} benchmark 2 predictor: one object, one thread, one round",
+          {"--objects": 1, "--rounds": 1}, values=(1,), kind="heap-leak-calib"),
+    Entry(_Q, "heap-leak-t1", "heap-leak", f"{_LB} benchmark 2, one thread, 10,000 40-byte objects",
+          {"--threads": 1, "--objects": 10000, "--size": 40}, axis="--rounds", values=(1, 2, 3, 4), kind="heap-leak"),
+    Entry(_Q, "heap-leak-t3", "heap-leak", f"{_LB} benchmark 2, three threads",
+          {"--threads": 3, "--objects": 10000, "--size": 40}, axis="--rounds", values=(1, 2, 3, 4), kind="heap-leak"),
+    Entry(_Q, "false-share", "false-share", f"{_LB} benchmark 3, two threads, sizes around a cache line",
+          {"--threads": 2, "--writes": 3000000}, axis="--size", values=(8, 24, 64), variants=_ALIGN,
+          kind="false-share", work=("--writes",)),
+    Entry(_Q, "active-false", "active-false", f"{_HOARD} active-false",
+          {"--iterations": 2000, "--writes": 1000, "--size": 8}, values=(1, 2), kind="speedup", work=("--iterations",)),
+    Entry(_Q, "passive-false", "passive-false", f"{_HOARD} passive-false",
+          {"--iterations": 2000, "--writes": 1000, "--size": 8}, values=(1, 2), kind="speedup", work=("--iterations",)),
+    Entry(_Q, "threadtest", "threadtest", f"{_HOARD} threadtest, 8-byte objects",
+          {"--iterations": 20, "--objects": 100000, "--size": 8}, values=(1, 2), kind="speedup", work=("--iterations",)),
+    Entry(_Q, "larson", "larson", f"{_HOARD} Larson server simulation",
+          {"--seconds": 0.3, "--chunks": 1000, "--rounds": 2000, "--min-size": 10, "--max-size": 100},
+          values=(1, 2), kind="speedup", work=("--seconds",)),
+    Entry(_Q, "shbench", "shbench", f"{_HOARD} shbench, 8-100 bytes",
+          {"--iterations": 1000000, "--min-size": 8, "--max-size": 100}, values=(1, 2), kind="speedup",
+          work=("--iterations",)),
+    Entry(_Q, "free-contention", "free-contention", "seed 002 free() contention, producer/consumer pairs",
+          {"--seconds": 0.3, "--size": 64}, axis="--workers", values=(1, 2), kind="speedup", work=("--seconds",)),
+    Entry(_Q, "blowup", "blowup", f"{_HOARD} blowup, round-robin producer-consumer",
+          {"--blocks": 20000, "--size": 64, "--rounds": 5}, values=(4,), kind="blowup"),
+
+    # ---- seeds: each experiment of the source documents with its series (seed parameters;
+    #      shrink the work with --scale on a small machine) ----
+    Entry(_S, "lb-series1", "malloc-test", f"{_LB} series one / Table 1: 2 threads vs 2 processes, 10M x 512 B",
+          {"--size": 512, "--iterations": 10_000_000}, values=(2,), kind="threads-vs-processes",
+          variants=(Variant("threads"), Variant("processes", {"--processes": True})),
+          work=("--iterations",), repeats=3),
+    Entry(_S, "lb-series2", "malloc-test", f"{_LB} series two / Figure 1: 1-5 threads past the CPU count, 10M x 8192 B each",
+          {"--size": 8192, "--iterations": 10_000_000}, values=(1, 2, 3, 4, 5), kind="scaling",
+          work=("--iterations",), repeats=5),
+    Entry(_S, "lb-series3", "malloc-test", f"{_LB} series three / Figure 2: 16-48 threads, 10M x 4100 B each",
+          {"--size": 4100, "--iterations": 10_000_000}, values=(16, 24, 32, 40, 48), kind="scaling",
+          work=("--iterations",), repeats=1),
+    Entry(_S, "lb-sizes", "malloc-test", f"{_LB} benchmark 1 over request sizes, 2 threads",
+          {"--threads": 2, "--iterations": 10_000_000}, axis="--size", values=(16, 64, 512, 4100, 8192, 65536),
+          kind="compare", work=("--iterations",), repeats=3),
+    Entry(_S, "lb-bench2-calib", "heap-leak", f"{_LB} §5.2 predictor: one-object array, one thread, one round",
+          {"--objects": 1, "--rounds": 1}, values=(1,), kind="heap-leak-calib", repeats=5),
+    Entry(_S, "lb-bench2-t1", "heap-leak", f"{_LB} §5.2 Figure 5: one thread, rounds 1-8",
+          {"--threads": 1, "--objects": 10000, "--size": 40}, axis="--rounds", values=tuple(range(1, 9)),
+          kind="heap-leak", repeats=5),
+    Entry(_S, "lb-bench2-t3", "heap-leak", f"{_LB} §5.2 Figure 6: three threads, rounds 1-8",
+          {"--threads": 3, "--objects": 10000, "--size": 40}, axis="--rounds", values=tuple(range(1, 9)),
+          kind="heap-leak", repeats=5),
+    Entry(_S, "lb-bench2-t7", "heap-leak", f"{_LB} §5.2 Figures 7-8: seven threads, rounds 1-8",
+          {"--threads": 7, "--objects": 10000, "--size": 40}, axis="--rounds", values=tuple(range(1, 9)),
+          kind="heap-leak", repeats=5),
+] + [
+    Entry(_S, f"lb-bench3-t{t}", "false-share", f"{_LB} §5.3 Figure {7 + t}: {t} threads, object sizes 3-52 B, 100M writes",
+          {"--threads": t, "--writes": 100_000_000}, axis="--size", values=(3, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 52),
+          variants=_ALIGN, kind="false-share", work=("--writes",), repeats=3)
+    for t in (2, 3, 4)
+] + [
+    Entry(_S, "seed002-free", "free-contention", "seed 002 test results: frees/s for 1, 2, 3, 4, 8 workers",
+          {"--seconds": 10, "--size": 64}, axis="--workers", values=(1, 2, 3, 4, 8), kind="speedup",
+          work=("--seconds",), repeats=3),
+    Entry(_S, "hoard-threadtest", "threadtest", f"{_HOARD} Figure 3(a): threadtest speedup, 100,000 8-byte objects",
+          {"--iterations": 100, "--objects": 100000, "--size": 8}, values="1..2cpus", kind="speedup",
+          work=("--iterations",), repeats=3),
+    Entry(_S, "hoard-shbench", "shbench", f"{_HOARD} Figure 3(b): shbench speedup, 50M blocks of 8-100 B",
+          {"--iterations": 50_000_000, "--min-size": 8, "--max-size": 100}, values="1..2cpus", kind="speedup",
+          work=("--iterations",), repeats=3),
+    Entry(_S, "hoard-larson", "larson", f"{_HOARD} Figure 3(c): Larson speedup, 30 s, 10-100 B",
+          {"--seconds": 30, "--chunks": 10000, "--min-size": 10, "--max-size": 100}, values="1..2cpus",
+          kind="speedup", work=("--seconds",), repeats=3),
+    Entry(_S, "hoard-active-false", "active-false", f"{_HOARD} Figure 4(a): active-false speedup",
+          {"--size": 8}, values="1..2cpus", kind="speedup", work=("--iterations",), repeats=3,
+          ),
+    Entry(_S, "hoard-passive-false", "passive-false", f"{_HOARD} Figure 4(b): passive-false speedup",
+          {"--size": 8}, values="1..2cpus", kind="speedup", work=("--iterations",), repeats=3),
+    Entry(_S, "hoard-blowup", "blowup", f"{_HOARD} §2.2/§6 blowup: round-robin producer-consumer",
+          {"--blocks": 100000, "--size": 64, "--rounds": 10}, values=(2, 4, 8), kind="blowup", repeats=3),
+] + [
+    Entry(_S, f"hoard-f-{w}", w, f"{_HOARD} §5.5 Tables 5-6: empty fraction f for {w} (larder's LARDER_EMPTY_FRACTION)",
+          p, values="cpus", variants=_F, kind="sensitivity", work=wk, allocators=("larder",), repeats=3)
+    for w, p, wk in [
+        ("threadtest", {"--iterations": 100, "--objects": 100000, "--size": 8}, ("--iterations",)),
+        ("shbench", {"--iterations": 50_000_000, "--min-size": 8, "--max-size": 100}, ("--iterations",)),
+        ("larson", {"--seconds": 30, "--chunks": 10000, "--min-size": 10, "--max-size": 100}, ("--seconds",)),
+    ]
+]
+
+# Defaults of the work flags that an entry scales but does not set (docs/benchmarks.md).
+WORK_DEFAULTS = {("active-false", "--iterations"): 10000, ("passive-false", "--iterations"): 10000}
+
+
+class SuiteError(ValueError):
+    pass
+
+
+def suite_names() -> list[str]:
+    seen: list[str] = []
+    for e in SUITES:
+        if e.suite not in seen:
+            seen.append(e.suite)
+    return seen
+
+
+def resolve_values(values, cpus: int | None = None) -> tuple:
+    """Axis values; "cpus", "1..cpus" and "1..2cpus" follow this machine's CPU count."""
+    if not isinstance(values, str):
+        return tuple(values)
+    n = cpus or len(os.sched_getaffinity(0)) or 1
+    if values == "cpus":
+        return (max(n, 2),)
+    if values == "1..cpus":
+        return tuple(range(1, max(n, 2) + 1))
+    if values == "1..2cpus":
+        return tuple(range(1, 2 * n + 1))
+    raise SuiteError(f"unknown axis value spec {values!r}")
+
+
+def _scaled(entry: Entry, scale: float) -> dict:
+    params = dict(entry.params)
+    if scale == 1.0:
+        return params
+    for flag in entry.work:
+        base = params.get(flag, WORK_DEFAULTS.get((entry.workload, flag)))
+        if base is None or isinstance(base, bool):
+            continue
+        if isinstance(base, int):
+            params[flag] = max(1, int(round(base * scale)))
+        else:
+            params[flag] = max(0.05, round(float(base) * scale, 3))
+    return params
+
+
+def select(suite: str, workloads: list[str] | None = None, threads: tuple | None = None,
+           scale: float = 1.0, overrides: dict | None = None, cpus: int | None = None,
+           table: list[Entry] | None = None) -> list[Entry]:
+    """The entries of one suite, filtered by workload, with the thread list, the work
+    scale and per-workload flag overrides applied; axis values resolved."""
+    table = SUITES if table is None else table
+    if suite not in {e.suite for e in table}:
+        raise SuiteError(f"unknown suite {suite!r}; known: {', '.join(sorted({e.suite for e in table}))}")
+    entries = [e for e in table if e.suite == suite]
+    if workloads:
+        known = {e.workload for e in entries} | {e.series for e in entries}
+        unknown = [w for w in workloads if w not in known]
+        if unknown:
+            raise SuiteError(f"suite {suite!r} has no workload or series {', '.join(unknown)}; "
+                             f"it has: {', '.join(sorted({e.workload for e in entries}))}")
+        entries = [e for e in entries if e.workload in workloads or e.series in workloads]
+    if scale <= 0:
+        raise SuiteError("--scale must be positive")
+    out = []
+    for e in entries:
+        params = _scaled(e, scale)
+        for (w, flag), v in (overrides or {}).items():
+            if w == e.workload:
+                params[flag] = v
+        values = resolve_values(e.values, cpus)
+        if threads and e.is_threads_axis and e.kind not in ("threads-vs-processes",):
+            values = tuple(threads)
+        out.append(replace(e, params=params, values=values))
+    return out
+
+
+def argv_for(entry: Entry, variant: Variant, axis_value, binary: str | Path, subst: dict) -> list[str]:
+    params = dict(entry.params)
+    params.update(variant.params)
+    if entry.axis is not None:
+        params[entry.axis] = axis_value
+    argv = [str(binary)]
+    for flag, v in params.items():
+        if v is None or v is False:
+            continue
+        if v is True:
+            argv.append(flag)
+        else:
+            argv += [flag, str(v).format(**subst) if isinstance(v, str) else str(v)]
+    return argv
+
+
+def format_setup(entry: Entry, subst: dict) -> list[str]:
+    return [str(a).format(**subst) for a in entry.setup]

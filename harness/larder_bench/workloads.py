@@ -1,0 +1,57 @@
+"""What the harness knows about each workload program (docs/benchmarks.md).
+
+metric: the JSON figure a comparison uses; higher_is_better: whether it is a rate.
+A program not listed here can still be run by a suite entry: its metric defaults to
+the wall time measured by the harness.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    metric: str
+    higher_is_better: bool
+    threads_flag: str
+    description: str
+
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in [
+    Workload("malloc-test", "net_s", False, "--threads",
+             "Lever & Boreham benchmark 1: N malloc/free pairs per worker minus a null loop (seed 000 §4.1)"),
+    Workload("heap-leak", "minflt", False, "--threads",
+             "Lever & Boreham benchmark 2: thread rounds replacing objects, minor faults (seed 000 §4.2)"),
+    Workload("false-share", "elapsed_s", False, "--threads",
+             "Lever & Boreham benchmark 3: writes to front and back of k-byte objects (seed 000 §4.3)"),
+    Workload("active-false", "elapsed_s", False, "--threads",
+             "Hoard active-false: allocate, write, free a small object per thread (seed 004 §5.3)"),
+    Workload("passive-false", "elapsed_s", False, "--threads",
+             "Hoard passive-false: as active-false after freeing objects handed out by main (seed 004 §5.3)"),
+    Workload("threadtest", "elapsed_s", False, "--threads",
+             "Hoard threadtest: allocate then free objects/t per thread, nothing shared (seed 004 §5.2)"),
+    Workload("larson", "ops_per_s", True, "--threads",
+             "Larson & Krishnan server simulation with bleeding across thread generations (seed 004 §5.2)"),
+    Workload("shbench", "elapsed_s", False, "--threads",
+             "SmartHeap stress test: random sizes freed in random order (seed 004 §5.2)"),
+    Workload("free-contention", "frees_per_s", True, "--workers",
+             "Producer/consumer pairs, every free remote (seed 002)"),
+    Workload("blowup", "blowup", False, "--threads",
+             "Round-robin producer-consumer: RSS growth over peak live bytes (seed 004 §2.2, §6)"),
+]}
+
+WALL = "wall_s"  # the harness's own measurement, available for every program
+
+
+def info(name: str) -> Workload:
+    """Registry entry, or a wall-time default for a program the registry does not know."""
+    w = WORKLOADS.get(name)
+    if w is not None:
+        return w
+    return Workload(name, WALL, False, "--threads", f"{name} (timed by the harness)")
+
+
+def binary(build_dir: str | Path, name: str) -> Path:
+    return Path(build_dir) / "bin" / name
