@@ -16,6 +16,24 @@
 
 /* ---- usage and flag parsing ---------------------------------------------------------- */
 
+/* The defaults as they were before parsing, so a usage message printed after some flags were
+ * taken still shows the real defaults. */
+#define BENCH_MAX_OPTS 64
+static uint64_t bench_default_u64[BENCH_MAX_OPTS];
+static double bench_default_real[BENCH_MAX_OPTS];
+static bool bench_defaults_saved;
+
+static void bench_save_defaults(const struct bench_prog *prog) {
+  for (size_t i = 0; i < prog->nopts && i < BENCH_MAX_OPTS; i++) {
+    const struct bench_opt *o = &prog->opts[i];
+    if (o->kind == BENCH_OPT_U64)
+      bench_default_u64[i] = *(const uint64_t *)o->dest;
+    else if (o->kind == BENCH_OPT_REAL)
+      bench_default_real[i] = *(const double *)o->dest;
+  }
+  bench_defaults_saved = true;
+}
+
 static void bench_print_usage(const struct bench_prog *prog, FILE *out) {
   fprintf(out, "usage: %s [options]\n  %s\n\noptions:\n", prog->name, prog->summary);
   for (size_t i = 0; i < prog->nopts; i++) {
@@ -31,13 +49,20 @@ static void bench_print_usage(const struct bench_prog *prog, FILE *out) {
       fputc('\n', out);
       continue;
     }
+    if (o->default_text && o->kind == BENCH_OPT_U64) {
+      fprintf(out, " [%" PRIu64 "..%" PRIu64 ", default %s]\n", o->min, o->max, o->default_text);
+      continue;
+    }
     switch (o->kind) {
     case BENCH_OPT_U64:
       fprintf(out, " [%" PRIu64 "..%" PRIu64 ", default %" PRIu64 "]\n", o->min, o->max,
-              *(const uint64_t *)o->dest);
+              bench_defaults_saved && i < BENCH_MAX_OPTS ? bench_default_u64[i]
+                                                         : *(const uint64_t *)o->dest);
       break;
     case BENCH_OPT_REAL:
-      fprintf(out, " [%g..%g, default %g]\n", o->rmin, o->rmax, *(const double *)o->dest);
+      fprintf(out, " [%g..%g, default %g]\n", o->rmin, o->rmax,
+              bench_defaults_saved && i < BENCH_MAX_OPTS ? bench_default_real[i]
+                                                         : *(const double *)o->dest);
       break;
     case BENCH_OPT_FLAG:
       fputc('\n', out);
@@ -121,6 +146,7 @@ static void bench_set_value(const struct bench_prog *prog, const struct bench_op
 }
 
 void bench_parse(const struct bench_prog *prog, int argc, char **argv) {
+  bench_save_defaults(prog);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {

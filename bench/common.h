@@ -29,6 +29,7 @@ struct bench_opt {
   double rmin, rmax; /* BENCH_OPT_REAL range */
   bool alias;        /* another name for an earlier option: not repeated in the JSON params */
   const char *help;
+  const char *default_text; /* shown as the default in the usage instead of the value, or NULL */
 };
 
 struct bench_prog {

@@ -35,7 +35,7 @@ static const struct bench_opt opts[] = {
      "thread generations per chain (r)"},
     {"size", 0, BENCH_OPT_U64, &opt_size, 1, 1u << 20, 0, 0, false, "object size in bytes"},
     {"replacements", 0, BENCH_OPT_U64, &opt_replacements, 0, 1000000000, 0, 0, false,
-     "random replacements per thread per round (default: --objects)"},
+     "random replacements per thread per round", "--objects"},
     {"seed", 0, BENCH_OPT_U64, &opt_seed, 0, UINT64_MAX, 0, 0, false, "random seed"},
     {"mpf-a", 0, BENCH_OPT_REAL, &opt_mpf_a, 0, 0, -1e15, 1e15, false, "predictor constant a"},
     {"mpf-b", 0, BENCH_OPT_REAL, &opt_mpf_b, 0, 0, -1e15, 1e15, false,
