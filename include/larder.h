@@ -36,20 +36,19 @@ int    larder_trim(size_t pad);
  * Returns 0, or -1 (and a message on stderr) for an unknown name or malformed value.
  * Layout tunables (superblock_size) only take effect before the first allocation. */
 int    larder_option_set(const char *name, const char *value);
-long   larder_option_get(const char *name);
+/* The current value of a tunable, or -1 for an unknown name. */
+double larder_option_get(const char *name);
 
 /* ---- statistics: per-thread counters, merged when asked for ---- */
 typedef struct larder_stats_s {
-  size_t mallocs, frees, remote_frees, reallocs;
-  size_t bytes_in_use;        /* u summed over all heaps, plus large objects */
-  size_t bytes_held;          /* a summed over all heaps, plus large objects */
-  size_t bytes_mapped;        /* address space obtained from the OS and not unmapped */
-  size_t bytes_resident_max;  /* bytes_mapped less purged bytes, at its peak */
+  size_t mallocs, frees, remote_frees, reallocs;  /* calls; frees include remote ones */
+  size_t bytes_in_use;        /* small blocks handed out (Hoard's u, all heaps) + large spans in use */
+  size_t bytes_held;          /* superblocks held by all heaps (Hoard's a) + large spans in use and cached */
+  size_t bytes_mapped;        /* address space obtained from the OS and not yet unmapped */
   size_t superblocks_to_global, superblocks_from_global;
-  size_t large_allocs, large_cache_hits;
+  size_t large_allocs, large_cache_hits, large_bytes_cached;
   size_t mmap_calls, munmap_calls, madvise_calls;
   size_t mmap_bytes, munmap_bytes, madvise_bytes;
-  size_t heaps_created, heaps_abandoned, heaps_reused;
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);

@@ -1,0 +1,277 @@
+/* liblarder's allocation and free paths.
+ *
+ * The allocation path, from fast to slow:
+ *   1. Fast path (larder_malloc, below): the thread's heap, reached through an initial-exec
+ *      thread-local pointer, keeps one "current" superblock per size class; pop the head of its
+ *      LIFO free list, count the block in sb->used and heap->u, return it. No lock, no atomic.
+ *   2. Refill (heap.c, ld_heap_refill): the current superblock is out of blocks. Take back the
+ *      blocks other threads freed into it (one atomic exchange), else carve untouched blocks
+ *      from its tail, else file it as full and switch to the fullest superblock of that class
+ *      the heap already holds (Hoard §3.1, fullness groups).
+ *   3. Superblock from the global heap (heap.c, global_take): the heap holds none with room;
+ *      under the global lock, take one the global heap holds for this class, else an empty
+ *      superblock of any class, re-formatted.
+ *   4. New superblock from a segment, and a new segment from the OS (heap.c, segment_carve).
+ *   Sizes above the largest class go to large spans (large.c), with a cache of freed spans.
+ *
+ * The free path: a block whose superblock the calling thread owns goes on the local free list
+ * (fast path below). Otherwise (ld_free_slow) it is pushed with a CAS on the superblock's
+ * remote list, and the free returns: it never waits for the owner (seed 002). A local free
+ * that changes the superblock's fullness group or takes the heap below Hoard's emptiness
+ * threshold continues in ld_heap_free_slow, which may give a superblock to the global heap.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "larder.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+static LD_NOINLINE void *malloc_slow(heap_t *heap, size_t size);
+static LD_NOINLINE void free_slow(void *p);
+
+void *larder_malloc(size_t size) {
+  heap_t *heap = ld_heap_tls;
+  if (LD_LIKELY(size <= LD_SMALL_LIMIT)) {
+    sb_t *sb = heap->current[ld_size_class(size)];
+    ld_block_t *b = sb->free_list;
+    if (LD_LIKELY(b != NULL)) {
+      sb->free_list = b->next;
+      b->tag = 0;
+      sb->used++;
+      heap->u += sb->block_size;
+      LD_STAT_INC(heap, mallocs);
+      return b;
+    }
+  }
+  return malloc_slow(heap, size);
+}
+
+void larder_free(void *p) {
+  if (LD_UNLIKELY(p == NULL)) return;
+  sb_t *sb = ld_sb_of(p);
+  heap_t *heap = ld_heap_tls;
+  if (LD_LIKELY(atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap)) {
+    ld_block_t *b = p;
+    /* Invalid and double frees are caught here because it is cheap: the offset must fall on a
+     * carved block boundary, and a free block carries a tag that live blocks never do. */
+    uintptr_t offset = (uintptr_t)p - (uintptr_t)sb->data;
+    uintptr_t index = (offset * sb->reciprocal) >> 40;
+    if (LD_UNLIKELY((offset >= (uintptr_t)(sb->bump - sb->data)) | (index * sb->block_size != offset) |
+                    (b->tag == (ld_free_key ^ (uintptr_t)b))))
+      free_slow(p);
+    b->next = sb->free_list;
+    b->tag = ld_free_key ^ (uintptr_t)b;
+    sb->free_list = b;
+    heap->u -= sb->block_size;
+    LD_STAT_INC(heap, frees);
+    if (LD_UNLIKELY((--sb->used < sb->floor) | (heap->u < heap->u_release))) ld_heap_free_slow(heap, sb);
+    return;
+  }
+  free_slow(p);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Slow paths                                                                                 */
+
+static LD_NOINLINE void *malloc_slow(heap_t *heap, size_t size) {
+  if (heap == &ld_heap_empty) {
+    heap = ld_heap_for_thread();
+    if (!heap) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  if (size > ld_small_max) {
+    bool zeroed;
+    void *p = ld_large_alloc(size, LD_MIN_ALIGN, &zeroed);
+    if (p) LD_STAT_INC(heap, large_allocs);
+    return p;
+  }
+  void *p = ld_heap_refill(heap, ld_size_class(size));
+  if (p) LD_STAT_INC(heap, mallocs);
+  return p;
+}
+
+/* A small block of class cls, for aligned requests that need a particular class. */
+static void *malloc_class(unsigned cls) {
+  heap_t *heap = ld_heap_tls;
+  if (heap == &ld_heap_empty && !(heap = ld_heap_for_thread())) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  sb_t *sb = heap->current[cls];
+  ld_block_t *b = sb->free_list;
+  if (b) {
+    sb->free_list = b->next;
+    b->tag = 0;
+    sb->used++;
+    heap->u += sb->block_size;
+    LD_STAT_INC(heap, mallocs);
+    return b;
+  }
+  void *p = ld_heap_refill(heap, cls);
+  if (p) LD_STAT_INC(heap, mallocs);
+  return p;
+}
+
+/* Frees that are not local: remote, large, or invalid. Also re-entered from the fast path
+ * when a check there failed, so every check is repeated here to name the fault exactly. */
+static LD_NOINLINE void free_slow(void *p) {
+  sb_t *sb = ld_sb_of(p);
+  if (sb->magic != LD_SB_MAGIC) ld_fatal_bad_free("invalid free (not a block from larder)", p);
+  if (sb->kind != LD_KIND_SMALL) {
+    if (sb->kind == LD_KIND_LARGE_CACHED) ld_fatal_bad_free("double free", p);
+    if (sb->kind != LD_KIND_LARGE || p != sb->data) ld_fatal_bad_free("invalid free (not the start of a block)", p);
+    ld_large_free(sb, p);
+    return;
+  }
+  uintptr_t offset = (uintptr_t)p - (uintptr_t)sb->data;
+  if ((uintptr_t)p < (uintptr_t)sb->data || offset % sb->block_size != 0 ||
+      (uintptr_t)p >= (uintptr_t)sb->data + (uintptr_t)sb->capacity * sb->block_size)
+    ld_fatal_bad_free("invalid free (not the start of a block)", p);
+  ld_block_t *b = p;
+  if (b->tag == (ld_free_key ^ (uintptr_t)b)) ld_fatal_bad_free("double free", p);
+  heap_t *heap = ld_heap_tls;
+  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap) {
+    /* Only the owner may read bump: a block beyond it was never handed out. */
+    if ((char *)p >= sb->bump) ld_fatal_bad_free("invalid free (block was never allocated)", p);
+    return; /* checks passed: the fast path that called us goes on */
+  }
+  ld_free_remote(sb, b);
+  if (heap != &ld_heap_empty) LD_STAT_INC(heap, remote_frees);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The rest of the interface, built on the two paths above.                                   */
+
+size_t larder_usable_size(const void *p) {
+  if (!p) return 0;
+  sb_t *sb = ld_sb_of(p);
+  if (sb->magic != LD_SB_MAGIC) return 0;
+  if (sb->kind == LD_KIND_SMALL) return sb->block_size;
+  if (sb->kind == LD_KIND_LARGE) return sb->usable;
+  return 0;
+}
+
+static int mul_overflows(size_t a, size_t b, size_t *out) { return __builtin_mul_overflow(a, b, out); }
+
+void *larder_calloc(size_t count, size_t size) {
+  size_t bytes;
+  if (mul_overflows(count, size, &bytes)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (bytes > ld_small_max) {
+    heap_t *heap = ld_heap_tls;
+    if (heap == &ld_heap_empty && !ld_heap_for_thread()) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    bool zeroed;
+    void *p = ld_large_alloc(bytes, LD_MIN_ALIGN, &zeroed);
+    if (p && !zeroed) memset(p, 0, bytes);
+    return p;
+  }
+  void *p = larder_malloc(bytes);
+  if (p) memset(p, 0, bytes);
+  return p;
+}
+
+/* The same memory is kept when the new size still belongs to it: within the block, and not
+ * so much smaller that keeping it would waste more than half. */
+void *larder_realloc(void *p, size_t size) {
+  if (!p) return larder_malloc(size);
+  if (size == 0) { /* glibc's behaviour: free and return NULL */
+    larder_free(p);
+    return NULL;
+  }
+  size_t usable = larder_usable_size(p);
+  if (usable == 0) ld_fatal_bad_free("realloc of a pointer larder did not allocate", p);
+  if (size <= usable && size >= usable / 2) return p;
+  void *q = larder_malloc(size);
+  if (!q) return NULL; /* the old block stays valid, as C requires */
+  memcpy(q, p, size < usable ? size : usable);
+  larder_free(p);
+  heap_t *heap = ld_heap_tls;
+  if (heap != &ld_heap_empty) LD_STAT_INC(heap, reallocs);
+  return q;
+}
+
+void *larder_reallocarray(void *p, size_t count, size_t size) {
+  size_t bytes;
+  if (mul_overflows(count, size, &bytes)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return larder_realloc(p, bytes);
+}
+
+/* alignment must be a power of two. Small requests use the first class whose block size is a
+ * multiple of the alignment: superblocks place such classes' first block at an offset that is
+ * a multiple too (heap.c, sb_data_offset), so every block is aligned. */
+static void *aligned_alloc_pow2(size_t alignment, size_t size) {
+  if (alignment <= LD_MIN_ALIGN) return larder_malloc(size);
+  if (size <= ld_small_max && alignment <= ld_small_max) {
+    size_t want = size < alignment ? alignment : size;
+    for (unsigned cls = ld_size_class(want); cls < LD_CLASS_COUNT; cls++) {
+      if (ld_class_size[cls] > ld_small_max) break;
+      if (ld_class_size[cls] % alignment == 0) return malloc_class(cls);
+    }
+  }
+  heap_t *heap = ld_heap_tls;
+  if (heap == &ld_heap_empty && !ld_heap_for_thread()) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  bool zeroed;
+  return ld_large_alloc(size, alignment, &zeroed);
+}
+
+static size_t next_pow2(size_t x) {
+  if (x <= 1) return 1;
+  if (x > (SIZE_MAX >> 1) + 1) return 0;
+  return (size_t)1 << (64 - __builtin_clzll((unsigned long long)(x - 1)));
+}
+
+/* memalign and aligned_alloc follow glibc: a non-power-of-two alignment is rounded up. */
+void *larder_memalign(size_t alignment, size_t size) {
+  size_t a = next_pow2(alignment);
+  if (a == 0) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return aligned_alloc_pow2(a, size);
+}
+
+void *larder_aligned_alloc(size_t alignment, size_t size) { return larder_memalign(alignment, size); }
+
+int larder_posix_memalign(void **out, size_t alignment, size_t size) {
+  if (alignment == 0 || (alignment & (alignment - 1)) || alignment % sizeof(void *)) return EINVAL;
+  int saved = errno;
+  void *p = aligned_alloc_pow2(alignment, size);
+  if (!p) {
+    errno = saved;
+    return ENOMEM;
+  }
+  *out = p;
+  return 0;
+}
+
+void *larder_malloc_shared(size_t size) {
+  if (size > SIZE_MAX - LD_CACHE_LINE) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t rounded = (size + LD_CACHE_LINE - 1) & ~(size_t)(LD_CACHE_LINE - 1);
+  return aligned_alloc_pow2(LD_CACHE_LINE, rounded ? rounded : LD_CACHE_LINE);
+}
+
+int larder_trim(size_t pad) {
+  (void)pad; /* larder keeps no heap top to pad: every empty page is given back */
+  ld_init_if_needed();
+  int released = ld_global_trim();
+  released |= ld_large_trim();
+  return released;
+}

@@ -1,0 +1,730 @@
+/* Heaps, superblocks and the global heap: every slow path of small allocations.
+ *
+ * Hoard (seed 004 §3): each thread has its own heap; superblocks of one size class belong to
+ * one heap at a time; the global heap (Hoard's heap 0) takes superblocks back when a heap
+ * falls below the emptiness threshold, and from exited threads, and hands them to heaps that
+ * run out. The threshold keeps, for every heap, (u >= a - K*S) or (u >= (1-f)*a), which bounds
+ * blowup to a constant factor (Hoard §4.1).
+ *
+ * Locking: a heap is touched only by its thread. The global heap, the segment cursor and the
+ * list of heaps are guarded by one mutex, taken only on the paths from step 3 onwards (see the
+ * map at the top of alloc.c). Remote frees take no lock at all.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "larder.h"
+#include "os.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- size classes ---- */
+uint8_t ld_class_of_granule[LD_SMALL_LIMIT / 16 + 1];
+uint32_t ld_class_size[LD_CLASS_COUNT];
+
+size_t ld_sb_size = 65536;
+uintptr_t ld_sb_mask = ~(uintptr_t)65535;
+size_t ld_small_max = LD_SMALL_LIMIT;
+uintptr_t ld_free_key;
+
+/* The heap every thread starts with: all its classes point at a superblock with no blocks,
+ * so the first malloc of a thread falls to the slow path, which makes the real heap. */
+static sb_t sb_none;
+heap_t ld_heap_empty = {.current = {[0 ... LD_CLASS_COUNT] = &sb_none}};
+__thread heap_t *ld_heap_tls __attribute__((tls_model("initial-exec"))) = &ld_heap_empty;
+
+/* ---- the global heap ---- */
+#define SEGMENT_SIZE ((size_t)4 << 20) /* superblocks are carved from 4 MiB mappings */
+
+typedef struct sb_list_s {
+  sb_t *head, *tail;
+  size_t count;
+} sb_list_t;
+
+static struct {
+  pthread_mutex_t lock;
+  heap_t heap;                     /* owner of every superblock the global heap holds */
+  sb_list_t by_class[LD_CLASS_COUNT]; /* partly used superblocks given back by heaps */
+  sb_list_t empty_dirty;           /* empty, pages still resident; newest at head */
+  sb_list_t empty_clean;           /* empty and purged */
+  char *segment_next, *segment_end;
+  heap_t *heaps;                   /* every heap ever made; exited threads' are not live */
+  ld_stats_t retired;              /* counters of heaps that were abandoned */
+  size_t segments;
+} global = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static pthread_key_t heap_key;
+static _Atomic int init_state;     /* 0 not started, 1 running, 2 done */
+static __thread int init_running_here;
+static _Atomic unsigned options_epoch = 1;
+
+static void heap_thread_exit(void *arg);
+static void fork_prepare(void);
+static void fork_parent(void);
+static void fork_child(void);
+static void stats_at_exit(void);
+
+/* ---- initialisation ---- */
+
+static void classes_init(void) {
+  unsigned cls = 0;
+  for (uint32_t s = 16; s <= 128; s += 16) ld_class_size[cls++] = s;
+  for (uint32_t base = 128; base < LD_SMALL_LIMIT; base *= 2)
+    for (uint32_t step = 1; step <= 8; step++) ld_class_size[cls++] = base + step * (base / 8);
+  unsigned c = 0;
+  for (size_t g = 0; g <= LD_SMALL_LIMIT / 16; g++) {
+    size_t size = g * 16;
+    while (c < LD_CLASS_COUNT && ld_class_size[c] < size) c++;
+    ld_class_of_granule[g] = (uint8_t)((size <= ld_small_max && c < LD_CLASS_COUNT) ? c : LD_CLASS_LARGE);
+  }
+}
+
+void ld_init_if_needed(void) {
+  int state = atomic_load_explicit(&init_state, memory_order_acquire);
+  if (LD_LIKELY(state == 2)) return;
+  if (init_running_here) return; /* the initialiser itself allocated: defaults serve it */
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&init_state, &expected, 1)) {
+    while (atomic_load_explicit(&init_state, memory_order_acquire) != 2) sched_yield();
+    return;
+  }
+  init_running_here = 1;
+  ld_options_init();
+  ld_sb_size = (size_t)ld_options.superblock_size;
+  ld_sb_mask = ~(uintptr_t)(ld_sb_size - 1);
+  ld_small_max = ld_sb_size / 4 < LD_SMALL_LIMIT ? ld_sb_size / 4 : LD_SMALL_LIMIT;
+  ld_options_freeze();
+  classes_init();
+  /* The key that detects double frees: from the clock and an address (ASLR), not secret,
+   * only unlikely to appear in user data by chance. */
+  ld_free_key = (uintptr_t)ld_os_now_ns() * 0x9E3779B97F4A7C15ull ^ (uintptr_t)&global ^ 0x5bd1e995u;
+  ld_free_key |= 1; /* a tag is never 0, the value malloc leaves in a live block */
+  pthread_key_create(&heap_key, heap_thread_exit);
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+  if (ld_options.stats) atexit(stats_at_exit);
+  if (ld_options.verbose)
+    ld_message("larder: superblock %zu bytes, f=%.3f, K=%d, purge delay %d ms, large cache %d MiB\n", ld_sb_size,
+               ld_options.empty_fraction, (int)ld_options.k, (int)ld_options.purge_delay_ms,
+               (int)ld_options.large_cache_mb);
+  init_running_here = 0;
+  atomic_store_explicit(&init_state, 2, memory_order_release);
+}
+
+/* Before main, so that the class table is ready before the first allocation of any thread. */
+__attribute__((constructor)) static void heap_constructor(void) { ld_init_if_needed(); }
+
+void ld_options_changed(void) { atomic_fetch_add(&options_epoch, 1); }
+
+/* ---- small helpers on superblocks and lists ---- */
+
+static inline int sb_group_of(int32_t used, int32_t capacity) {
+  if (used <= 0) return 0;
+  if (used >= capacity) return LD_GROUP_FULL;
+  return 1 + (int)((4 * (int64_t)used - 1) / capacity);
+}
+
+/* The smallest `used` that still belongs to group g. */
+static inline int32_t sb_group_floor(int g, int32_t capacity) {
+  if (g == 0) return 0;
+  if (g == LD_GROUP_FULL) return capacity;
+  return (int32_t)(((int64_t)(g - 1) * capacity + 1 + 3) / 4);
+}
+
+static void list_push_front(sb_list_t *list, sb_t *sb) {
+  sb->prev = NULL;
+  sb->next = list->head;
+  if (list->head) list->head->prev = sb; else list->tail = sb;
+  list->head = sb;
+  list->count++;
+}
+
+static void list_push_back(sb_list_t *list, sb_t *sb) {
+  sb->next = NULL;
+  sb->prev = list->tail;
+  if (list->tail) list->tail->next = sb; else list->head = sb;
+  list->tail = sb;
+  list->count++;
+}
+
+static void list_remove(sb_list_t *list, sb_t *sb) {
+  if (sb->prev) sb->prev->next = sb->next; else list->head = sb->next;
+  if (sb->next) sb->next->prev = sb->prev; else list->tail = sb->prev;
+  sb->next = sb->prev = NULL;
+  list->count--;
+}
+
+/* The first block sits at a multiple of the largest power of two dividing the block size
+ * (up to 16 KiB), so that a class whose size is a multiple of an alignment gives aligned
+ * blocks (larder_memalign). For the power-of-two classes this costs nothing: the header
+ * already forces the first block past offset 0. */
+static size_t sb_data_offset(uint32_t block_size) {
+  size_t pow2 = (size_t)block_size & (~(size_t)block_size + 1);
+  if (pow2 > LD_SMALL_LIMIT) pow2 = LD_SMALL_LIMIT;
+  return pow2 < LD_SB_HEADER ? LD_SB_HEADER : pow2;
+}
+
+static void sb_format(sb_t *sb, unsigned cls) {
+  uint32_t bs = ld_class_size[cls];
+  size_t offset = sb_data_offset(bs);
+  sb->free_list = NULL;
+  sb->used = 0;
+  sb->floor = 0;
+  sb->block_size = bs;
+  sb->capacity = (uint32_t)((ld_sb_size - offset) / bs);
+  sb->reciprocal = (((uint64_t)1 << 40) + bs - 1) / bs;
+  sb->data = (char *)sb + offset;
+  sb->bump = sb->data;
+  sb->magic = LD_SB_MAGIC;
+  sb->size_class = (uint8_t)cls;
+  sb->kind = LD_KIND_SMALL;
+  atomic_store_explicit(&sb->remote, NULL, memory_order_relaxed);
+}
+
+/* Carves up to a page's worth of untouched blocks onto the free list: memory is touched as it
+ * is needed, so a superblock's pages become resident one at a time. */
+static int sb_carve(sb_t *sb) {
+  char *end = sb->data + (size_t)sb->capacity * sb->block_size;
+  if (sb->bump >= end) return 0;
+  size_t want = 4096 / sb->block_size;
+  if (want < 1) want = 1;
+  ld_block_t *head = sb->free_list;
+  int n = 0;
+  while (n < (int)want && sb->bump + sb->block_size <= end) {
+    /* blocks are carved in address order, so push them in reverse */
+    n++;
+    sb->bump += sb->block_size;
+  }
+  for (int i = 1; i <= n; i++) {
+    ld_block_t *b = (ld_block_t *)(sb->bump - (size_t)i * sb->block_size);
+    b->next = head;
+    b->tag = ld_free_key ^ (uintptr_t)b;
+    head = b;
+  }
+  sb->free_list = head;
+  return n;
+}
+
+/* Takes every block other threads freed into sb with one exchange; returns how many. */
+static int sb_collect_remote(sb_t *sb) {
+  if (atomic_load_explicit(&sb->remote, memory_order_relaxed) == NULL) return 0;
+  ld_block_t *list = atomic_exchange_explicit(&sb->remote, NULL, memory_order_acquire);
+  if (!list) return 0;
+  int n = 1;
+  ld_block_t *tail = list;
+  while (tail->next) {
+    tail = tail->next;
+    n++;
+  }
+  tail->next = sb->free_list;
+  sb->free_list = list;
+  sb->used -= n;
+  return n;
+}
+
+void ld_free_remote(sb_t *sb, ld_block_t *b) {
+  b->tag = ld_free_key ^ (uintptr_t)b;
+  ld_block_t *head = atomic_load_explicit(&sb->remote, memory_order_relaxed);
+  do {
+    b->next = head;
+  } while (!atomic_compare_exchange_weak_explicit(&sb->remote, &head, b, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+/* ---- a heap's fullness groups ---- */
+
+static void heap_recompute_threshold(heap_t *heap) {
+  unsigned epoch = atomic_load_explicit(&options_epoch, memory_order_relaxed);
+  heap->options_epoch = epoch;
+  double f = ld_options.empty_fraction;
+  int64_t by_k = heap->a - (int64_t)ld_options.k * (int64_t)ld_sb_size;
+  int64_t by_f = (int64_t)((1.0 - f) * (double)heap->a);
+  /* The invariant fails only when both hold: u < a - K*S and u < (1-f)*a (Hoard §3.1). */
+  heap->u_release = by_k < by_f ? by_k : by_f;
+}
+
+static void heap_group_insert(heap_t *heap, sb_t *sb) {
+  int g = sb_group_of(sb->used, (int32_t)sb->capacity);
+  unsigned c = sb->size_class;
+  sb->group = (uint8_t)g;
+  sb->floor = sb_group_floor(g, (int32_t)sb->capacity);
+  sb->prev = NULL;
+  sb->next = heap->groups[c][g];
+  if (sb->next) sb->next->prev = sb;
+  heap->groups[c][g] = sb; /* move to front (Hoard §3.1): reuse what was freed last */
+  heap->group_classes[g] |= (uint64_t)1 << c;
+}
+
+static void heap_group_remove(heap_t *heap, sb_t *sb) {
+  unsigned c = sb->size_class, g = sb->group;
+  if (sb->prev) sb->prev->next = sb->next; else heap->groups[c][g] = sb->next;
+  if (sb->next) sb->next->prev = sb->prev;
+  sb->next = sb->prev = NULL;
+  if (!heap->groups[c][g]) heap->group_classes[g] &= ~((uint64_t)1 << c);
+}
+
+static inline bool sb_is_current(heap_t *heap, sb_t *sb) { return heap->current[sb->size_class] == sb; }
+
+/* ---- the global heap ---- */
+
+static void global_lock(void) { pthread_mutex_lock(&global.lock); }
+static void global_unlock(void) { pthread_mutex_unlock(&global.lock); }
+
+/* Gives the pages of empty superblocks that have been idle for the purge delay back to the OS.
+ * The header page stays, so the superblock can be handed out again at once. */
+static void global_purge_expired(uint64_t now, bool all) {
+  uint64_t delay = (uint64_t)ld_options.purge_delay_ms * 1000000u;
+  while (global.empty_dirty.tail) {
+    sb_t *sb = global.empty_dirty.tail;
+    if (!all && now - sb->idle_since_ns < delay) break;
+    list_remove(&global.empty_dirty, sb);
+    size_t page = ld_os_page_size();
+    ld_os_purge((char *)sb + page, ld_sb_size - page);
+    sb->purged = 1;
+    sb->free_list = NULL; /* the lists lived in the purged pages */
+    sb->bump = sb->data;
+    list_push_front(&global.empty_clean, sb);
+  }
+}
+
+/* Called with the global lock held. */
+static void global_put(sb_t *sb, uint64_t now) {
+  sb_collect_remote(sb);
+  atomic_store_explicit(&sb->owner, &global.heap, memory_order_relaxed);
+  sb->floor = 0;
+  global.heap.a += (int64_t)ld_sb_size;
+  global.heap.u += (int64_t)sb->used * sb->block_size;
+  if (sb->used == 0) {
+    sb->idle_since_ns = now;
+    sb->purged = 0;
+    list_push_front(&global.empty_dirty, sb);
+  } else {
+    list_push_front(&global.by_class[sb->size_class], sb);
+  }
+}
+
+/* A new superblock from the current segment, mapping a new segment when it is used up.
+ * Called with the global lock held. */
+static sb_t *segment_carve(void) {
+  if (global.segment_next + ld_sb_size > global.segment_end) {
+    void *seg;
+    size_t bytes = SEGMENT_SIZE > ld_sb_size * 4 ? SEGMENT_SIZE : ld_sb_size * 4;
+    if (ld_os_map_aligned(bytes, ld_sb_size, &seg) != 0) return NULL;
+    global.segment_next = seg;
+    global.segment_end = (char *)seg + bytes;
+    global.segments++;
+  }
+  sb_t *sb = (sb_t *)global.segment_next;
+  global.segment_next += ld_sb_size;
+  return sb;
+}
+
+/* A superblock for class cls, now owned by heap, or NULL when the OS has no memory. */
+static sb_t *global_take(heap_t *heap, unsigned cls) {
+  global_lock();
+  sb_t *sb = NULL;
+  sb_list_t *mine = &global.by_class[cls];
+  for (size_t tries = mine->count; tries > 0 && !sb; tries--) {
+    sb = mine->head;
+    list_remove(mine, sb);
+    global.heap.u -= (int64_t)sb_collect_remote(sb) * sb->block_size;
+    if (sb->used < (int32_t)sb->capacity) {
+      global.heap.a -= (int64_t)ld_sb_size;
+      global.heap.u -= (int64_t)sb->used * sb->block_size;
+    } else {
+      list_push_back(mine, sb); /* still full: look at the next one */
+      sb = NULL;
+    }
+  }
+  if (!sb) {
+    sb_list_t *from = global.empty_dirty.head ? &global.empty_dirty : &global.empty_clean;
+    if (from->head) {
+      sb = from->head;
+      list_remove(from, sb);
+      global.heap.a -= (int64_t)ld_sb_size;
+      if (sb->size_class != cls || sb->purged) sb_format(sb, cls);
+      sb->purged = 0;
+    }
+  }
+  if (!sb) {
+    sb = segment_carve();
+    if (sb) sb_format(sb, cls);
+  }
+  if (sb) {
+    atomic_store_explicit(&sb->owner, heap, memory_order_relaxed);
+    LD_STAT_INC(heap, superblocks_from_global);
+  }
+  if (global.empty_dirty.tail) global_purge_expired(ld_os_now_ns(), ld_options.purge_delay_ms == 0);
+  global_unlock();
+  return sb;
+}
+
+/* ---- giving superblocks back: Hoard's emptiness threshold ---- */
+
+/* Finds a superblock at least f empty, emptiest groups first (Hoard §3.1: "transfer a
+ * mostly-empty superblock"), avoiding `keep`. A heap below the threshold always has one:
+ * if u < (1-f)a, some superblock is less than (1-f) full. */
+static sb_t *heap_find_releasable(heap_t *heap, sb_t *keep) {
+  double full_limit = 1.0 - ld_options.empty_fraction;
+  for (int g = 0; g < LD_GROUP_FULL; g++) {
+    uint64_t classes = heap->group_classes[g];
+    while (classes) {
+      unsigned c = (unsigned)__builtin_ctzll(classes);
+      classes &= classes - 1;
+      for (sb_t *sb = heap->groups[c][g]; sb; sb = sb->next)
+        if (sb != keep && sb->used <= full_limit * sb->capacity) return sb;
+    }
+  }
+  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+    sb_t *sb = heap->current[c];
+    if (sb != &sb_none && sb != keep && sb->used <= full_limit * sb->capacity) return sb;
+  }
+  return NULL;
+}
+
+static void heap_detach(heap_t *heap, sb_t *sb) {
+  if (sb_is_current(heap, sb)) heap->current[sb->size_class] = &sb_none;
+  else heap_group_remove(heap, sb);
+  heap->a -= (int64_t)ld_sb_size;
+  heap->u -= (int64_t)sb->used * sb->block_size;
+}
+
+static void heap_release_while_below(heap_t *heap, sb_t *keep) {
+  if (heap->options_epoch != atomic_load_explicit(&options_epoch, memory_order_relaxed))
+    heap_recompute_threshold(heap);
+  if (heap->u >= heap->u_release) return;
+  global_lock();
+  uint64_t now = ld_os_now_ns();
+  while (heap->u < heap->u_release) {
+    sb_t *sb = heap_find_releasable(heap, keep);
+    if (!sb) break;
+    heap_detach(heap, sb);
+    global_put(sb, now);
+    LD_STAT_INC(heap, superblocks_to_global);
+    heap_recompute_threshold(heap);
+  }
+  if (global.empty_dirty.tail) global_purge_expired(now, ld_options.purge_delay_ms == 0);
+  global_unlock();
+  if (ld_options.debug) larder_validate();
+}
+
+void ld_heap_free_slow(heap_t *heap, sb_t *sb) {
+  if (!sb_is_current(heap, sb) && sb->used < sb->floor) {
+    heap_group_remove(heap, sb);
+    heap_group_insert(heap, sb);
+  }
+  heap_release_while_below(heap, NULL);
+}
+
+/* ---- refill: the current superblock of a class has no free block ---- */
+
+/* Regroups the full superblocks of class c whose blocks other threads have freed. This is
+ * what makes a producer/consumer pair reuse memory instead of growing (Hoard §2.2). */
+static void heap_collect_full(heap_t *heap, unsigned c) {
+  sb_t *sb = heap->groups[c][LD_GROUP_FULL];
+  while (sb) {
+    sb_t *next = sb->next;
+    int n = sb_collect_remote(sb);
+    if (n) {
+      heap->u -= (int64_t)n * sb->block_size;
+      heap_group_remove(heap, sb);
+      heap_group_insert(heap, sb);
+    }
+    sb = next;
+  }
+}
+
+static sb_t *heap_fullest(heap_t *heap, unsigned c) {
+  for (int g = LD_GROUP_FULL - 1; g >= 0; g--) {
+    sb_t *sb = heap->groups[c][g];
+    if (sb) {
+      heap_group_remove(heap, sb);
+      return sb;
+    }
+  }
+  return NULL;
+}
+
+void *ld_heap_refill(heap_t *heap, unsigned cls) {
+  sb_t *sb = heap->current[cls];
+  if (sb != &sb_none) {
+    int n = sb_collect_remote(sb);
+    heap->u -= (int64_t)n * sb->block_size;
+    if (!sb->free_list) sb_carve(sb);
+    if (!sb->free_list) {
+      heap->current[cls] = &sb_none;
+      heap_group_insert(heap, sb);
+      sb = &sb_none;
+    }
+  }
+  if (sb == &sb_none) {
+    heap_collect_full(heap, cls);
+    sb = heap_fullest(heap, cls);
+    if (sb) {
+      sb->floor = 0;
+      if (!sb->free_list) sb_carve(sb);
+    }
+  }
+  if (!sb) {
+    sb = global_take(heap, cls);
+    if (!sb) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    heap->a += (int64_t)ld_sb_size;
+    heap->u += (int64_t)sb->used * sb->block_size;
+    sb->floor = 0;
+    if (!sb->free_list) sb_carve(sb);
+    heap_recompute_threshold(heap);
+  }
+  heap->current[cls] = sb;
+  ld_block_t *b = sb->free_list;
+  sb->free_list = b->next;
+  b->tag = 0;
+  sb->used++;
+  heap->u += sb->block_size;
+  /* Taking a superblock raises a; other classes' slack may now break the invariant. */
+  if (heap->u < heap->u_release) heap_release_while_below(heap, sb);
+  return b;
+}
+
+/* ---- heap lifecycle ---- */
+
+/* A heap for a new thread: an exited thread's, or a new one. Heaps are never unmapped, and
+ * there are never more than the most threads that lived at once. */
+static heap_t *heap_new_locked(void) {
+  for (heap_t *h = global.heaps; h; h = h->next_heap)
+    if (!h->live) {
+      h->live = 1;
+      return h;
+    }
+  void *mem;
+  size_t bytes = (sizeof(heap_t) + ld_os_page_size() - 1) & ~(ld_os_page_size() - 1);
+  if (ld_os_map(bytes, &mem) != 0) return NULL;
+  heap_t *heap = mem;
+  heap->next_heap = global.heaps;
+  global.heaps = heap;
+  heap->live = 1;
+  return heap;
+}
+
+heap_t *ld_heap_for_thread(void) {
+  ld_init_if_needed();
+  global_lock();
+  heap_t *heap = heap_new_locked();
+  global_unlock();
+  if (!heap) return NULL;
+  for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) heap->current[c] = &sb_none;
+  heap->u = heap->a = 0;
+  heap_recompute_threshold(heap);
+  ld_heap_tls = heap;
+  /* May allocate (glibc's second-level key table), which now finds the heap. */
+  pthread_setspecific(heap_key, heap);
+  return heap;
+}
+
+/* Thread exit: everything the heap holds goes to the global heap, where other threads reuse
+ * it (DESIGN §1), and the heap itself waits for the next new thread. */
+static void heap_abandon(heap_t *heap) {
+  global_lock();
+  uint64_t now = ld_os_now_ns();
+  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+    sb_t *sb = heap->current[c];
+    if (sb != &sb_none) {
+      heap_detach(heap, sb);
+      global_put(sb, now);
+    }
+    for (int g = 0; g < LD_GROUP_COUNT; g++)
+      while ((sb = heap->groups[c][g])) {
+        heap_detach(heap, sb);
+        global_put(sb, now);
+      }
+  }
+  heap->u = heap->a = 0;
+#ifdef LARDER_STATS
+  size_t *dst = (size_t *)&global.retired, *src = (size_t *)&heap->stats;
+  for (size_t i = 0; i < sizeof(ld_stats_t) / sizeof(size_t); i++) dst[i] += src[i];
+  memset(&heap->stats, 0, sizeof heap->stats);
+#endif
+  heap->live = 0;
+  if (global.empty_dirty.tail) global_purge_expired(now, ld_options.purge_delay_ms == 0);
+  global_unlock();
+}
+
+static void heap_thread_exit(void *arg) {
+  heap_t *heap = arg;
+  if (!heap || heap == &ld_heap_empty) return;
+  ld_heap_tls = &ld_heap_empty;
+  heap_abandon(heap);
+}
+
+/* ---- fork: the child of a multithreaded parent must find the locks free ---- */
+static void fork_prepare(void) {
+  global_lock();
+  ld_large_lock();
+}
+static void fork_parent(void) {
+  ld_large_unlock();
+  global_unlock();
+}
+static void fork_child(void) {
+  ld_large_unlock();
+  /* The child has one thread; the other heaps' threads are gone, but their heaps may have
+   * been in the middle of a fast path, so they are left alone rather than reused. */
+  global_unlock();
+}
+
+/* ---- trim, stats, validation ---- */
+
+int ld_global_trim(void) {
+  global_lock();
+  size_t before = global.empty_clean.count;
+  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+    sb_t *sb = global.by_class[c].head;
+    while (sb) {
+      sb_t *next = sb->next;
+      int n = sb_collect_remote(sb);
+      global.heap.u -= (int64_t)n * sb->block_size;
+      if (sb->used == 0) {
+        list_remove(&global.by_class[c], sb);
+        global.heap.a -= (int64_t)ld_sb_size;
+        global_put(sb, 0);
+      }
+      sb = next;
+    }
+  }
+  global_purge_expired(0, true);
+  int released = global.empty_clean.count > before;
+  global_unlock();
+  return released;
+}
+
+void ld_stats_merge(ld_stats_t *out, int64_t *in_use, int64_t *held) {
+  memset(out, 0, sizeof *out);
+  *in_use = *held = 0;
+  global_lock();
+  size_t *dst = (size_t *)out;
+  const size_t *src = (const size_t *)&global.retired;
+  for (size_t i = 0; i < sizeof(ld_stats_t) / sizeof(size_t); i++) dst[i] += src[i];
+  for (heap_t *h = global.heaps; h; h = h->next_heap) {
+    /* Other threads' counters are read while they run: each is a word, read once, so the
+     * sum is a snapshot that may lag by a few operations, never torn. */
+    src = (const size_t *)&h->stats;
+    for (size_t i = 0; i < sizeof(ld_stats_t) / sizeof(size_t); i++)
+      dst[i] += __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+    *in_use += __atomic_load_n(&h->u, __ATOMIC_RELAXED);
+    *held += __atomic_load_n(&h->a, __ATOMIC_RELAXED);
+  }
+  *in_use += global.heap.u;
+  *held += global.heap.a;
+  global_unlock();
+}
+
+#define VIOLATION(...) (ld_message("larder: validate: " __VA_ARGS__), (*violations)++)
+
+/* Checks one superblock's lists and counts; `owner` is who must own it. */
+static void sb_validate(const sb_t *sb, const heap_t *owner, int *violations) {
+  if (sb->magic != LD_SB_MAGIC || sb->kind != LD_KIND_SMALL) {
+    VIOLATION("superblock %p: bad header\n", (const void *)sb);
+    return;
+  }
+  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) != owner)
+    VIOLATION("superblock %p: owner %p, expected %p\n", (const void *)sb, (void *)sb->owner, (const void *)owner);
+  char *end = sb->data + (size_t)sb->capacity * sb->block_size;
+  if (sb->bump < sb->data || sb->bump > end) VIOLATION("superblock %p: carve pointer out of range\n", (const void *)sb);
+  size_t carved = (size_t)(sb->bump - sb->data) / sb->block_size;
+  size_t free_count = 0;
+  for (const ld_block_t *b = sb->free_list; b; b = b->next) {
+    uintptr_t off = (uintptr_t)b - (uintptr_t)sb->data;
+    if ((char *)b < sb->data || (char *)b >= sb->bump || off % sb->block_size) {
+      VIOLATION("superblock %p: free-list entry %p is not a carved block\n", (const void *)sb, (const void *)b);
+      return;
+    }
+    if (b->tag != (ld_free_key ^ (uintptr_t)b)) VIOLATION("superblock %p: free block %p lost its tag\n", (const void *)sb, (const void *)b);
+    if (++free_count > carved) {
+      VIOLATION("superblock %p: free list longer than the carved blocks (a cycle?)\n", (const void *)sb);
+      return;
+    }
+  }
+  /* Blocks on the remote list are still counted in used until the owner collects them. */
+  if ((size_t)sb->used != carved - free_count)
+    VIOLATION("superblock %p: used %d but %zu carved - %zu free\n", (const void *)sb, sb->used, carved, free_count);
+}
+
+static void heap_validate(heap_t *heap, int *violations) {
+  int64_t u = 0, a = 0;
+  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+    sb_t *cur = heap->current[c];
+    if (cur != &sb_none) {
+      sb_validate(cur, heap, violations);
+      if (cur->size_class != c) VIOLATION("heap %p: current superblock of class %u has class %u\n", (void *)heap, c, cur->size_class);
+      u += (int64_t)cur->used * cur->block_size;
+      a += (int64_t)ld_sb_size;
+    }
+    for (int g = 0; g < LD_GROUP_COUNT; g++) {
+      bool any = heap->groups[c][g] != NULL;
+      if (any != !!(heap->group_classes[g] & ((uint64_t)1 << c)))
+        VIOLATION("heap %p: group bitmap of group %d, class %u is wrong\n", (void *)heap, g, c);
+      const sb_t *prev = NULL;
+      for (sb_t *sb = heap->groups[c][g]; sb; prev = sb, sb = sb->next) {
+        sb_validate(sb, heap, violations);
+        if (sb->prev != prev) VIOLATION("superblock %p: broken back link\n", (void *)sb);
+        if (sb->size_class != c || sb->group != g) VIOLATION("superblock %p: filed under class %u group %d\n", (void *)sb, c, g);
+        if (sb_group_of(sb->used, (int32_t)sb->capacity) != g)
+          VIOLATION("superblock %p: used %d does not belong in group %d\n", (void *)sb, sb->used, g);
+        u += (int64_t)sb->used * sb->block_size;
+        a += (int64_t)ld_sb_size;
+      }
+    }
+  }
+  if (u != heap->u) VIOLATION("heap %p: u is %lld, superblocks add up to %lld\n", (void *)heap, (long long)heap->u, (long long)u);
+  if (a != heap->a) VIOLATION("heap %p: a is %lld, superblocks add up to %lld\n", (void *)heap, (long long)heap->a, (long long)a);
+  /* Hoard's invariant (seed 004 §3.1). */
+  double f = ld_options.empty_fraction;
+  int64_t k_slack = (int64_t)ld_options.k * (int64_t)ld_sb_size;
+  if (!(heap->u >= heap->a - k_slack || (double)heap->u >= (1.0 - f) * (double)heap->a))
+    VIOLATION("heap %p: Hoard's invariant fails: u=%lld a=%lld K*S=%lld f=%.3f\n", (void *)heap,
+              (long long)heap->u, (long long)heap->a, (long long)k_slack, f);
+}
+
+static void global_list_validate(const sb_list_t *list, bool must_be_empty, int *violations) {
+  size_t n = 0;
+  const sb_t *prev = NULL;
+  for (const sb_t *sb = list->head; sb; prev = sb, sb = sb->next) {
+    if (sb->prev != prev) VIOLATION("global heap: broken back link at %p\n", (const void *)sb);
+    if (must_be_empty && sb->used != 0) VIOLATION("global heap: superblock %p on an empty list has %d blocks in use\n", (const void *)sb, sb->used);
+    sb_validate(sb, &global.heap, violations);
+    if (++n > list->count) break;
+  }
+  if (n != list->count || list->tail != prev) VIOLATION("global heap: list count %zu, found %zu\n", list->count, n);
+}
+
+/* The calling thread's heap, the global heap, and every abandoned heap: other live threads'
+ * heaps change under our feet without a lock, so they are checked by their own threads. */
+void ld_heap_validate_all(int *violations) {
+  ld_init_if_needed();
+  heap_t *mine = ld_heap_tls;
+  if (mine != &ld_heap_empty) {
+    if (mine->options_epoch != atomic_load_explicit(&options_epoch, memory_order_relaxed)) {
+      heap_recompute_threshold(mine);
+      heap_release_while_below(mine, NULL);
+    }
+    heap_validate(mine, violations);
+  }
+  global_lock();
+  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) global_list_validate(&global.by_class[c], false, violations);
+  global_list_validate(&global.empty_dirty, true, violations);
+  global_list_validate(&global.empty_clean, true, violations);
+  for (heap_t *h = global.heaps; h; h = h->next_heap)
+    if (!h->live && (h->u != 0 || h->a != 0)) VIOLATION("abandoned heap %p still holds memory\n", (void *)h);
+  global_unlock();
+}
+
+/* ---- statistics at exit ---- */
+static void stats_at_exit(void) {
+  if (ld_options.stats >= 2) larder_stats_print_json(2);
+  else larder_stats_print(2);
+}

@@ -1,0 +1,176 @@
+/* Large objects: sizes above the largest size class, each in a span of whole pages mapped on
+ * its own. The span starts with a header laid out like a superblock's, at an S-aligned
+ * address, so free() finds it with the same mask (internal.h, ld_sb_of).
+ *
+ * Freed spans go to a small cache instead of back to the OS, so that a program that mallocs
+ * and frees large buffers in a loop does not pay an mmap and a page fault per buffer. Spans
+ * idle longer than the purge delay are purged; malloc_trim unmaps them all.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "os.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#define LARGE_CACHE_MAX_SPANS 32
+
+static struct {
+  pthread_mutex_t lock;
+  sb_t *head, *tail;      /* newest first */
+  size_t count, bytes;
+} cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static _Atomic size_t large_in_use;
+
+void ld_large_lock(void) { pthread_mutex_lock(&cache.lock); }
+void ld_large_unlock(void) { pthread_mutex_unlock(&cache.lock); }
+
+static void cache_remove(sb_t *span) {
+  if (span->prev) span->prev->next = span->next; else cache.head = span->next;
+  if (span->next) span->next->prev = span->prev; else cache.tail = span->prev;
+  span->next = span->prev = NULL;
+  cache.count--;
+  cache.bytes -= span->map_bytes;
+}
+
+/* The smallest cached span that holds `need` bytes without wasting more than three quarters. */
+static sb_t *cache_take(size_t need) {
+  sb_t *best = NULL;
+  for (sb_t *s = cache.head; s; s = s->next)
+    if (s->map_bytes >= need && s->map_bytes / 4 <= need && (!best || s->map_bytes < best->map_bytes)) best = s;
+  if (best) cache_remove(best);
+  return best;
+}
+
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) & ~(to - 1); }
+
+void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
+  size_t page = ld_os_page_size();
+  if (align < LD_MIN_ALIGN) align = LD_MIN_ALIGN;
+  /* Anything this big can never be served; saying so early also keeps the sums below from
+   * overflowing. */
+  if (size > (SIZE_MAX >> 2) || align > (SIZE_MAX >> 2)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  sb_t *span = NULL;
+  char *user;
+  *zeroed = false;
+  if (align < ld_sb_size) {
+    size_t offset = round_up(LD_SB_HEADER, align);
+    size_t need = round_up(offset + size, page);
+    if (ld_options.large_cache_mb > 0) {
+      ld_large_lock();
+      span = cache_take(need);
+      ld_large_unlock();
+    }
+    if (!span) {
+      void *base;
+      if (ld_os_map_aligned(need, ld_sb_size, &base) != 0) {
+        errno = ENOMEM;
+        return NULL;
+      }
+      span = base;
+      span->map_base = base;
+      span->map_bytes = need;
+      *zeroed = true;
+    } else {
+      heap_t *heap = ld_heap_tls;
+      if (heap != &ld_heap_empty) LD_STAT_INC(heap, large_cache_hits);
+    }
+    user = (char *)span + offset;
+  } else {
+    /* Alignment of S or more: the header goes in the S-chunk just below the user pointer.
+     * Such spans are not cached (their layout is particular to their alignment). */
+    size_t total = round_up(align + size, page);
+    void *base;
+    if (ld_os_map_aligned(total, ld_sb_size, &base) != 0) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    user = (char *)round_up((uintptr_t)base + ld_sb_size, align);
+    span = (sb_t *)(user - ld_sb_size);
+    span->map_base = base;
+    span->map_bytes = total;
+    *zeroed = true;
+  }
+  span->magic = LD_SB_MAGIC;
+  span->kind = LD_KIND_LARGE;
+  span->data = user;
+  span->usable = (size_t)((char *)span->map_base + span->map_bytes - user);
+  span->block_size = 0;
+  span->purged = 0;
+  atomic_store_explicit(&span->owner, NULL, memory_order_relaxed);
+  atomic_fetch_add_explicit(&large_in_use, span->map_bytes, memory_order_relaxed);
+  return user;
+}
+
+/* Called with the cache lock held. */
+static void cache_purge_expired(uint64_t now, bool all) {
+  uint64_t delay = (uint64_t)ld_options.purge_delay_ms * 1000000u;
+  size_t page = ld_os_page_size();
+  for (sb_t *s = cache.tail; s; s = s->prev) {
+    if (s->purged) continue;
+    if (!all && now - s->idle_since_ns < delay) break; /* older ones are towards the tail */
+    if (s->map_bytes > page) ld_os_purge((char *)s + page, s->map_bytes - page);
+    s->purged = 1;
+  }
+}
+
+void ld_large_free(sb_t *span, void *p) {
+  (void)p;
+  size_t bytes = span->map_bytes;
+  atomic_fetch_sub_explicit(&large_in_use, bytes, memory_order_relaxed);
+  size_t limit = (size_t)ld_options.large_cache_mb << 20;
+  if ((void *)span != span->map_base || bytes > limit) {
+    ld_os_unmap(span->map_base, bytes);
+    return;
+  }
+  uint64_t now = ld_os_now_ns();
+  ld_large_lock();
+  span->kind = LD_KIND_LARGE_CACHED;
+  span->idle_since_ns = now;
+  span->purged = 0;
+  span->prev = NULL;
+  span->next = cache.head;
+  if (cache.head) cache.head->prev = span; else cache.tail = span;
+  cache.head = span;
+  cache.count++;
+  cache.bytes += bytes;
+  while (cache.count > LARGE_CACHE_MAX_SPANS || cache.bytes > limit) {
+    sb_t *old = cache.tail;
+    cache_remove(old);
+    ld_os_unmap(old->map_base, old->map_bytes);
+  }
+  cache_purge_expired(now, ld_options.purge_delay_ms == 0);
+  ld_large_unlock();
+}
+
+int ld_large_trim(void) {
+  ld_large_lock();
+  int released = cache.count > 0;
+  while (cache.tail) {
+    sb_t *old = cache.tail;
+    cache_remove(old);
+    ld_os_unmap(old->map_base, old->map_bytes);
+  }
+  ld_large_unlock();
+  return released;
+}
+
+void ld_large_purge_expired(uint64_t now) {
+  ld_large_lock();
+  cache_purge_expired(now, false);
+  ld_large_unlock();
+}
+
+size_t ld_large_bytes_in_use(void) { return atomic_load_explicit(&large_in_use, memory_order_relaxed); }
+
+size_t ld_large_bytes_cached(void) {
+  ld_large_lock();
+  size_t b = cache.bytes;
+  ld_large_unlock();
+  return b;
+}

@@ -1,0 +1,116 @@
+/* The tunables table (options.h) and its parsing. Malformed values are warned about and
+ * ignored, never fatal: a typo in an environment variable must not take a server down. */
+#define _GNU_SOURCE
+#include "options.h"
+#include "internal.h"
+#include "larder.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+ld_options_t ld_options = {
+#define LD_OPTION_DEFAULT(name, def, lo, hi, integral, at_start, comment) .name = def,
+  LD_OPTION_TABLE(LD_OPTION_DEFAULT)
+#undef LD_OPTION_DEFAULT
+};
+
+typedef struct option_row_s {
+  const char *name;
+  double *value;
+  double lo, hi;
+  int integral, at_start;
+} option_row_t;
+
+static option_row_t option_rows[] = {
+#define LD_OPTION_ROW(name, def, lo, hi, integral, at_start, comment) \
+  {#name, &ld_options.name, lo, hi, integral, at_start},
+  LD_OPTION_TABLE(LD_OPTION_ROW)
+#undef LD_OPTION_ROW
+};
+#define OPTION_COUNT (sizeof option_rows / sizeof option_rows[0])
+
+static int options_frozen;
+
+/* Environment variables with the LARDER_ prefix that belong to other parts of larder. */
+static const char *const option_foreign_prefixes[] = {"TRACE_", "POOL_", "BUILD_", "BENCH_", "TEST_"};
+
+static option_row_t *option_find(const char *name, size_t len) {
+  for (size_t i = 0; i < OPTION_COUNT; i++)
+    if (strlen(option_rows[i].name) == len && strncasecmp(option_rows[i].name, name, len) == 0)
+      return &option_rows[i];
+  return NULL;
+}
+
+static int option_parse(const option_row_t *row, const char *text, double *out) {
+  if (!text || !*text) return -1;
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  while (*end == ' ') end++;
+  if (errno || *end || !isfinite(v)) return -1;
+  if (v < row->lo || v > row->hi) return -1;
+  if (row->integral && v != floor(v)) return -1;
+  if (row->value == &ld_options.superblock_size) {
+    unsigned long s = (unsigned long)v;
+    if (s & (s - 1)) return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+static int option_apply(option_row_t *row, const char *text, const char *origin) {
+  double v;
+  if (option_parse(row, text, &v) != 0) {
+    ld_message("larder: ignoring %s%s=%s: expected %s from %g to %g%s\n", origin, row->name, text ? text : "",
+               row->integral ? "a whole number" : "a number", row->lo, row->hi,
+               row->value == &ld_options.superblock_size ? ", a power of two" : "");
+    return -1;
+  }
+  if (row->at_start && options_frozen && v != *row->value) {
+    ld_message("larder: ignoring %s%s=%s: it can only be set before the first allocation\n", origin, row->name, text);
+    return -1;
+  }
+  *row->value = v;
+  return 0;
+}
+
+void ld_options_init(void) {
+  extern char **environ;
+  for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, "LARDER_", 7) != 0) continue;
+    const char *name = *e + 7;
+    const char *eq = strchr(name, '=');
+    if (!eq) continue;
+    int foreign = 0;
+    for (size_t i = 0; i < sizeof option_foreign_prefixes / sizeof option_foreign_prefixes[0]; i++)
+      if (strncmp(name, option_foreign_prefixes[i], strlen(option_foreign_prefixes[i])) == 0) foreign = 1;
+    if (foreign) continue;
+    option_row_t *row = option_find(name, (size_t)(eq - name));
+    if (!row) {
+      ld_message("larder: ignoring unknown setting LARDER_%.*s\n", (int)(eq - name), name);
+      continue;
+    }
+    option_apply(row, eq + 1, "LARDER_");
+  }
+}
+
+void ld_options_freeze(void) { options_frozen = 1; }
+
+int larder_option_set(const char *name, const char *value) {
+  option_row_t *row = name ? option_find(name, strlen(name)) : NULL;
+  if (!row) {
+    ld_message("larder: larder_option_set: unknown option '%s'\n", name ? name : "(null)");
+    return -1;
+  }
+  if (option_apply(row, value, "") != 0) return -1;
+  ld_options_changed();
+  return 0;
+}
+
+double larder_option_get(const char *name) {
+  option_row_t *row = name ? option_find(name, strlen(name)) : NULL;
+  return row ? *row->value : -1;
+}

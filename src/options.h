@@ -1,0 +1,39 @@
+/* The tunables: one table, read once from LARDER_<NAME> at start (see options.c). */
+#ifndef LD_OPTIONS_H
+#define LD_OPTIONS_H
+
+#pragma GCC visibility push(hidden)
+
+#ifdef LARDER_DEBUG_BUILD
+#define LD_DEBUG_DEFAULT 1
+#else
+#define LD_DEBUG_DEFAULT 0
+#endif
+
+/* X(name, default, min, max, integral, takes effect only at start, comment) */
+#define LD_OPTION_TABLE(X)                                                                      \
+  X(empty_fraction,  0.25,  0.01, 0.99,  0, 0, "Hoard f: a heap less than (1-f) full gives a superblock back (Hoard 3.1)") \
+  X(k,               4,     0,    1e6,   1, 0, "Hoard K: superblocks a heap may hold beyond the f rule before releasing") \
+  X(superblock_size, 65536, 16384, 1048576, 1, 1, "bytes per superblock S, a power of two")               \
+  X(purge_delay_ms,  1000,  0,    3.6e6, 1, 0, "empty memory is returned to the OS after this delay; 0: at once") \
+  X(large_cache_mb,  64,    0,    1e6,   1, 0, "freed large spans kept for reuse, in MiB")               \
+  X(stats,           0,     0,    2,     1, 0, "print statistics at exit: 1 table, 2 JSON")             \
+  X(verbose,         0,     0,    1,     1, 0, "report settings and warnings on stderr")               \
+  X(debug,           LD_DEBUG_DEFAULT,     0,    1,     1, 0, "extra checks: full double-free search, validation on slow paths")
+
+typedef struct ld_options_s {
+#define LD_OPTION_FIELD(name, def, lo, hi, integral, at_start, comment) double name;
+  LD_OPTION_TABLE(LD_OPTION_FIELD)
+#undef LD_OPTION_FIELD
+} ld_options_t;
+
+extern ld_options_t ld_options;
+
+/* Reads every LARDER_* variable once; warns about unknown names and malformed values. */
+void ld_options_init(void);
+/* After this, options marked "at start" refuse changes. */
+void ld_options_freeze(void);
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,96 @@
+/* The one seam to the operating system (see os.h for the contract). */
+#define _GNU_SOURCE
+#include "os.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Atomic size_t os_mmap_calls, os_munmap_calls, os_madvise_calls;
+static _Atomic size_t os_mmap_bytes, os_munmap_bytes, os_madvise_bytes;
+
+static void os_count(_Atomic size_t *calls, _Atomic size_t *bytes, size_t n) {
+  atomic_fetch_add_explicit(calls, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(bytes, n, memory_order_relaxed);
+}
+
+int ld_os_map(size_t bytes, void **out) {
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return errno ? errno : ENOMEM;
+  os_count(&os_mmap_calls, &os_mmap_bytes, bytes);
+  *out = p;
+  return 0;
+}
+
+int ld_os_map_aligned(size_t bytes, size_t align, void **out) {
+  size_t page = ld_os_page_size();
+  if (align <= page) return ld_os_map(bytes, out);
+  if (bytes > SIZE_MAX - align) return ENOMEM;
+  /* Map more than needed, then give back the misaligned head and the tail: one mmap and at
+   * most two munmaps, whatever the alignment. */
+  void *raw;
+  int err = ld_os_map(bytes + align - page, &raw);
+  if (err) return err;
+  uintptr_t start = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
+  size_t head = start - (uintptr_t)raw;
+  size_t tail = (align - page) - head;
+  if (head) ld_os_unmap(raw, head);
+  if (tail) ld_os_unmap((char *)start + bytes, tail);
+  *out = (void *)start;
+  return 0;
+}
+
+int ld_os_unmap(void *addr, size_t bytes) {
+  if (munmap(addr, bytes) != 0) return errno ? errno : EINVAL;
+  os_count(&os_munmap_calls, &os_munmap_bytes, bytes);
+  return 0;
+}
+
+int ld_os_purge(void *addr, size_t bytes) {
+  if (madvise(addr, bytes, MADV_DONTNEED) != 0) return errno ? errno : EINVAL;
+  os_count(&os_madvise_calls, &os_madvise_bytes, bytes);
+  return 0;
+}
+
+size_t ld_os_page_size(void) {
+  static size_t page;
+  if (!page) {
+    long p = sysconf(_SC_PAGESIZE);
+    page = p > 0 ? (size_t)p : 4096;
+  }
+  return page;
+}
+
+int ld_os_cpu_count(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+uint64_t ld_os_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void ld_os_write(int fd, const char *buf, size_t len) {
+  while (len > 0) {
+    ssize_t n = write(fd, buf, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    buf += n;
+    len -= (size_t)n;
+  }
+}
+
+void ld_os_counts(ld_os_counts_t *out) {
+  out->mmap_calls = atomic_load_explicit(&os_mmap_calls, memory_order_relaxed);
+  out->munmap_calls = atomic_load_explicit(&os_munmap_calls, memory_order_relaxed);
+  out->madvise_calls = atomic_load_explicit(&os_madvise_calls, memory_order_relaxed);
+  out->mmap_bytes = atomic_load_explicit(&os_mmap_bytes, memory_order_relaxed);
+  out->munmap_bytes = atomic_load_explicit(&os_munmap_bytes, memory_order_relaxed);
+  out->madvise_bytes = atomic_load_explicit(&os_madvise_bytes, memory_order_relaxed);
+}

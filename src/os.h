@@ -1,0 +1,34 @@
+/* The one seam to the operating system. Only os.c calls mmap, munmap, madvise, or reads the
+ * page size, the CPU count or the clock.
+ *
+ * Contract, once for all: sizes and addresses passed in are multiples of the page size; the
+ * functions that can fail return 0 on success or an errno value (ENOMEM, EINVAL), never -1. */
+#ifndef LD_OS_H
+#define LD_OS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Maps `bytes` of zeroed read-write memory. */
+int      ld_os_map(size_t bytes, void **out);
+/* Maps `bytes` starting at an address that is a multiple of `align` (a power of two >= page). */
+int      ld_os_map_aligned(size_t bytes, size_t align, void **out);
+int      ld_os_unmap(void *addr, size_t bytes);
+/* Gives the pages back to the OS; the range stays mapped and reads as zero when touched again. */
+int      ld_os_purge(void *addr, size_t bytes);
+
+size_t   ld_os_page_size(void);
+int      ld_os_cpu_count(void);
+uint64_t ld_os_now_ns(void);          /* monotonic clock */
+
+/* Writes all of buf to fd without allocating (messages from inside the allocator). */
+void     ld_os_write(int fd, const char *buf, size_t len);
+
+/* Process-wide counts of the calls above, for the statistics. */
+typedef struct ld_os_counts_s {
+  size_t mmap_calls, munmap_calls, madvise_calls;
+  size_t mmap_bytes, munmap_bytes, madvise_bytes;
+} ld_os_counts_t;
+void     ld_os_counts(ld_os_counts_t *out);
+
+#endif
