@@ -92,6 +92,8 @@ _Static_assert(offsetof(struct tr_thread, buf) == offsetof(struct tr_thread, blo
 static __thread struct tr_thread *tls_thread __attribute__((tls_model("initial-exec")));
 static __thread int tls_depth __attribute__((tls_model("initial-exec")));
 static __thread int tls_dead __attribute__((tls_model("initial-exec")));
+/* kept after the buffer is gone, so a dying thread's last records still name it */
+static __thread uint32_t tls_seq __attribute__((tls_model("initial-exec"))) = UINT32_MAX;
 
 static atomic_flag tr_reg_lock = ATOMIC_FLAG_INIT;
 static struct tr_thread *tr_threads;
@@ -155,6 +157,7 @@ static struct tr_thread *tr_thread_new(void) {
   struct tr_thread *th = m;
   th->tid = (uint32_t)syscall(SYS_gettid);
   th->seq = atomic_fetch_add(&tr_next_seq, 1);
+  tls_seq = th->seq;
   tr_lock();
   th->next = tr_threads;
   tr_threads = th;
@@ -206,9 +209,9 @@ static void tr_record(unsigned op, uint64_t size, unsigned align_log2, const voi
   if (TR_UNLIKELY(!th || atomic_load_explicit(&tr_final, memory_order_relaxed))) {
     struct ltr_record r = {t - tr_start_ns, (uint64_t)(uintptr_t)in, (uint64_t)(uintptr_t)out,
                            ltr_pack(op, size, align_log2)};
-    if (tls_dead || atomic_load(&tr_final)) { tr_record_now(&r, th ? th->seq : UINT32_MAX); return; }
+    if (tls_dead || atomic_load(&tr_final)) { tr_record_now(&r, tls_seq); return; }
     th = tr_thread_new();
-    if (!th) { tr_record_now(&r, UINT32_MAX); return; }
+    if (!th) { tr_record_now(&r, tls_seq); return; }
   }
   uint32_t n = atomic_load_explicit(&th->n, memory_order_relaxed);
   struct ltr_record *r = &th->buf[n];
@@ -347,6 +350,7 @@ static void tr_atfork_child(void) {
     tr_threads = self;
     self->tid = (uint32_t)syscall(SYS_gettid);
     self->seq = 0;
+    tls_seq = 0;
     atomic_store(&self->n, 0);
   }
   atomic_store(&tr_next_seq, 1);

@@ -1,0 +1,248 @@
+"""The larder trace file, version 1 (docs/trace-format.md; tracer/trace_format.h is the C side).
+
+A file is a 64-byte header and blocks; a block is one thread's flushed buffer: a 16-byte block
+header, then fixed 32-byte records. Blocks of several threads interleave; `merged()` orders
+all records by timestamp, keeping each thread's own order (seed 004 §5.4 merges per-heap traces
+the same way).
+
+The text form (`to_text` / `from_text`) keeps every field and the block structure, so binary ->
+text -> binary gives back the same bytes.
+"""
+from __future__ import annotations
+
+import gzip
+import heapq
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAGIC = b"LRDTRACE"
+VERSION = 1
+HEADER_SIZE = 64
+BLOCK_SIZE = 16
+RECORD_SIZE = 32
+BLOCK_MAGIC = 0x314B4C42
+SIZE_MAX = (1 << 48) - 1
+ALIGN_BAD = 0xFF
+
+HEADER = struct.Struct("<8sHHHHIIQQII16s")
+BLOCK = struct.Struct("<IIII")
+RECORD = struct.Struct("<QQQQ")
+
+OPS = {1: "malloc", 2: "calloc", 3: "realloc", 4: "reallocarray", 5: "free", 6: "posix_memalign",
+       7: "aligned_alloc", 8: "memalign", 9: "valloc", 10: "pvalloc"}
+OP_CODES = {v: k for k, v in OPS.items()}
+FREE = 5
+REALLOCS = (3, 4)
+
+
+class TraceError(ValueError):
+    """A file that is not a valid trace; the message names the byte offset."""
+
+
+@dataclass
+class Record:
+    t_ns: int
+    op: int
+    size: int
+    align_log2: int
+    addr_in: int
+    addr_out: int
+
+    def pack(self) -> bytes:
+        packed = min(self.size, SIZE_MAX) | (self.op & 0xFF) << 48 | (self.align_log2 & 0xFF) << 56
+        return RECORD.pack(self.t_ns, self.addr_in, self.addr_out, packed)
+
+
+@dataclass
+class Block:
+    tid: int
+    thread_seq: int
+    records: list[Record] = field(default_factory=list)
+
+
+@dataclass
+class Header:
+    pid: int = 0
+    ppid: int = 0
+    start_ns: int = 0
+    proc_start: int = 0
+    exec_seq: int = 0
+    comm: str = ""
+    flags: int = 0
+    reserved: int = 0
+
+    def pack(self) -> bytes:
+        return HEADER.pack(MAGIC, VERSION, HEADER_SIZE, RECORD_SIZE, self.flags, self.pid, self.ppid,
+                           self.start_ns, self.proc_start, self.exec_seq, self.reserved,
+                           self.comm.encode()[:16].ljust(16, b"\0"))
+
+
+@dataclass
+class Trace:
+    header: Header
+    blocks: list[Block]
+
+    def to_bytes(self) -> bytes:
+        out = [self.header.pack()]
+        for b in self.blocks:
+            out.append(BLOCK.pack(BLOCK_MAGIC, b.tid, len(b.records), b.thread_seq))
+            out.extend(r.pack() for r in b.records)
+        return b"".join(out)
+
+    def write(self, path: str | Path) -> None:
+        data = self.to_bytes()
+        if str(path).endswith(".gz"):
+            with gzip.open(path, "wb") as f:
+                f.write(data)
+        else:
+            Path(path).write_bytes(data)
+
+    @property
+    def records(self) -> int:
+        return sum(len(b.records) for b in self.blocks)
+
+    def threads(self) -> list[tuple]:
+        """Thread keys in order of first appearance (seq, or tid for records of a dying thread)."""
+        seen: dict = {}
+        for b in self.blocks:
+            seen.setdefault(_thread_key(b), len(seen))
+        return list(seen)
+
+    def merged(self) -> list[tuple[int, Record]]:
+        """All records as (thread index, record), ordered by time; ties and each thread's own
+        sequence keep file order."""
+        keys: dict = {}
+        per: list[list[Record]] = []
+        for b in self.blocks:
+            k = _thread_key(b)
+            if k not in keys:
+                keys[k] = len(per)
+                per.append([])
+            per[keys[k]].extend(b.records)
+        heads = [(recs[0].t_ns, ti, 0) for ti, recs in enumerate(per) if recs]
+        heapq.heapify(heads)
+        out = []
+        while heads:
+            _, ti, i = heapq.heappop(heads)
+            out.append((ti, per[ti][i]))
+            if i + 1 < len(per[ti]):
+                heapq.heappush(heads, (per[ti][i + 1].t_ns, ti, i + 1))
+        return out
+
+
+def _thread_key(b: Block) -> tuple:
+    return ("seq", b.thread_seq) if b.thread_seq != 0xFFFFFFFF else ("tid", b.tid)
+
+
+def read_bytes(path: str | Path) -> bytes:
+    raw = Path(path).read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            return gzip.decompress(raw)
+        except (OSError, EOFError) as e:
+            raise TraceError(f"{path}: corrupt or truncated gzip data: {e}") from None
+    return raw
+
+
+def parse(data: bytes, name: str = "trace") -> Trace:
+    """Checks and decodes a whole trace; every error names the byte offset."""
+    n = len(data)
+    if n < 8 or data[:8] != MAGIC:
+        raise TraceError(f"{name}: byte 0: not a larder trace (magic \"LRDTRACE\" missing)")
+    if n < HEADER_SIZE:
+        raise TraceError(f"{name}: byte {n}: truncated header ({n} of {HEADER_SIZE} bytes)")
+    (_, version, hsize, rsize, flags, pid, ppid, start, pstart, exec_seq, reserved,
+     comm) = HEADER.unpack_from(data, 0)
+    if version != VERSION:
+        raise TraceError(f"{name}: byte 8: unsupported trace version {version} (this reader knows version {VERSION})")
+    if hsize < HEADER_SIZE or hsize > n:
+        raise TraceError(f"{name}: byte 10: bad header size {hsize}")
+    if rsize != RECORD_SIZE:
+        raise TraceError(f"{name}: byte 12: record size {rsize}, expected {RECORD_SIZE}")
+    header = Header(pid, ppid, start, pstart, exec_seq, comm.rstrip(b"\0").decode(errors="replace"),
+                    flags, reserved)
+    blocks = []
+    off = hsize
+    while off < n:
+        if n - off < BLOCK_SIZE:
+            raise TraceError(f"{name}: byte {off}: truncated block header ({n - off} of {BLOCK_SIZE} bytes)")
+        magic, tid, count, seq = BLOCK.unpack_from(data, off)
+        if magic != BLOCK_MAGIC:
+            raise TraceError(f"{name}: byte {off}: bad block magic 0x{magic:08x} (corrupt trace)")
+        body = count * RECORD_SIZE
+        if count == 0 or n - off - BLOCK_SIZE < body:
+            raise TraceError(f"{name}: byte {off}: truncated block: it announces {count} records, "
+                             f"{n - off - BLOCK_SIZE} bytes remain")
+        recs = []
+        roff = off + BLOCK_SIZE
+        for t, ain, aout, packed in RECORD.iter_unpack(data[roff:roff + body]):
+            op = (packed >> 48) & 0xFF
+            if op not in OPS:
+                raise TraceError(f"{name}: byte {roff + 30}: unknown operation {op} in record")
+            recs.append(Record(t, op, packed & SIZE_MAX, packed >> 56, ain, aout))
+            roff += RECORD_SIZE
+        blocks.append(Block(tid, seq, recs))
+        off += BLOCK_SIZE + body
+    return Trace(header, blocks)
+
+
+def load(path: str | Path) -> Trace:
+    return parse(read_bytes(path), str(path))
+
+
+# ---- text form ----
+# line 1:  larder-trace 1 pid=.. ppid=.. start_ns=.. proc_start=.. exec_seq=.. flags=.. reserved=.. comm=..
+# then:    block <tid> <thread_seq> <count>
+# then count lines: <t_ns> <op> <size> <align_log2> <addr_in hex> <addr_out hex>
+
+def to_text(trace: Trace) -> str:
+    h = trace.header
+    lines = [f"larder-trace {VERSION} pid={h.pid} ppid={h.ppid} start_ns={h.start_ns} proc_start={h.proc_start} "
+             f"exec_seq={h.exec_seq} flags={h.flags} reserved={h.reserved} comm={h.comm.encode().hex()}"]
+    for b in trace.blocks:
+        lines.append(f"block {b.tid} {b.thread_seq} {len(b.records)}")
+        for r in b.records:
+            lines.append(f"{r.t_ns} {OPS[r.op]} {r.size} {r.align_log2} {r.addr_in:#x} {r.addr_out:#x}")
+    return "\n".join(lines) + "\n"
+
+
+def from_text(text: str, name: str = "text") -> Trace:
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("larder-trace "):
+        raise TraceError(f"{name}: line 1: expected 'larder-trace {VERSION} ...'")
+    head = lines[0].split()
+    if head[1] != str(VERSION):
+        raise TraceError(f"{name}: line 1: unsupported version {head[1]}")
+    kv = dict(f.split("=", 1) for f in head[2:] if "=" in f)
+    try:
+        header = Header(int(kv["pid"]), int(kv["ppid"]), int(kv["start_ns"]), int(kv["proc_start"]),
+                        int(kv["exec_seq"]), bytes.fromhex(kv.get("comm", "")).decode(errors="replace"),
+                        int(kv.get("flags", 0)), int(kv.get("reserved", 0)))
+    except (KeyError, ValueError) as e:
+        raise TraceError(f"{name}: line 1: bad header field: {e}") from None
+    blocks: list[Block] = []
+    want = 0
+    for no, line in enumerate(lines[1:], start=2):
+        f = line.split()
+        if not f:
+            continue
+        try:
+            if f[0] == "block":
+                if want:
+                    raise TraceError(f"{name}: line {no}: block starts before the previous one has its {want} records")
+                blocks.append(Block(int(f[1]), int(f[2])))
+                want = int(f[3])
+                continue
+            if not blocks or want == 0:
+                raise TraceError(f"{name}: line {no}: record outside a block")
+            if f[1] not in OP_CODES:
+                raise TraceError(f"{name}: line {no}: unknown operation {f[1]!r}")
+            blocks[-1].records.append(Record(int(f[0]), OP_CODES[f[1]], int(f[2]), int(f[3]),
+                                             int(f[4], 16), int(f[5], 16)))
+            want -= 1
+        except (IndexError, ValueError):
+            raise TraceError(f"{name}: line {no}: cannot read {line!r}") from None
+    if want:
+        raise TraceError(f"{name}: end: the last block lacks {want} records")
+    return Trace(header, blocks)
