@@ -528,3 +528,76 @@ TR_ALIGNED(memalign, LTR_MEMALIGN, real_memalign)
   }
 TR_PAGE_ALIGNED(valloc, LTR_VALLOC, real_valloc)
 TR_PAGE_ALIGNED(pvalloc, LTR_PVALLOC, real_pvalloc)
+
+/* ---- leaving without destructors: exec replaces the image and _exit skips atexit, so both
+ * write every buffer first. Records after a failed exec are written one at a time. ---- */
+static void tr_flush_all(void) {
+  if (atomic_load(&tr_state) == TR_READY) tr_dtor();
+}
+
+TR_EXPORT __attribute__((noreturn)) void _exit(int status) {
+  tr_flush_all();
+  for (;;) syscall(SYS_exit_group, status);
+}
+TR_EXPORT __attribute__((noreturn)) void _Exit(int status) { _exit(status); }
+
+extern char **environ;
+typedef int (*tr_execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*tr_execv_fn)(const char *, char *const[]);
+typedef int (*tr_fexecve_fn)(int, char *const[], char *const[]);
+
+#define TR_NEXT(type, name) ((type)dlsym(RTLD_NEXT, name))
+
+TR_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+  tr_flush_all();
+  tr_execve_fn f = TR_NEXT(tr_execve_fn, "execve");
+  if (!f) { errno = ENOSYS; return -1; }
+  return f(path, argv, envp);
+}
+TR_EXPORT int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
+TR_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+  tr_flush_all();
+  tr_execve_fn f = TR_NEXT(tr_execve_fn, "execvpe");
+  if (!f) { errno = ENOSYS; return -1; }
+  return f(file, argv, envp);
+}
+TR_EXPORT int execvp(const char *file, char *const argv[]) { return execvpe(file, argv, environ); }
+TR_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
+  tr_flush_all();
+  tr_fexecve_fn f = TR_NEXT(tr_fexecve_fn, "fexecve");
+  if (!f) { errno = ENOSYS; return -1; }
+  return f(fd, argv, envp);
+}
+
+/* execl, execlp, execle: gather the variadic arguments into an array on the stack. */
+#include <stdarg.h>
+#define TR_GATHER(first, ap, argv, want_env)                                    \
+  size_t n = 1;                                                               \
+  va_start(ap, first);                                                        \
+  while (va_arg(ap, char *)) n++;                                             \
+  va_end(ap);                                                                 \
+  char *argv[n + 1];                                                          \
+  argv[0] = (char *)first;                                                    \
+  va_start(ap, first);                                                        \
+  for (size_t i = 1; i <= n; i++) argv[i] = va_arg(ap, char *);              \
+  if (want_env) envp = va_arg(ap, char **);                                   \
+  va_end(ap)
+
+TR_EXPORT int execl(const char *path, const char *arg, ...) {
+  va_list ap;
+  char **envp = environ;
+  TR_GATHER(arg, ap, argv, 0);
+  return execve(path, argv, envp);
+}
+TR_EXPORT int execlp(const char *file, const char *arg, ...) {
+  va_list ap;
+  char **envp = environ;
+  TR_GATHER(arg, ap, argv, 0);
+  return execvpe(file, argv, envp);
+}
+TR_EXPORT int execle(const char *path, const char *arg, ...) {
+  va_list ap;
+  char **envp = NULL;
+  TR_GATHER(arg, ap, argv, 1);
+  return execve(path, argv, envp);
+}

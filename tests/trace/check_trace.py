@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Checks of liblarder-trace.so and trace-replay on real recordings (registered by
+tests/trace/tests.cmake; each check is one CTest test).
+
+trace_prog counts its own calls and peak live bytes. glibc adds a few calls of its own to
+any threaded program (each pthread_create callocs the new thread's DTV, 288 bytes here, and
+thread exit frees NULL twice); the checks measure those from a run of the same program with
+no work (rounds = 0) instead of assuming them, so the equalities below are exact:
+  replay ops  = program ops  + (baseline replay ops - baseline program ops)
+  replay peak = program peak + bytes the baseline trace leaves live (the DTVs)
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "harness"))
+from larder_bench.trace import fmt  # noqa: E402
+
+failures = 0
+
+
+def check(cond: bool, what: str) -> None:
+    global failures
+    if not cond:
+        failures += 1
+        print(f"FAIL: {what}", file=sys.stderr)
+    else:
+        print(f"ok: {what}")
+
+
+def record(args, out: Path, prog_args: list[str]) -> str:
+    env = dict(os.environ, LARDER_TRACE_FILE=str(out), LD_PRELOAD=args.recorder)
+    r = subprocess.run([args.prog, *prog_args], env=env, capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        sys.exit(f"trace_prog under the recorder failed ({r.returncode}): {r.stderr}")
+    return r.stdout
+
+
+def prog_figures(stdout: str) -> dict:
+    f = stdout.split()
+    return {"ops": int(f[1]), "peak": int(f[3]), "checksum": int(f[5])}
+
+
+def replay(args, trace: Path, *flags: str, expect: int = 0) -> tuple[dict | None, subprocess.CompletedProcess]:
+    r = subprocess.run([args.replay, str(trace), *flags], capture_output=True, text=True, timeout=60)
+    check(r.returncode == expect, f"trace-replay {' '.join(flags)} exits {expect} (got {r.returncode}: {r.stderr.strip()})")
+    if r.returncode != 0:
+        return None, r
+    return json.loads(r.stdout.strip().splitlines()[-1]), r
+
+
+def t_record_replay(args, tmp: Path) -> None:
+    work = prog_figures(record(args, tmp / "w.ltr", ["4", "3", "2000"]))
+    base = prog_figures(record(args, tmp / "b.ltr", ["4", "0", "2000"]))
+    jw, _ = replay(args, tmp / "w.ltr")
+    jb, _ = replay(args, tmp / "b.ltr")
+    fw, fb = jw["figures"], jb["figures"]
+    libc_ops = fb["ops"] - base["ops"]
+    check(0 <= libc_ops <= 4 * 4, f"libc's own calls in a 4-thread program are few ({libc_ops})")
+    check(fw["ops"] == work["ops"] + libc_ops,
+          f"replay ops {fw['ops']} == program ops {work['ops']} + libc's {libc_ops}")
+    check(fw["peak_live_bytes"] == work["peak"] + fb["trace_end_live_bytes"],
+          f"replay peak live {fw['peak_live_bytes']} == program peak {work['peak']} + libc's live {fb['trace_end_live_bytes']}")
+    check(fw["trace_peak_live_bytes"] == fw["peak_live_bytes"], "one-thread replay peak equals the trace's merged-order peak")
+    check(fw["unknown_frees"] == 0 and fw["alloc_of_live"] == 0, "no unknown frees, no address allocated twice")
+    check(fw["peak_heap_rss_bytes"] >= fw["peak_live_bytes"] * 0.9, "heap RSS is real: the replay writes its blocks")
+    check(fw["fragmentation_pct"] == round((fw["peak_heap_rss_bytes"] / fw["peak_live_bytes"] - 1) * 100, 4)
+          or abs(fw["fragmentation_pct"] - (fw["peak_heap_rss_bytes"] / fw["peak_live_bytes"] - 1) * 100) < 1e-3,
+          "fragmentation (method 4) is peak heap / peak live - 1")
+    j2, _ = replay(args, tmp / "w.ltr", "-t", "2", "--iterations", "3")
+    check(j2["figures"]["ops"] == 6 * fw["ops"], "2 threads x 3 iterations replay 6 times the calls")
+    check(j2["params"] == {"trace": str(tmp / "w.ltr"), "mode": "thesis", "threads": 2, "iterations": 3, "rss": True},
+          "params name every effective parameter")
+
+
+def t_faithful(args, tmp: Path) -> None:
+    record(args, tmp / "w.ltr", ["3", "2", "1000"])
+    jt, _ = replay(args, tmp / "w.ltr")
+    jf, _ = replay(args, tmp / "w.ltr", "--mode", "faithful", "--iterations", "2")
+    check(jf["params"]["threads"] == jf["figures"]["recorded_threads"], "faithful mode uses one thread per recorded thread")
+    check(jf["figures"]["recorded_threads"] == 4, "main + 3 workers recorded")
+    check(jf["figures"]["ops"] == 2 * jt["figures"]["ops"], "faithful mode replays every call")
+    check(jf["figures"]["replay_failures"] == 0, "no replay failures")
+    replay(args, tmp / "w.ltr", "--mode", "faithful", "-t", "2", expect=2)
+
+
+def t_unchanged_output(args, tmp: Path) -> None:
+    plain = subprocess.run([args.prog, "3", "2", "3000"], capture_output=True, text=True, timeout=60)
+    traced = record(args, tmp / "u.ltr", ["3", "2", "3000"])
+    check(plain.returncode == 0 and plain.stdout == traced, f"same output with and without the recorder: {plain.stdout.strip()!r}")
+
+
+def t_fork_exec(args, tmp: Path) -> None:
+    env = dict(os.environ, LARDER_TRACE_FILE=str(tmp / "t.%p.ltr"), LD_PRELOAD=args.recorder)
+    r = subprocess.run([args.fork_exec], env=env, capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, f"fork_exec runs under the recorder ({r.stderr.strip()})")
+    files = sorted(tmp.glob("t.*"))
+    check(len(files) == 3, f"three files: parent, child, exec'd image ({[f.name for f in files]})")
+    sizes = {}
+    for f in files:
+        t = fmt.load(f)
+        sizes[f.name] = ({r.size for _, r in t.merged()} & {1111, 2222, 3333}, t.header.exec_seq, t.header.pid)
+    exec1 = [n for n in sizes if n.endswith(".exec1")]
+    check(len(exec1) == 1 and sizes[exec1[0]][0] == {3333} and sizes[exec1[0]][1] == 1,
+          "the exec'd image starts <file>.exec1 and records only its own calls")
+    parent = exec1[0][:-len(".exec1")] if exec1 else ""
+    check(parent in sizes and sizes[parent][0] == {1111}, "the parent's file has its calls up to the exec (flushed before exec)")
+    child = [n for n in sizes if n != parent and not n.endswith(".exec1")]
+    check(len(child) == 1 and sizes[child[0]][0] == {2222}, "the child has its own file, flushed at _exit, without the parent's records")
+
+
+def t_bad_input(args, tmp: Path) -> None:
+    record(args, tmp / "w.ltr", ["2", "1", "500"])
+    good = (tmp / "w.ltr").read_bytes()
+    for flags in (["--threads", "0"], ["--mode", "fast"], ["--iterations", "x"], ["--bogus"], []):
+        r = subprocess.run([args.replay, *( [str(tmp / "w.ltr")] if flags else []), *flags],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 2 and "usage:" in r.stderr, f"bad flags {flags} exit 2 with usage")
+    missing = subprocess.run([args.replay, str(tmp / "none.ltr")], capture_output=True, text=True)
+    check(missing.returncode == 3 and "none.ltr" in missing.stderr, "a missing file exits 3 naming it")
+    # truncated in the middle of a record: the error names the offset of the block
+    cut = len(good) - 7
+    (tmp / "cut.ltr").write_bytes(good[:cut])
+    _, r = replay(args, tmp / "cut.ltr", expect=3)
+    tr = fmt.parse(good)
+    off = 64
+    for b in tr.blocks[:-1]:
+        off += 16 + 32 * len(b.records)
+    check(f"byte {off}: truncated block" in r.stderr, f"truncation names byte {off}: {r.stderr.strip()}")
+    bad = bytearray(good); bad[8] = 9
+    (tmp / "ver.ltr").write_bytes(bytes(bad))
+    _, r = replay(args, tmp / "ver.ltr", expect=3)
+    check("byte 8: unsupported trace version 9" in r.stderr, "a wrong version is named")
+    bad = bytearray(good); bad[64 + 16 + 30] = 200
+    (tmp / "op.ltr").write_bytes(bytes(bad))
+    _, r = replay(args, tmp / "op.ltr", expect=3)
+    check("byte 110: unknown operation 200" in r.stderr, f"an unknown operation is named: {r.stderr.strip()}")
+    bad = bytearray(good); bad[64:68] = b"XXXX"
+    (tmp / "blk.ltr").write_bytes(bytes(bad))
+    _, r = replay(args, tmp / "blk.ltr", expect=3)
+    check("byte 64: bad block magic" in r.stderr, "a corrupt block header is named")
+    # a free of an address the trace never allocated is counted, not a crash
+    tr.blocks.append(fmt.Block(tid=1, thread_seq=0, records=[fmt.Record(10**15, fmt.FREE, 0, 0, 0x12345670, 0)]))
+    tr.write(tmp / "unknown.ltr")
+    j, _ = replay(args, tmp / "unknown.ltr")
+    j0, _ = replay(args, tmp / "w.ltr")
+    check(j["figures"]["unknown_frees"] == 1 and j["figures"]["ops"] == j0["figures"]["ops"],
+          "an unknown free is counted and skipped")
+    # gzip-compressed traces are read as they are
+    (tmp / "w.ltr.gz").write_bytes(gzip.compress(good))
+    jz, _ = replay(args, tmp / "w.ltr.gz")
+    check(jz["figures"]["ops"] == j0["figures"]["ops"], "a .gz trace replays the same calls")
+    (tmp / "bad.gz").write_bytes(gzip.compress(good)[:-20])
+    _, r = replay(args, tmp / "bad.gz", expect=3)
+    check("gzip" in r.stderr, "a truncated .gz is reported")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--recorder", required=True)
+    p.add_argument("--replay", required=True)
+    p.add_argument("--prog", required=True)
+    p.add_argument("--fork-exec", required=True)
+    p.add_argument("check", choices=["record-replay", "faithful", "unchanged-output", "fork-exec", "bad-input"])
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="larder-trace-") as td:
+        globals()["t_" + args.check.replace("-", "_")](args, Path(td))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
