@@ -38,7 +38,7 @@ typedef struct alloc_api_s {
   int (*validate)(void);
   void (*stats_get)(larder_stats_t *);
   int (*option_set)(const char *, const char *);
-  long (*option_get)(const char *);
+  double (*option_get)(const char *);
   int (*trim)(size_t);
 } alloc_api_t;
 
@@ -104,7 +104,8 @@ static inline void alloc_fill(void *p, size_t size) {
 }
 
 /* Checks a prefix of `len` bytes of a block that was filled as (orig, size). Returns the
- * offset of the first wrong byte, or (size_t)-1 when all is intact. */
+ * offset of the first wrong byte (rounded down to 8 in the whole-word part), or (size_t)-1
+ * when all is intact. */
 static inline size_t alloc_check_as(const void *p, const void *orig, size_t size, size_t len) {
   const unsigned char *b = (const unsigned char *)p;
   size_t words = size / 8;

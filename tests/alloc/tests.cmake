@@ -47,3 +47,33 @@ alloc_test(alloc_api_calloc  SOURCES alloc/api_calloc.c  PRELOAD TIMEOUT 60)
 alloc_test(alloc_api_errors  SOURCES alloc/api_errors.c  PRELOAD TIMEOUT 60)
 alloc_test(alloc_api_misc    SOURCES alloc/api_misc.c    PRELOAD TIMEOUT 60)
 alloc_test(alloc_api_cxx     SOURCES alloc/api_cxx.cpp   PRELOAD TIMEOUT 60)
+
+# ---- threads ----
+# 8 threads on 2 cores; the DEBUG variant runs the same load against larder_debug.
+alloc_test(alloc_mt_stress SOURCES alloc/mt_stress.c PRELOAD TIMEOUT 120 ARGS 8 25000)
+if(TARGET larder_debug)
+  alloc_test(alloc_mt_stress_debug SOURCES alloc/mt_stress.c DEBUG TIMEOUT 120 ARGS 8 10000 7)
+endif()
+alloc_test(alloc_thread_churn SOURCES alloc/thread_churn.c PRELOAD TIMEOUT 120)
+alloc_test(alloc_thread_start SOURCES alloc/thread_start.c PRELOAD TIMEOUT 120)
+alloc_test(alloc_tls_dtor     SOURCES alloc/tls_dtor.c     PRELOAD TIMEOUT 60)
+alloc_test(alloc_prodcons     SOURCES alloc/prodcons.c     PRELOAD TIMEOUT 120)
+alloc_test(alloc_fork_threads SOURCES alloc/fork_threads.c PRELOAD TIMEOUT 240)
+
+# ---- Hoard's invariant, checked by larder_validate() ----
+alloc_test(alloc_invariant SOURCES alloc/invariant.c PRELOAD TIMEOUT 180)
+
+# ---- bad frees stop the program naming the address ----
+alloc_test(alloc_bad_free SOURCES alloc/bad_free.c PRELOAD TIMEOUT 60)
+
+# ---- dlopen of a library that allocates (linked to nothing but libc) ----
+add_library(alloc_dlopen_lib SHARED alloc/dlopen_lib.c)
+alloc_test(alloc_dlopen SOURCES alloc/dlopen.c PRELOAD TIMEOUT 60 ARGS $<TARGET_FILE:alloc_dlopen_lib>)
+add_dependencies(alloc_dlopen alloc_dlopen_lib)
+if(TARGET alloc_dlopen_libc)
+  add_dependencies(alloc_dlopen_libc alloc_dlopen_lib)
+endif()
+
+# ---- returning memory, large spans ----
+alloc_test(alloc_trim  SOURCES alloc/trim.c  PRELOAD TIMEOUT 120)
+alloc_test(alloc_large SOURCES alloc/large.c PRELOAD TIMEOUT 120)

@@ -1,0 +1,119 @@
+/* Bad frees of small blocks stop the program with a message naming the address (DESIGN §1:
+ * "An invalid or double free is caught where it is cheap to catch and stops the program with
+ * a clear message naming the address"; messages "larder: double free of 0x...",
+ * "larder: invalid free of 0x..."). Three cases, each run in a child process (this program
+ * re-executed), once as is and once with LARDER_DEBUG=1:
+ *   double   - free the same block twice;
+ *   interior - free a pointer 16 bytes into a live block;
+ *   never    - free a block-aligned pointer inside a larder superblock that was never
+ *              handed out.
+ * The child says which address it frees ("addr=0x..."), then frees it. The parent checks the
+ * child died of SIGABRT and that what it wrote after that line names the address in hex.
+ * glibc names no address, so without larder the test is skipped. */
+#include <ctype.h>
+#include <malloc.h>
+
+#include "alloc_util.h"
+
+/* Freeing a pointer into the middle of a block is the point of one case. */
+#pragma GCC diagnostic ignored "-Wfree-nonheap-object"
+
+static void announce(const void *p) {
+  char line[64];
+  int n = snprintf(line, sizeof line, "addr=%p\n", p);
+  if (write(2, line, (size_t)n) < 0) _exit(90);
+}
+
+static int child(const char *mode) {
+  if (strcmp(mode, "double") == 0) {
+    void *p = malloc(48);
+    void *other = malloc(48);  /* keeps p from being the only block of its superblock */
+    memset(p, 1, 48);
+    free(p);
+    announce(p);
+    free(p);
+    free(other);
+    return 0;  /* not reached when the double free is caught */
+  }
+  if (strcmp(mode, "interior") == 0) {
+    char *p = malloc(64);
+    memset(p, 1, 64);
+    announce(p + 16);
+    free(p + 16);
+    return 0;
+  }
+  if (strcmp(mode, "never") == 0) {
+    /* Two blocks of a class nothing else here uses give the stride and direction in which
+     * the superblock hands out blocks; four strides further on lies a block never handed out. */
+    char *a = malloc(208), *b = malloc(208);
+    intptr_t d = b - a;
+    char *q = b + 4 * d;
+    long sbs = 0;
+    alloc_api_t api = alloc_api();
+    if (api.option_get) sbs = api.option_get("superblock_size");
+    if (sbs <= 0) sbs = 64 * 1024;
+    uintptr_t base = (uintptr_t)b & ~((uintptr_t)sbs - 1);
+    if (d == 0 || d > 4096 || d < -4096 || (uintptr_t)q < base || (uintptr_t)q + 208 > base + (uintptr_t)sbs) {
+      fprintf(stderr, "cannot place a never-allocated block: a=%p b=%p superblock %ld\n",
+              (void *)a, (void *)b, sbs);
+      return 91;
+    }
+    announce(q);
+    free(q);
+    return 0;
+  }
+  return 92;
+}
+
+/* Lowercase hex of p without 0x or leading zeros, as %p and %lx both print it. */
+static void hex_of(uintptr_t v, char *out, size_t n) { snprintf(out, n, "%lx", (unsigned long)v); }
+
+static void run_case(const char *mode, int debug) {
+  char *args[] = {(char *)"--child", (char *)mode, NULL};
+  char *env_dbg[] = {(char *)"LARDER_DEBUG=1", NULL};
+  alloc_child_t c;
+  REQUIRE(alloc_run_self(args, debug ? env_dbg : NULL, 20, &c) == 0);
+  char desc[80];
+  alloc_describe_status(c.status, desc, sizeof desc);
+  const char *line = strstr(c.err, "addr=");
+  if (!line) {
+    CHECK_MSG(0, "%s (LARDER_DEBUG=%d): child did not reach the bad free (%s): %s", mode, debug,
+              desc, c.err);
+    return;
+  }
+  uintptr_t addr = (uintptr_t)strtoull(line + 5, NULL, 16);
+  const char *after = strchr(line, '\n');
+  after = after ? after + 1 : line + strlen(line);
+  char hex[32];
+  hex_of(addr, hex, sizeof hex);
+  /* compare in lowercase: a message may print the address in either case */
+  char low[sizeof c.err];
+  size_t i = 0;
+  for (; after[i] && i < sizeof low - 1; i++) low[i] = (char)tolower((unsigned char)after[i]);
+  low[i] = 0;
+  int aborted = WIFSIGNALED(c.status) && WTERMSIG(c.status) == SIGABRT;
+  int named = strstr(low, hex) != NULL;
+  int prefixed = strstr(low, "larder") != NULL;
+  CHECK_MSG(aborted && named && prefixed,
+            "%s free of 0x%s (LARDER_DEBUG=%d): child %s; stderr after the free: \"%s\"%s%s", mode,
+            hex, debug, desc, after, named ? "" : " [address not named]",
+            prefixed ? "" : " [no larder message]");
+  printf("bad_free %-8s LARDER_DEBUG=%d: %s, message %s\n", mode, debug, desc,
+         named ? "names the address" : "does not name the address");
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--child") == 0) return child(argv[2]);
+  if (argc != 1) {
+    fprintf(stderr, "usage: %s (the parent runs its own children)\n", argv[0]);
+    return 2;
+  }
+  if (!alloc_is_larder()) {
+    printf("bad_free: skipped, larder is not the allocator (glibc names no address)\n");
+    return ALLOC_SKIP;
+  }
+  const char *modes[] = {"double", "interior", "never"};
+  for (int debug = 0; debug <= 1; debug++)
+    for (int m = 0; m < 3; m++) run_case(modes[m], debug);
+  return check_done();
+}

@@ -1,0 +1,209 @@
+/* Multithreaded stress: T threads (default 8, more than the 2 cores so threads are preempted
+ * inside the allocator), random sizes 1 B .. 1 MiB skewed to small, a third of all frees done
+ * by another thread (blocks handed over through a mutex-protected queue per thread, the
+ * remote-free path of seed 002 and DESIGN §1), some reallocs. Every block is filled with a
+ * pattern derived from its address and size, checked before it is freed or reallocated: a
+ * block given out twice, two overlapping blocks, or an allocator that writes into a live block
+ * all break a pattern. At the end, with larder, larder_validate() must find nothing wrong.
+ *
+ * usage: alloc_mt_stress [threads] [ops-per-thread] [seed] */
+#include <pthread.h>
+
+#include "alloc_util.h"
+
+#define SLOTS 512
+#define QCAP 4096
+
+typedef struct item_s { void *p; size_t size; } item_t;
+
+typedef struct queue_s {
+  pthread_mutex_t mu;
+  item_t items[QCAP];
+  int n;
+} queue_t;
+
+typedef struct worker_s {
+  pthread_t tid;
+  int id;
+  uint64_t seed;
+  long ops;
+  long allocs, frees, handed, received, reallocs, corrupt;
+} worker_t;
+
+static int nthreads = 8;
+static queue_t *queues;
+static worker_t *workers;
+static atomic_long live_blocks;
+
+static void verify_and_free(worker_t *w, void *p, size_t size, const char *how) {
+  size_t bad = alloc_check(p, size);
+  if (bad != (size_t)-1) {
+    w->corrupt++;
+    fprintf(stderr, "thread %d: %s block %p size %zu corrupted at offset %zu\n", w->id, how, p,
+            size, bad);
+  }
+  free(p);
+  w->frees++;
+  atomic_fetch_sub(&live_blocks, 1);
+}
+
+/* Hands a block to another thread; 0 when its queue is full (the caller frees it). */
+static int hand_over(int to, void *p, size_t size) {
+  queue_t *q = &queues[to];
+  int ok = 0;
+  pthread_mutex_lock(&q->mu);
+  if (q->n < QCAP) {
+    q->items[q->n].p = p;
+    q->items[q->n].size = size;
+    q->n++;
+    ok = 1;
+  }
+  pthread_mutex_unlock(&q->mu);
+  return ok;
+}
+
+static void drain(worker_t *w) {
+  queue_t *q = &queues[w->id];
+  item_t local[QCAP];  /* 64 KiB of stack: threads here have the default 8 MiB */
+  pthread_mutex_lock(&q->mu);
+  int n = q->n;
+  memcpy(local, q->items, (size_t)n * sizeof(item_t));
+  q->n = 0;
+  pthread_mutex_unlock(&q->mu);
+  for (int i = 0; i < n; i++) {
+    verify_and_free(w, local[i].p, local[i].size, "received");
+    w->received++;
+  }
+}
+
+static void *worker_main(void *arg) {
+  worker_t *w = arg;
+  item_t *slot = calloc(SLOTS, sizeof *slot);
+  if (!slot) { w->corrupt++; return NULL; }
+  uint64_t s = w->seed;
+  for (long op = 0; op < w->ops; op++) {
+    if ((op & 15) == 0) drain(w);
+    item_t *it = &slot[alloc_rng(&s) % SLOTS];
+    if (!it->p) {
+      size_t size = alloc_rand_size(&s);
+      void *p = malloc(size);
+      if (!p) { fprintf(stderr, "thread %d: malloc(%zu) failed\n", w->id, size); w->corrupt++; continue; }
+      alloc_fill(p, size);
+      it->p = p;
+      it->size = size;
+      w->allocs++;
+      atomic_fetch_add(&live_blocks, 1);
+      continue;
+    }
+    unsigned what = (unsigned)(alloc_rng(&s) % 30);
+    if (what < 10) {
+      /* a third of the frees: the block goes to another thread, which checks and frees it */
+      size_t bad = alloc_check(it->p, it->size);
+      if (bad != (size_t)-1) {
+        w->corrupt++;
+        fprintf(stderr, "thread %d: block %p size %zu corrupted at offset %zu before hand-over\n",
+                w->id, it->p, it->size, bad);
+      }
+      int to = (int)((unsigned)(w->id + 1 + alloc_rng(&s) % (unsigned)(nthreads - 1)) % (unsigned)nthreads);
+      if (nthreads > 1 && hand_over(to, it->p, it->size)) w->handed++;
+      else verify_and_free(w, it->p, it->size, "local");
+      it->p = NULL;
+    } else if (what < 13) {
+      /* realloc keeps the common prefix; the block then gets the pattern of its new place */
+      size_t bad = alloc_check(it->p, it->size);
+      if (bad != (size_t)-1) { w->corrupt++; fprintf(stderr, "thread %d: %p corrupted before realloc\n", w->id, it->p); }
+      size_t ns = alloc_rand_size(&s);
+      void *old = it->p;
+      void *np = realloc(old, ns);
+      if (!np) { fprintf(stderr, "thread %d: realloc(%zu) failed\n", w->id, ns); w->corrupt++; continue; }
+      size_t keep = it->size < ns ? it->size : ns;
+      bad = alloc_check_as(np, old, it->size, keep);
+      if (bad != (size_t)-1) {
+        w->corrupt++;
+        fprintf(stderr, "thread %d: realloc %zu -> %zu lost byte %zu\n", w->id, it->size, ns, bad);
+      }
+      alloc_fill(np, ns);
+      it->p = np;
+      it->size = ns;
+      w->reallocs++;
+    } else {
+      verify_and_free(w, it->p, it->size, "local");
+      it->p = NULL;
+    }
+  }
+  drain(w);
+  for (int i = 0; i < SLOTS; i++)
+    if (slot[i].p) verify_and_free(w, slot[i].p, slot[i].size, "final");
+  free(slot);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  long ops = 25000;
+  uint64_t seed = 0x1234567;
+  if (argc > 1) nthreads = atoi(argv[1]);
+  if (argc > 2) ops = atol(argv[2]);
+  if (argc > 3) seed = strtoull(argv[3], NULL, 0);
+  if (nthreads < 1 || nthreads > 1024 || ops < 1) {
+    fprintf(stderr, "usage: %s [threads 1..1024] [ops >= 1] [seed]\n", argv[0]);
+    return 2;
+  }
+  queues = calloc((size_t)nthreads, sizeof *queues);
+  workers = calloc((size_t)nthreads, sizeof *workers);
+  REQUIRE(queues && workers);
+  for (int i = 0; i < nthreads; i++) {
+    pthread_mutex_init(&queues[i].mu, NULL);
+    workers[i].id = i;
+    workers[i].seed = seed * 0x9E3779B97F4A7C15ULL + (uint64_t)i * 7919 + 1;
+    workers[i].ops = ops;
+  }
+  for (int i = 0; i < nthreads; i++)
+    REQUIRE(pthread_create(&workers[i].tid, NULL, worker_main, &workers[i]) == 0);
+  for (int i = 0; i < nthreads; i++) pthread_join(workers[i].tid, NULL);
+
+  /* Blocks handed to a thread after its last drain: main frees them (yet another thread). */
+  worker_t mainw = {.id = -1};
+  for (int i = 0; i < nthreads; i++) {
+    for (int j = 0; j < queues[i].n; j++) {
+      verify_and_free(&mainw, queues[i].items[j].p, queues[i].items[j].size, "leftover");
+      mainw.received++;
+    }
+    queues[i].n = 0;
+  }
+
+  long allocs = 0, frees = mainw.frees, handed = 0, received = mainw.received, reallocs = 0,
+       corrupt = mainw.corrupt;
+  for (int i = 0; i < nthreads; i++) {
+    allocs += workers[i].allocs;
+    frees += workers[i].frees;
+    handed += workers[i].handed;
+    received += workers[i].received;
+    reallocs += workers[i].reallocs;
+    corrupt += workers[i].corrupt;
+  }
+  printf("mt_stress: %d threads x %ld ops, seed %#llx: %ld mallocs, %ld frees (%ld by another "
+         "thread), %ld reallocs, %ld corrupt\n",
+         nthreads, ops, (unsigned long long)seed, allocs, frees, received, reallocs, corrupt);
+  CHECK(corrupt == 0);
+  CHECK(allocs == frees);
+  CHECK(handed == received);
+  CHECK(atomic_load(&live_blocks) == 0);
+  /* about a third of the frees crossed threads (10 of the 30 outcomes, minus full queues) */
+  CHECK_MSG(nthreads == 1 || received * 5 >= frees, "only %ld of %ld frees were remote", received, frees);
+
+  alloc_api_t api = alloc_api();
+  if (api.validate) {
+    int v = api.validate();
+    CHECK_MSG(v == 0, "larder_validate() found %d violation(s)", v);
+    larder_stats_t st;
+    api.stats_get(&st);
+    printf("larder: remote_frees %zu, bytes_in_use %zu, bytes_held %zu, to_global %zu, "
+           "from_global %zu\n", st.remote_frees, st.bytes_in_use, st.bytes_held,
+           st.superblocks_to_global, st.superblocks_from_global);
+    /* the remote frees must have gone through larder's remote path */
+    CHECK_MSG(nthreads == 1 || st.remote_frees > 0, "remote_frees is 0");
+  }
+  free(queues);
+  free(workers);
+  return check_done();
+}
