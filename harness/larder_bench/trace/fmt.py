@@ -241,6 +241,8 @@ def from_text(text: str, name: str = "text") -> Trace:
             blocks[-1].records.append(Record(int(f[0]), OP_CODES[f[1]], int(f[2]), int(f[3]),
                                              int(f[4], 16), int(f[5], 16)))
             want -= 1
+        except TraceError:
+            raise
         except (IndexError, ValueError):
             raise TraceError(f"{name}: line {no}: cannot read {line!r}") from None
     if want:
