@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import hashlib
 import shutil
+import subprocess
 import signal
 import tempfile
 import threading
@@ -38,25 +40,80 @@ def _signame(sig: int) -> str:
         return f"signal {sig}"
 
 
-def _spawn(argv: list[str], env: dict, out_fd: int, err_fd: int) -> int:
+def _spawn(argv: list[str], env: dict, out_fd: int, err_fd: int, report_fd: int | None) -> int:
     devnull = os.open(os.devnull, os.O_RDONLY)
+    actions = [(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, out_fd, 1),
+               (os.POSIX_SPAWN_DUP2, err_fd, 2)]
+    if report_fd is not None:
+        actions.append((os.POSIX_SPAWN_DUP2, report_fd, 3))
     try:
-        return os.posix_spawn(argv[0], argv, env, file_actions=[
-            (os.POSIX_SPAWN_DUP2, devnull, 0),
-            (os.POSIX_SPAWN_DUP2, out_fd, 1),
-            (os.POSIX_SPAWN_DUP2, err_fd, 2),
-        ], setsid=True)  # own process group, so a timeout kills forked workers too
+        # setsid: its own process group, so a timeout kills forked workers too.
+        return os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
     finally:
         os.close(devnull)
 
 
-def run_child(argv: list[str], env: dict, timeout: float) -> dict:
+_LAUNCHER: list = []  # [path or None, note]
+
+
+def launcher() -> tuple[str | None, str]:
+    """The compiled larder-spawn (see spawn.c), built once per source version with cc.
+
+    Without it (no C compiler) runs are spawned directly and peak RSS includes the
+    harness's own, which the note says."""
+    if _LAUNCHER:
+        return _LAUNCHER[0], _LAUNCHER[1]
+    src = Path(__file__).with_name("spawn.c")
+    path, note = None, ""
+    try:
+        digest = hashlib.sha256(src.read_bytes()).hexdigest()[:12]
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "larder-bench"
+        exe = cache / f"larder-spawn-{digest}"
+        if not exe.is_file():
+            cache.mkdir(parents=True, exist_ok=True)
+            cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+            if cc is None:
+                raise OSError("no C compiler (cc) found")
+            tmp = cache / f".larder-spawn-{digest}.{os.getpid()}"
+            r = subprocess.run([cc, "-O2", "-o", str(tmp), str(src)], capture_output=True, text=True, timeout=120)
+            if r.returncode != 0:
+                raise OSError(f"cc failed: {r.stderr.strip()[:300]}")
+            tmp.replace(exe)
+        path = str(exe)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        note = (f"larder-spawn could not be built ({e}); runs are spawned directly from the harness, "
+                f"so peak RSS includes the harness's own (Linux keeps ru_maxrss across exec)")
+    _LAUNCHER[:] = [path, note]
+    return path, note
+
+
+def _parse_report(text: str) -> dict:
+    out = {}
+    for tok in text.split():
+        if "=" in tok:
+            k, v = tok.split("=", 1)
+            out[k] = v
+    if text.startswith("error="):
+        out["error"] = text[len("error="):].strip()
+    return out
+
+
+def run_child(argv: list[str], env: dict, timeout: float, use_launcher: bool = True) -> dict:
     """Run argv; return a record with status ok|timeout|signal|exit|no-json|preload-failed|spawn-failed."""
     rec: dict = {"argv": list(argv), "status": "ok", "message": ""}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    if "/" not in argv[0] and shutil.which(argv[0]):
+        argv = [shutil.which(argv[0])] + list(argv[1:])
+    spawner, _ = launcher() if use_launcher else (None, "")
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as rep:
         start = time.perf_counter()
         try:
-            pid = _spawn(argv, env, out.fileno(), err.fileno())
+            if spawner:
+                env = dict(env)
+                pre = env.pop("LD_PRELOAD", None)
+                cmd = [spawner] + (["--preload", pre] if pre else []) + list(argv)
+                pid = _spawn(cmd, env, out.fileno(), err.fileno(), rep.fileno())
+            else:
+                pid = _spawn(list(argv), env, out.fileno(), err.fileno(), None)
         except OSError as e:
             rec.update(status="spawn-failed", message=f"cannot start {argv[0]}: {e.strerror or e}")
             return rec
@@ -95,16 +152,30 @@ def run_child(argv: list[str], env: dict, timeout: float) -> dict:
             pass
         out.seek(0)
         err.seek(0)
+        rep.seek(0)
         stdout = out.read()
         stderr = err.read()
+        report = _parse_report(rep.read().decode("ascii", "replace").strip()) if spawner else {}
 
     rec.update(wall_s=wall, user_s=ru.ru_utime, sys_s=ru.ru_stime, maxrss_kb=ru.ru_maxrss,
-               minflt=ru.ru_minflt, majflt=ru.ru_majflt, nvcsw=ru.ru_nvcsw, nivcsw=ru.ru_nivcsw)
+               minflt=ru.ru_minflt, majflt=ru.ru_majflt, nvcsw=ru.ru_nvcsw, nivcsw=ru.ru_nivcsw,
+               rusage_source="direct")
+    if "error" in report and not timed_out.is_set():
+        rec.update(status="spawn-failed", message=f"cannot start {argv[0]}: {report['error']}")
+        return rec
+    if "status" in report:
+        # The workload's own rusage, reaped by the launcher (spawn.c says why).
+        status = int(report["status"])
+        rec.update(wall_s=float(report["wall"]), user_s=float(report["utime"]), sys_s=float(report["stime"]),
+                   maxrss_kb=int(report["maxrss"]), minflt=int(report["minflt"]), majflt=int(report["majflt"]),
+                   nvcsw=int(report["nvcsw"]), nivcsw=int(report["nivcsw"]), rusage_source="launcher")
     err_text = _tail(stderr)
     if err_text.strip():
         rec["stderr"] = err_text
     out_text = stdout.decode("utf-8", "replace")
     last_err = _last_line(err_text)
+    full_err = stderr.decode("utf-8", "replace")
+    first_err = next((ln.strip() for ln in full_err.splitlines() if ln.strip()), "")
 
     if timed_out.is_set():
         rec.update(status="timeout", message=f"timed out after {timeout:g} s and was killed")
@@ -116,7 +187,7 @@ def run_child(argv: list[str], env: dict, timeout: float) -> dict:
         code = os.WEXITSTATUS(status)
         what = {2: "bad command line", 1: "runtime failure"}.get(code, "failure")
         rec.update(status="exit", exit_code=code,
-                   message=f"exited with status {code} ({what})" + (f": {last_err}" if last_err else ""))
+                   message=f"exited with status {code} ({what})" + (f": {first_err}" if first_err else ""))
     else:
         rec["exit_code"] = 0
     if "cannot be preloaded" in err_text and rec["status"] in ("ok", "no-json"):

@@ -25,7 +25,7 @@ def fmt(v, metric: str = "") -> str:
     if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
         return "–"
     a = abs(v)
-    if metric.endswith("_s") or metric in _UNITS:
+    if (metric.endswith("_s") and not metric.endswith("_per_s")) or metric in _UNITS:
         if a < 1e-3:
             return f"{v * 1e6:.0f} µs"
         if a < 1:

@@ -67,10 +67,12 @@ def write_csv(doc: dict, path: Path) -> None:
 
 
 def metric_value(run: dict, metric: str):
-    if metric in RESOURCES:
-        return run.get(metric)
+    """The program's own figure when it reports one (heap-leak's minflt is its own
+    getrusage), else the harness's measurement of the same name (wall_s, maxrss_kb, ...)."""
     v = (run.get("figures") or {}).get(metric)
-    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return v
+    return run.get(metric) if metric in RESOURCES else None
 
 
 @dataclass

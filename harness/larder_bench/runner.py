@@ -82,7 +82,9 @@ def environment(build_dir: Path) -> dict:
     except OSError:
         load = None
     repo = build_dir.resolve().parent
+    spawner, note = measure.launcher()
     return {
+        "launcher": spawner, "launcher_note": note or None,
         "kernel": f"{u.sysname} {u.release}", "machine": u.machine, "hostname": u.nodename,
         "cpu_model": _cpu_model(), "cores": os.cpu_count(), "cores_usable": len(os.sched_getaffinity(0)),
         "glibc": glibc_version(), "loadavg_start": load,
@@ -119,6 +121,8 @@ def run_entries(entries: list[Entry], allocators: list[Allocator], build_dir: Pa
         "problems": [],
         "runs": [],
     }
+    if doc["environment"].get("launcher_note"):
+        doc["problems"].append({"series": None, "allocator": None, "message": doc["environment"]["launcher_note"]})
     for a in allocators:
         if not a.found:
             doc["problems"].append({"series": None, "allocator": a.name, "message": f"allocator {a.name} skipped: {a.missing}"})
