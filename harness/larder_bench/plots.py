@@ -112,7 +112,8 @@ def heap_leak_plot(s: Series, preds: dict, path: Path) -> Path | None:
             ax.plot(xs, [p(t, x) for x in xs], "--", color=_color(a), alpha=0.6, label=f"{a} predictor")
     ax.set_xlabel("rounds")
     ax.set_ylabel("minor page faults (whole process)")
-    ax.set_title(f"{s.name}: {t} thread(s), faults by round, lower-bound predictor dashed")
+    ax.set_title(f"{s.name}: {t} thread(s); dashed: recalibrated lower bound", fontsize=10)
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.legend(fontsize=7)
     return _save(fig, path)
 

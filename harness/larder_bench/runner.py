@@ -166,8 +166,9 @@ def run_entries(entries: list[Entry], allocators: list[Allocator], build_dir: Pa
                 prog.done += 1
             continue
         t_out = e.timeout or timeout
+        mpf = _mpf_flags(doc, e)
         for (variant, x), alloc, rep in interleave(cases, allocs, reps):
-            argv = argv_for(e, variant, x, exe, subst)
+            argv = argv_for(e, variant, x, exe, subst) + mpf.get(alloc.name, [])
             env = alloc.child_env(extra=variant.env)
             rec = measure.run_child(argv, env, t_out)
             rec.update(_run_keys(e, variant.label, x, alloc, rep, "measure", variant.env))
@@ -194,6 +195,17 @@ def run_entries(entries: list[Entry], allocators: list[Allocator], build_dir: Pa
         pass
     doc["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     return doc
+
+
+def _mpf_flags(doc: dict, e: Entry) -> dict:
+    """Seed 000 §5.2: the predictor is recalibrated from the single-thread runs and the
+    multithread runs are compared against it; hand the recalibrated constants (per
+    allocator) to heap-leak so its own mpf_lower/mpf_excess figures use them."""
+    if e.kind != "heap-leak" or int(e.params.get("--threads", 1)) == 1 or "--mpf-a" in e.params:
+        return {}
+    from .results import group, heap_leak_predictors
+    preds = heap_leak_predictors(group(doc))
+    return {a: ["--mpf-a", f"{p.a:.3f}", "--mpf-b", f"{p.b:.4f}", "--mpf-c", f"{p.c:.3f}"] for a, p in preds.items()}
 
 
 def _strace_cases(e: Entry, cases: list, mode: str) -> list:
