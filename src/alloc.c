@@ -34,13 +34,14 @@ static LD_NOINLINE void free_slow(void *p);
 void *larder_malloc(size_t size) {
   heap_t *heap = ld_heap_tls;
   if (LD_LIKELY(size <= LD_SMALL_LIMIT)) {
-    sb_t *sb = heap->current[ld_size_class(size)];
+    unsigned cls = ld_size_class(size);
+    sb_t *sb = heap->current[cls];
     ld_block_t *b = sb->free_list;
     if (LD_LIKELY(b != NULL)) {
       sb->free_list = b->next;
       b->tag = 0;
       sb->used++;
-      heap->u += sb->block_size;
+      heap->u[cls] += sb->block_size;
       LD_STAT_INC(heap, mallocs);
       return b;
     }
@@ -61,12 +62,13 @@ void larder_free(void *p) {
     if (LD_UNLIKELY((offset >= (uintptr_t)(sb->bump - sb->data)) | (index * sb->block_size != offset) |
                     (b->tag == (ld_free_key ^ (uintptr_t)b))))
       free_slow(p);
+    unsigned cls = sb->size_class;
     b->next = sb->free_list;
     b->tag = ld_free_key ^ (uintptr_t)b;
     sb->free_list = b;
-    heap->u -= sb->block_size;
+    heap->u[cls] -= sb->block_size;
     LD_STAT_INC(heap, frees);
-    if (LD_UNLIKELY((--sb->used < sb->floor) | (heap->u < heap->u_release))) ld_heap_free_slow(heap, sb);
+    if (LD_UNLIKELY((--sb->used < sb->floor) | (heap->u[cls] < heap->u_release[cls]))) ld_heap_free_slow(heap, sb);
     return;
   }
   free_slow(p);
@@ -86,7 +88,10 @@ static LD_NOINLINE void *malloc_slow(heap_t *heap, size_t size) {
   if (size > ld_small_max) {
     bool zeroed;
     void *p = ld_large_alloc(size, LD_MIN_ALIGN, &zeroed);
-    if (p) LD_STAT_INC(heap, large_allocs);
+    if (p) {
+      LD_STAT_INC(heap, large_allocs);
+      LD_STAT_INC(heap, mallocs);
+    }
     return p;
   }
   void *p = ld_heap_refill(heap, ld_size_class(size));
@@ -107,7 +112,7 @@ static void *malloc_class(unsigned cls) {
     sb->free_list = b->next;
     b->tag = 0;
     sb->used++;
-    heap->u += sb->block_size;
+    heap->u[cls] += sb->block_size;
     LD_STAT_INC(heap, mallocs);
     return b;
   }
@@ -140,7 +145,8 @@ static LD_NOINLINE void free_slow(void *p) {
     return; /* checks passed: the fast path that called us goes on */
   }
   ld_free_remote(sb, b);
-  if (heap != &ld_heap_empty) LD_STAT_INC(heap, remote_frees);
+  ld_stat_count(heap, offsetof(ld_stats_t, remote_frees));
+  ld_stat_count(heap, offsetof(ld_stats_t, frees));
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -25,6 +25,10 @@
 /* ---- size classes ---- */
 uint8_t ld_class_of_granule[LD_SMALL_LIMIT / 16 + 1];
 uint32_t ld_class_size[LD_CLASS_COUNT];
+/* Bytes of blocks one superblock of each class holds: Hoard's "a" counts these rather than S,
+ * so that a heap of full superblocks has u == a even when blocks do not divide S evenly
+ * (otherwise, for f below the tail waste, the invariant could never hold). */
+static int64_t class_capacity_bytes[LD_CLASS_COUNT + 1];
 
 size_t ld_sb_size = 65536;
 uintptr_t ld_sb_mask = ~(uintptr_t)65535;
@@ -48,6 +52,7 @@ typedef struct sb_list_s {
 static struct {
   pthread_mutex_t lock;
   heap_t heap;                     /* owner of every superblock the global heap holds */
+  int64_t u, a;                    /* Hoard's u_0 and a_0 */
   sb_list_t by_class[LD_CLASS_COUNT]; /* partly used superblocks given back by heaps */
   sb_list_t empty_dirty;           /* empty, pages still resident; newest at head */
   sb_list_t empty_clean;           /* empty and purged */
@@ -58,6 +63,7 @@ static struct {
 } global = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static pthread_key_t heap_key;
+static ld_stats_t stats_unowned;   /* events in threads without a heap, counted atomically */
 static _Atomic int init_state;     /* 0 not started, 1 running, 2 done */
 static __thread int init_running_here;
 static _Atomic unsigned options_epoch = 1;
@@ -68,6 +74,8 @@ static void fork_parent(void);
 static void fork_child(void);
 static void stats_at_exit(void);
 
+static size_t sb_data_offset(uint32_t block_size);
+
 /* ---- initialisation ---- */
 
 static void classes_init(void) {
@@ -75,6 +83,10 @@ static void classes_init(void) {
   for (uint32_t s = 16; s <= 128; s += 16) ld_class_size[cls++] = s;
   for (uint32_t base = 128; base < LD_SMALL_LIMIT; base *= 2)
     for (uint32_t step = 1; step <= 8; step++) ld_class_size[cls++] = base + step * (base / 8);
+  for (unsigned k = 0; k < LD_CLASS_COUNT; k++)
+    class_capacity_bytes[k] = (int64_t)((ld_sb_size - sb_data_offset(ld_class_size[k])) / ld_class_size[k]) * ld_class_size[k];
+  for (unsigned k = 0; k <= LD_CLASS_COUNT; k++) /* classes too big for this S are never used */
+    if (class_capacity_bytes[k] == 0) class_capacity_bytes[k] = (int64_t)ld_sb_size;
   unsigned c = 0;
   for (size_t g = 0; g <= LD_SMALL_LIMIT / 16; g++) {
     size_t size = g * 16;
@@ -236,14 +248,18 @@ void ld_free_remote(sb_t *sb, ld_block_t *b) {
 
 /* ---- a heap's fullness groups ---- */
 
-static void heap_recompute_threshold(heap_t *heap) {
-  unsigned epoch = atomic_load_explicit(&options_epoch, memory_order_relaxed);
-  heap->options_epoch = epoch;
+static void heap_recompute_threshold(heap_t *heap, unsigned c) {
   double f = ld_options.empty_fraction;
-  int64_t by_k = heap->a - (int64_t)ld_options.k * (int64_t)ld_sb_size;
-  int64_t by_f = (int64_t)((1.0 - f) * (double)heap->a);
-  /* The invariant fails only when both hold: u < a - K*S and u < (1-f)*a (Hoard §3.1). */
-  heap->u_release = by_k < by_f ? by_k : by_f;
+  int64_t by_k = heap->a[c] - (int64_t)ld_options.k * class_capacity_bytes[c];
+  int64_t by_f = (int64_t)((1.0 - f) * (double)heap->a[c]);
+  /* The invariant fails only when both hold: u < a - K*S and u < (1-f)*a (Hoard §3.1);
+   * rounding by_f down keeps u == (1-f)*a on the legal side. */
+  heap->u_release[c] = by_k < by_f ? by_k : by_f;
+}
+
+static void heap_recompute_all(heap_t *heap) {
+  heap->options_epoch = atomic_load_explicit(&options_epoch, memory_order_relaxed);
+  for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) heap_recompute_threshold(heap, c);
 }
 
 static void heap_group_insert(heap_t *heap, sb_t *sb) {
@@ -295,8 +311,8 @@ static void global_put(sb_t *sb, uint64_t now) {
   sb_collect_remote(sb);
   atomic_store_explicit(&sb->owner, &global.heap, memory_order_relaxed);
   sb->floor = 0;
-  global.heap.a += (int64_t)ld_sb_size;
-  global.heap.u += (int64_t)sb->used * sb->block_size;
+  global.a += (int64_t)ld_sb_size;
+  global.u += (int64_t)sb->used * sb->block_size;
   if (sb->used == 0) {
     sb->idle_since_ns = now;
     sb->purged = 0;
@@ -330,10 +346,10 @@ static sb_t *global_take(heap_t *heap, unsigned cls) {
   for (size_t tries = mine->count; tries > 0 && !sb; tries--) {
     sb = mine->head;
     list_remove(mine, sb);
-    global.heap.u -= (int64_t)sb_collect_remote(sb) * sb->block_size;
+    global.u -= (int64_t)sb_collect_remote(sb) * sb->block_size;
     if (sb->used < (int32_t)sb->capacity) {
-      global.heap.a -= (int64_t)ld_sb_size;
-      global.heap.u -= (int64_t)sb->used * sb->block_size;
+      global.a -= (int64_t)ld_sb_size;
+      global.u -= (int64_t)sb->used * sb->block_size;
     } else {
       list_push_back(mine, sb); /* still full: look at the next one */
       sb = NULL;
@@ -344,7 +360,7 @@ static sb_t *global_take(heap_t *heap, unsigned cls) {
     if (from->head) {
       sb = from->head;
       list_remove(from, sb);
-      global.heap.a -= (int64_t)ld_sb_size;
+      global.a -= (int64_t)ld_sb_size;
       if (sb->size_class != cls || sb->purged) sb_format(sb, cls);
       sb->purged = 0;
     }
@@ -364,47 +380,40 @@ static sb_t *global_take(heap_t *heap, unsigned cls) {
 
 /* ---- giving superblocks back: Hoard's emptiness threshold ---- */
 
-/* Finds a superblock at least f empty, emptiest groups first (Hoard §3.1: "transfer a
- * mostly-empty superblock"), avoiding `keep`. A heap below the threshold always has one:
- * if u < (1-f)a, some superblock is less than (1-f) full. */
-static sb_t *heap_find_releasable(heap_t *heap, sb_t *keep) {
+/* Finds a class-c superblock at least f empty, emptiest group first (Hoard §3.1: "transfer a
+ * mostly-empty superblock"). Below the threshold one always exists: if u < (1-f)a, some
+ * superblock is less than (1-f) full. The current superblock goes last, being the one the
+ * heap is allocating from. */
+static sb_t *heap_find_releasable(heap_t *heap, unsigned c) {
   double full_limit = 1.0 - ld_options.empty_fraction;
-  for (int g = 0; g < LD_GROUP_FULL; g++) {
-    uint64_t classes = heap->group_classes[g];
-    while (classes) {
-      unsigned c = (unsigned)__builtin_ctzll(classes);
-      classes &= classes - 1;
-      for (sb_t *sb = heap->groups[c][g]; sb; sb = sb->next)
-        if (sb != keep && sb->used <= full_limit * sb->capacity) return sb;
-    }
-  }
-  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
-    sb_t *sb = heap->current[c];
-    if (sb != &sb_none && sb != keep && sb->used <= full_limit * sb->capacity) return sb;
-  }
+  for (int g = 0; g < LD_GROUP_FULL; g++)
+    for (sb_t *sb = heap->groups[c][g]; sb; sb = sb->next)
+      if (sb->used <= full_limit * sb->capacity) return sb;
+  sb_t *sb = heap->current[c];
+  if (sb != &sb_none && sb->used <= full_limit * sb->capacity) return sb;
   return NULL;
 }
 
 static void heap_detach(heap_t *heap, sb_t *sb) {
-  if (sb_is_current(heap, sb)) heap->current[sb->size_class] = &sb_none;
+  unsigned c = sb->size_class;
+  if (sb_is_current(heap, sb)) heap->current[c] = &sb_none;
   else heap_group_remove(heap, sb);
-  heap->a -= (int64_t)ld_sb_size;
-  heap->u -= (int64_t)sb->used * sb->block_size;
+  heap->a[c] -= class_capacity_bytes[c];
+  heap->u[c] -= (int64_t)sb->used * sb->block_size;
 }
 
-static void heap_release_while_below(heap_t *heap, sb_t *keep) {
-  if (heap->options_epoch != atomic_load_explicit(&options_epoch, memory_order_relaxed))
-    heap_recompute_threshold(heap);
-  if (heap->u >= heap->u_release) return;
+static void heap_release_while_below(heap_t *heap, unsigned c) {
+  if (heap->options_epoch != atomic_load_explicit(&options_epoch, memory_order_relaxed)) heap_recompute_all(heap);
+  if (heap->u[c] >= heap->u_release[c]) return;
   global_lock();
   uint64_t now = ld_os_now_ns();
-  while (heap->u < heap->u_release) {
-    sb_t *sb = heap_find_releasable(heap, keep);
+  while (heap->u[c] < heap->u_release[c]) {
+    sb_t *sb = heap_find_releasable(heap, c);
     if (!sb) break;
     heap_detach(heap, sb);
     global_put(sb, now);
     LD_STAT_INC(heap, superblocks_to_global);
-    heap_recompute_threshold(heap);
+    heap_recompute_threshold(heap, c);
   }
   if (global.empty_dirty.tail) global_purge_expired(now, ld_options.purge_delay_ms == 0);
   global_unlock();
@@ -416,7 +425,7 @@ void ld_heap_free_slow(heap_t *heap, sb_t *sb) {
     heap_group_remove(heap, sb);
     heap_group_insert(heap, sb);
   }
-  heap_release_while_below(heap, NULL);
+  heap_release_while_below(heap, sb->size_class);
 }
 
 /* ---- refill: the current superblock of a class has no free block ---- */
@@ -429,7 +438,7 @@ static void heap_collect_full(heap_t *heap, unsigned c) {
     sb_t *next = sb->next;
     int n = sb_collect_remote(sb);
     if (n) {
-      heap->u -= (int64_t)n * sb->block_size;
+      heap->u[c] -= (int64_t)n * sb->block_size;
       heap_group_remove(heap, sb);
       heap_group_insert(heap, sb);
     }
@@ -452,7 +461,7 @@ void *ld_heap_refill(heap_t *heap, unsigned cls) {
   sb_t *sb = heap->current[cls];
   if (sb != &sb_none) {
     int n = sb_collect_remote(sb);
-    heap->u -= (int64_t)n * sb->block_size;
+    heap->u[cls] -= (int64_t)n * sb->block_size;
     if (!sb->free_list) sb_carve(sb);
     if (!sb->free_list) {
       heap->current[cls] = &sb_none;
@@ -474,20 +483,21 @@ void *ld_heap_refill(heap_t *heap, unsigned cls) {
       errno = ENOMEM;
       return NULL;
     }
-    heap->a += (int64_t)ld_sb_size;
-    heap->u += (int64_t)sb->used * sb->block_size;
+    heap->a[cls] += class_capacity_bytes[cls];
+    heap->u[cls] += (int64_t)sb->used * sb->block_size;
     sb->floor = 0;
     if (!sb->free_list) sb_carve(sb);
-    heap_recompute_threshold(heap);
+    heap_recompute_threshold(heap, cls);
   }
   heap->current[cls] = sb;
   ld_block_t *b = sb->free_list;
   sb->free_list = b->next;
   b->tag = 0;
   sb->used++;
-  heap->u += sb->block_size;
-  /* Taking a superblock raises a; other classes' slack may now break the invariant. */
-  if (heap->u < heap->u_release) heap_release_while_below(heap, sb);
+  heap->u[cls] += sb->block_size;
+  /* Blocks collected from other threads' frees lowered u: the threshold may have been crossed
+   * (a release may take the current superblock; the next malloc then refills again). */
+  if (heap->u[cls] < heap->u_release[cls]) heap_release_while_below(heap, cls);
   return b;
 }
 
@@ -517,9 +527,11 @@ heap_t *ld_heap_for_thread(void) {
   heap_t *heap = heap_new_locked();
   global_unlock();
   if (!heap) return NULL;
-  for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) heap->current[c] = &sb_none;
-  heap->u = heap->a = 0;
-  heap_recompute_threshold(heap);
+  for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) {
+    heap->current[c] = &sb_none;
+    heap->u[c] = heap->a[c] = 0;
+  }
+  heap_recompute_all(heap);
   ld_heap_tls = heap;
   /* May allocate (glibc's second-level key table), which now finds the heap. */
   pthread_setspecific(heap_key, heap);
@@ -543,7 +555,6 @@ static void heap_abandon(heap_t *heap) {
         global_put(sb, now);
       }
   }
-  heap->u = heap->a = 0;
 #ifdef LARDER_STATS
   size_t *dst = (size_t *)&global.retired, *src = (size_t *)&heap->stats;
   for (size_t i = 0; i < sizeof(ld_stats_t) / sizeof(size_t); i++) dst[i] += src[i];
@@ -587,10 +598,11 @@ int ld_global_trim(void) {
     while (sb) {
       sb_t *next = sb->next;
       int n = sb_collect_remote(sb);
-      global.heap.u -= (int64_t)n * sb->block_size;
+      global.u -= (int64_t)n * sb->block_size;
       if (sb->used == 0) {
         list_remove(&global.by_class[c], sb);
-        global.heap.a -= (int64_t)ld_sb_size;
+        global.a -= (int64_t)ld_sb_size;
+        global.u -= (int64_t)sb->used * sb->block_size;
         global_put(sb, 0);
       }
       sb = next;
@@ -602,24 +614,37 @@ int ld_global_trim(void) {
   return released;
 }
 
+void ld_stat_count(heap_t *heap, size_t field_offset) {
+#ifdef LARDER_STATS
+  if (heap != &ld_heap_empty) (*(size_t *)((char *)&heap->stats + field_offset))++;
+  else __atomic_fetch_add((size_t *)((char *)&stats_unowned + field_offset), 1, __ATOMIC_RELAXED);
+#else
+  (void)heap;
+  (void)field_offset;
+#endif
+}
+
 void ld_stats_merge(ld_stats_t *out, int64_t *in_use, int64_t *held) {
   memset(out, 0, sizeof *out);
   *in_use = *held = 0;
   global_lock();
   size_t *dst = (size_t *)out;
   const size_t *src = (const size_t *)&global.retired;
-  for (size_t i = 0; i < sizeof(ld_stats_t) / sizeof(size_t); i++) dst[i] += src[i];
+  for (size_t i = 0; i < sizeof(ld_stats_t) / sizeof(size_t); i++)
+    dst[i] += src[i] + __atomic_load_n((const size_t *)&stats_unowned + i, __ATOMIC_RELAXED);
   for (heap_t *h = global.heaps; h; h = h->next_heap) {
     /* Other threads' counters are read while they run: each is a word, read once, so the
      * sum is a snapshot that may lag by a few operations, never torn. */
     src = (const size_t *)&h->stats;
     for (size_t i = 0; i < sizeof(ld_stats_t) / sizeof(size_t); i++)
       dst[i] += __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-    *in_use += __atomic_load_n(&h->u, __ATOMIC_RELAXED);
-    *held += __atomic_load_n(&h->a, __ATOMIC_RELAXED);
+    for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+      *in_use += __atomic_load_n(&h->u[c], __ATOMIC_RELAXED);
+      *held += __atomic_load_n(&h->a[c], __ATOMIC_RELAXED) / class_capacity_bytes[c] * (int64_t)ld_sb_size;
+    }
   }
-  *in_use += global.heap.u;
-  *held += global.heap.a;
+  *in_use += global.u;
+  *held += global.a;
   global_unlock();
 }
 
@@ -655,14 +680,16 @@ static void sb_validate(const sb_t *sb, const heap_t *owner, int *violations) {
 }
 
 static void heap_validate(heap_t *heap, int *violations) {
-  int64_t u = 0, a = 0;
+  double f = ld_options.empty_fraction;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+    int64_t k_slack = (int64_t)ld_options.k * class_capacity_bytes[c];
+    int64_t u = 0, a = 0;
     sb_t *cur = heap->current[c];
     if (cur != &sb_none) {
       sb_validate(cur, heap, violations);
       if (cur->size_class != c) VIOLATION("heap %p: current superblock of class %u has class %u\n", (void *)heap, c, cur->size_class);
       u += (int64_t)cur->used * cur->block_size;
-      a += (int64_t)ld_sb_size;
+      a += class_capacity_bytes[c];
     }
     for (int g = 0; g < LD_GROUP_COUNT; g++) {
       bool any = heap->groups[c][g] != NULL;
@@ -676,18 +703,16 @@ static void heap_validate(heap_t *heap, int *violations) {
         if (sb_group_of(sb->used, (int32_t)sb->capacity) != g)
           VIOLATION("superblock %p: used %d does not belong in group %d\n", (void *)sb, sb->used, g);
         u += (int64_t)sb->used * sb->block_size;
-        a += (int64_t)ld_sb_size;
+        a += class_capacity_bytes[c];
       }
     }
+    if (u != heap->u[c]) VIOLATION("heap %p class %u: u is %lld, superblocks add up to %lld\n", (void *)heap, c, (long long)heap->u[c], (long long)u);
+    if (a != heap->a[c]) VIOLATION("heap %p class %u: a is %lld, superblocks add up to %lld\n", (void *)heap, c, (long long)heap->a[c], (long long)a);
+    /* Hoard's invariant (seed 004 §3.1), per size class as its proof has it (§4.1). */
+    if (!(heap->u[c] >= heap->a[c] - k_slack || (double)heap->u[c] >= (1.0 - f) * (double)heap->a[c]))
+      VIOLATION("heap %p class %u: Hoard's invariant fails: u=%lld a=%lld K*S=%lld f=%.3f\n", (void *)heap, c,
+                (long long)heap->u[c], (long long)heap->a[c], (long long)k_slack, f);
   }
-  if (u != heap->u) VIOLATION("heap %p: u is %lld, superblocks add up to %lld\n", (void *)heap, (long long)heap->u, (long long)u);
-  if (a != heap->a) VIOLATION("heap %p: a is %lld, superblocks add up to %lld\n", (void *)heap, (long long)heap->a, (long long)a);
-  /* Hoard's invariant (seed 004 §3.1). */
-  double f = ld_options.empty_fraction;
-  int64_t k_slack = (int64_t)ld_options.k * (int64_t)ld_sb_size;
-  if (!(heap->u >= heap->a - k_slack || (double)heap->u >= (1.0 - f) * (double)heap->a))
-    VIOLATION("heap %p: Hoard's invariant fails: u=%lld a=%lld K*S=%lld f=%.3f\n", (void *)heap,
-              (long long)heap->u, (long long)heap->a, (long long)k_slack, f);
 }
 
 static void global_list_validate(const sb_list_t *list, bool must_be_empty, int *violations) {
@@ -708,10 +733,8 @@ void ld_heap_validate_all(int *violations) {
   ld_init_if_needed();
   heap_t *mine = ld_heap_tls;
   if (mine != &ld_heap_empty) {
-    if (mine->options_epoch != atomic_load_explicit(&options_epoch, memory_order_relaxed)) {
-      heap_recompute_threshold(mine);
-      heap_release_while_below(mine, NULL);
-    }
+    if (mine->options_epoch != atomic_load_explicit(&options_epoch, memory_order_relaxed))
+      for (unsigned c = 0; c < LD_CLASS_COUNT; c++) heap_release_while_below(mine, c);
     heap_validate(mine, violations);
   }
   global_lock();
@@ -719,7 +742,8 @@ void ld_heap_validate_all(int *violations) {
   global_list_validate(&global.empty_dirty, true, violations);
   global_list_validate(&global.empty_clean, true, violations);
   for (heap_t *h = global.heaps; h; h = h->next_heap)
-    if (!h->live && (h->u != 0 || h->a != 0)) VIOLATION("abandoned heap %p still holds memory\n", (void *)h);
+    for (unsigned c = 0; c < LD_CLASS_COUNT && !h->live; c++)
+      if (h->u[c] != 0 || h->a[c] != 0) VIOLATION("abandoned heap %p still holds memory in class %u\n", (void *)h, c);
   global_unlock();
 }
 

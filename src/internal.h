@@ -106,10 +106,14 @@ typedef struct ld_stats_s {
 #endif
 
 /* ---- heaps ---- */
+/* Hoard's u and a are kept per size class, as its proof bounds them (seed 004 §4.1): a heap
+ * takes a superblock of class c only when all its class-c superblocks are full, so taking one
+ * keeps the invariant for K >= 1, which per-heap sums would not. */
 typedef struct heap_s {
   sb_t *current[LD_CLASS_COUNT + 1];   /* the superblock each class allocates from */
-  int64_t u, a;                        /* bytes in use, bytes held (Hoard's u_i, a_i) */
-  int64_t u_release;                   /* give a superblock back when u < u_release */
+  int64_t u[LD_CLASS_COUNT + 1];       /* bytes in use per class (Hoard's u_i) */
+  int64_t a[LD_CLASS_COUNT + 1];       /* bytes held per class (Hoard's a_i) */
+  int64_t u_release[LD_CLASS_COUNT + 1]; /* give a superblock of class c back when u[c] < this */
   unsigned options_epoch;
   sb_t *groups[LD_CLASS_COUNT][LD_GROUP_COUNT];
   uint64_t group_classes[LD_GROUP_COUNT];  /* bit c: class c has superblocks in that group */
@@ -130,6 +134,9 @@ void    ld_options_changed(void);
 int     ld_global_trim(void);
 void    ld_heap_validate_all(int *violations);
 void    ld_stats_merge(ld_stats_t *out, int64_t *in_use, int64_t *held);
+/* Counts one event in the field at field_offset of the calling thread's counters (or, for a
+ * thread without a heap, in a shared atomic set): for the cold paths only. */
+void    ld_stat_count(heap_t *heap, size_t field_offset);
 void    ld_init_if_needed(void);
 
 /* ---- large.c ---- */

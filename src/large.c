@@ -77,8 +77,7 @@ void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
       span->map_bytes = need;
       *zeroed = true;
     } else {
-      heap_t *heap = ld_heap_tls;
-      if (heap != &ld_heap_empty) LD_STAT_INC(heap, large_cache_hits);
+      ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, large_cache_hits));
     }
     user = (char *)span + offset;
   } else {
@@ -121,6 +120,7 @@ static void cache_purge_expired(uint64_t now, bool all) {
 
 void ld_large_free(sb_t *span, void *p) {
   (void)p;
+  ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, frees));
   size_t bytes = span->map_bytes;
   atomic_fetch_sub_explicit(&large_in_use, bytes, memory_order_relaxed);
   size_t limit = (size_t)ld_options.large_cache_mb << 20;

@@ -13,7 +13,7 @@
 /* X(name, default, min, max, integral, takes effect only at start, comment) */
 #define LD_OPTION_TABLE(X)                                                                      \
   X(empty_fraction,  0.25,  0.01, 0.99,  0, 0, "Hoard f: a heap less than (1-f) full gives a superblock back (Hoard 3.1)") \
-  X(k,               4,     0,    1e6,   1, 0, "Hoard K: superblocks a heap may hold beyond the f rule before releasing") \
+  X(k,               4,     1,    1e6,   1, 0, "Hoard K >= 1: superblocks of slack per class (K=0 would break the invariant at a heap's first block)") \
   X(superblock_size, 65536, 16384, 1048576, 1, 1, "bytes per superblock S, a power of two")               \
   X(purge_delay_ms,  1000,  0,    3.6e6, 1, 0, "empty memory is returned to the OS after this delay; 0: at once") \
   X(large_cache_mb,  64,    0,    1e6,   1, 0, "freed large spans kept for reuse, in MiB")               \

@@ -325,6 +325,8 @@ static pl_block *checked_block(larder_pool_t *p, const void *ptr, const char *wh
 /* ---------------------------------------------------------------- areas */
 
 static int area_overlaps(const larder_pool_t *p, uintptr_t lo, uintptr_t hi) {
+  /* the control structure is no area but must not be handed out either */
+  if (lo < (uintptr_t)p + PL_CONTROL_BYTES && (uintptr_t)p < hi) return 1;
   for (const pl_area *a = p->areas; a; a = a->next) {
     uintptr_t alo = (uintptr_t)a, ahi = alo + a->bytes;
     if (lo < ahi && alo < hi) return 1;
