@@ -77,3 +77,22 @@ endif()
 # ---- returning memory, large spans ----
 alloc_test(alloc_trim  SOURCES alloc/trim.c  PRELOAD TIMEOUT 120)
 alloc_test(alloc_large SOURCES alloc/large.c PRELOAD TIMEOUT 120)
+
+# ---- real programs under LD_PRELOAD print the same as without it ----
+# python3 (PYTHONMALLOC=malloc, threads), a C++ program, sort(1), gcc. The driver exits 77
+# (skipped) only when the tool is not installed.
+add_executable(alloc_preload_cxx_program alloc/preload_cxx_program.cpp)
+target_link_libraries(alloc_preload_cxx_program PRIVATE Threads::Threads)
+set_target_properties(alloc_preload_cxx_program PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${LARDER_TEST_DIR})
+if(ALLOC_HAVE_LARDER)
+  find_package(Python3 COMPONENTS Interpreter)
+  if(Python3_Interpreter_FOUND)
+    foreach(case python cxx sort gcc)
+      add_test(NAME alloc_preload_${case}
+        COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/alloc/preload_programs.py
+                --lib $<TARGET_FILE:larder_shared> --work ${CMAKE_CURRENT_BINARY_DIR}/alloc_preload
+                --cxx-program $<TARGET_FILE:alloc_preload_cxx_program> ${case})
+      set_tests_properties(alloc_preload_${case} PROPERTIES SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 300)
+    endforeach()
+  endif()
+endif()
