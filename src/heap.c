@@ -238,6 +238,12 @@ static int sb_collect_remote(sb_t *sb) {
 }
 
 void ld_free_remote(sb_t *sb, ld_block_t *b) {
+  /* A superblock the global heap holds with no block in use has nothing to free: this is a
+   * double free into memory that may already have been purged (and lost its tags). A live
+   * block's superblock cannot be in that state, whoever handed the block over. */
+  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) == &global.heap &&
+      __atomic_load_n(&sb->used, __ATOMIC_RELAXED) <= 0)
+    ld_fatal_bad_free("double free", b);
   b->tag = ld_free_key ^ (uintptr_t)b;
   ld_block_t *head = atomic_load_explicit(&sb->remote, memory_order_relaxed);
   do {
@@ -458,6 +464,8 @@ static sb_t *heap_fullest(heap_t *heap, unsigned c) {
 }
 
 void *ld_heap_refill(heap_t *heap, unsigned cls) {
+  if (LD_UNLIKELY(ld_options.debug) && larder_validate() != 0)
+    ld_message("larder: validation failed before a refill (LARDER_DEBUG)\n");
   sb_t *sb = heap->current[cls];
   if (sb != &sb_none) {
     int n = sb_collect_remote(sb);
@@ -591,7 +599,18 @@ static void fork_child(void) {
 /* ---- trim, stats, validation ---- */
 
 int ld_global_trim(void) {
+  /* The calling thread's empty superblocks go first, so they are purged with the rest. */
+  heap_t *heap = ld_heap_tls;
   global_lock();
+  if (heap != &ld_heap_empty)
+    for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+      sb_t *sb;
+      while ((sb = heap->groups[c][0])) {
+        heap_detach(heap, sb);
+        global_put(sb, 0);
+      }
+      heap_recompute_threshold(heap, c);
+    }
   size_t before = global.empty_clean.count;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     sb_t *sb = global.by_class[c].head;
