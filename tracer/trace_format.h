@@ -1,8 +1,8 @@
 /* The larder trace file format, version 1 (docs/trace-format.md is the reference).
  *
  * A file is one 64-byte header followed by blocks. Each block is what one thread's buffer
- * held when it was flushed: a 16-byte block header naming the thread, then `count` fixed
- * 32-byte records in that thread's order. Blocks of different threads interleave, so a reader
+ * held when it was flushed: a 32-byte block header naming the thread and carrying one clock
+ * calibration point, then `count` fixed 32-byte records in that thread's order. Blocks of different threads interleave, so a reader
  * merges them by timestamp, as Hoard merges its per-heap traces offline (seed 004 §5.4).
  * Every integer is little-endian. */
 #ifndef LARDER_TRACE_FORMAT_H
@@ -14,12 +14,17 @@
 #define LTR_VERSION      1u
 #define LTR_HEADER_SIZE  64u
 #define LTR_BLOCK_MAGIC  0x314b4c42u  /* "BLK1" read as a little-endian u32 */
-#define LTR_BLOCK_SIZE   16u
+#define LTR_BLOCK_SIZE   32u
 #define LTR_RECORD_SIZE  32u
 
 #define LTR_SIZE_BITS    48
 #define LTR_SIZE_MAX     ((UINT64_C(1) << LTR_SIZE_BITS) - 1) /* larger requests saturate */
 #define LTR_ALIGN_BAD    0xffu        /* alignment that is not a power of two */
+
+/* Header flag: record times are CPU timestamp-counter ticks since the start (x86 with a TSC
+ * the kernel trusts as its clocksource), not nanoseconds. Ticks order events across threads
+ * exactly as nanoseconds would; the (ticks, ns) pair in every block header converts them. */
+#define LTR_FLAG_TSC     1u
 
 enum ltr_op {
   LTR_MALLOC = 1,
@@ -40,10 +45,10 @@ struct ltr_header {
   uint16_t version;
   uint16_t header_size;
   uint16_t record_size;
-  uint16_t flags;          /* none defined in version 1; readers ignore unknown bits */
+  uint16_t flags;          /* LTR_FLAG_TSC; readers ignore unknown bits */
   uint32_t pid;
   uint32_t ppid;
-  uint64_t start_ns;       /* CLOCK_MONOTONIC when the file was opened; records are relative */
+  uint64_t start_ns;       /* CLOCK_MONOTONIC when the file was opened */
   uint64_t proc_start;     /* /proc/self/stat starttime: the same across exec, so an exec'd
                               image can tell that a file with its pid is its own predecessor's */
   uint32_t exec_seq;       /* 0 for the process's first image, n for the n-th exec'd image */
@@ -56,10 +61,12 @@ struct ltr_block {
   uint32_t tid;            /* kernel thread id */
   uint32_t count;          /* records that follow */
   uint32_t thread_seq;     /* 0 for the first thread that allocated, 1 for the next, ... */
+  uint64_t clock_ticks;    /* the clock, in record units, when the block was written ... */
+  uint64_t clock_ns;       /* ... and CLOCK_MONOTONIC - start_ns at the same moment */
 };
 
 struct ltr_record {
-  uint64_t t_ns;           /* since the header's start_ns */
+  uint64_t t;              /* ticks (LTR_FLAG_TSC) or ns since the file was opened */
   uint64_t addr_in;        /* the pointer given (free, realloc), else 0 */
   uint64_t addr_out;       /* the pointer returned (0 for free and for failures) */
   uint64_t packed;         /* size:48 | op:8 | log2(alignment):8 */
@@ -74,7 +81,7 @@ static inline unsigned ltr_op(uint64_t packed) { return (unsigned)(packed >> 48)
 static inline unsigned ltr_align_log2(uint64_t packed) { return (unsigned)(packed >> 56); }
 
 _Static_assert(sizeof(struct ltr_header) == LTR_HEADER_SIZE, "header is 64 bytes");
-_Static_assert(sizeof(struct ltr_block) == LTR_BLOCK_SIZE, "block header is 16 bytes");
+_Static_assert(sizeof(struct ltr_block) == LTR_BLOCK_SIZE, "block header is 32 bytes");
 _Static_assert(sizeof(struct ltr_record) == LTR_RECORD_SIZE, "record is 32 bytes");
 
 #endif

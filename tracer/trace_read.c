@@ -193,7 +193,7 @@ struct ltr_cursor { const uint64_t *idx; uint64_t at, n; };
 static uint64_t ltr_head_time(const unsigned char *data, const struct ltr_cursor *c) {
   struct ltr_record r;
   memcpy(&r, data + c->idx[c->at], sizeof r);
-  return r.t_ns;
+  return r.t;
 }
 
 static void ltr_sift(uint32_t *heap, uint32_t n, uint32_t i, const uint64_t *key) {
@@ -274,7 +274,7 @@ int ltr_load(const char *path, struct ltr_trace *t, char *err, size_t errlen) {
       unsigned op = ltr_op(r.packed);
       if (op < 1 || op > LTR_OP_MAX)
         FAIL("%s: byte %zu: unknown operation %u in record", path, roff + 30, op);
-      if (r.t_ns > t->duration_ns) t->duration_ns = r.t_ns;
+      if (r.t > t->duration) t->duration = r.t;
     }
     /* a thread is its sequence number; records of a dying thread carry UINT32_MAX and are
      * told apart by tid */

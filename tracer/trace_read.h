@@ -47,7 +47,7 @@ struct ltr_trace {
   uint64_t failed_allocs;      /* the recorded call returned NULL */
   uint64_t peak_live;          /* bytes live at the trace's peak, in merged order */
   uint64_t end_live;           /* bytes never freed */
-  uint64_t duration_ns;        /* last timestamp */
+  uint64_t duration;           /* last timestamp, in record units (ticks or ns) */
 };
 
 /* Loads and checks path (plain or gzip-compressed). On failure returns -1 with a message in

@@ -28,7 +28,19 @@ def hand_made() -> fmt.Trace:
     b = [R(35, fmt.FREE, 0, 0, 0x3000, 0), R(45, fmt.FREE, 0, 0, 0xdead0, 0), R(55, fmt.FREE, 0, 0, 0, 0)]
     c = [R(100, fmt.FREE, 0, 0, 0x4000, 0)]
     h = fmt.Header(pid=77, ppid=1, start_ns=123456789, proc_start=42, exec_seq=2, comm="hand")
-    return fmt.Trace(h, [fmt.Block(501, 0, a), fmt.Block(502, 1, b), fmt.Block(503, 0xFFFFFFFF, c)])
+    return fmt.Trace(h, [fmt.Block(501, 0, a, 95, 95), fmt.Block(502, 1, b, 60, 60), fmt.Block(503, 0xFFFFFFFF, c, 101, 101)])
+
+
+def test_tsc_times_convert_through_the_block_points():
+    t = hand_made()
+    assert t.seconds()(50) == 50e-9
+    t.header.flags = fmt.FLAG_TSC
+    t.blocks[0].clock_ticks, t.blocks[0].clock_ns = 200, 100       # 2 ticks per ns up to tick 200
+    t.blocks[1].clock_ticks, t.blocks[1].clock_ns = 600, 150       # then 8 ticks per ns
+    t.blocks[2].clock_ticks, t.blocks[2].clock_ns = 700, 140       # goes backwards: ignored
+    sec = t.seconds()
+    assert sec(100) == pytest.approx(50e-9) and sec(400) == pytest.approx(125e-9)
+    assert sec(800) == pytest.approx(175e-9)                       # past the last point: last slope
 
 
 def test_binary_text_binary_is_identical(tmp_path):
@@ -66,10 +78,10 @@ def test_recorded_trace_round_trip(tmp_path):
     (lambda d: d[:40], "byte 40: truncated header"),
     (lambda d: d[:8] + b"\x05\x00" + d[10:], "byte 8: unsupported trace version 5"),
     (lambda d: b"NOTATRACE" + d[9:], "byte 0: not a larder trace"),
-    (lambda d: d[:64 + 8], "byte 64: truncated block header"),
+    (lambda d: d[:64 + 20], "byte 64: truncated block header"),
     (lambda d: d[:64] + b"XXXX" + d[68:], "byte 64: bad block magic"),
     (lambda d: d[:-5], "truncated block"),
-    (lambda d: d[:64 + 16 + 32 + 30] + bytes([99]) + d[64 + 16 + 32 + 31:], "byte 142: unknown operation 99"),
+    (lambda d: d[:64 + 32 + 32 + 30] + bytes([99]) + d[64 + 32 + 32 + 31:], "byte 158: unknown operation 99"),
 ])
 def test_damaged_traces_name_the_offset(mutate, message):
     data = hand_made().to_bytes()
@@ -102,7 +114,7 @@ def test_stats_known_answers():
 
 def test_merge_is_by_time_and_keeps_each_threads_order():
     t = hand_made()
-    order = [r.t_ns for _, r in t.merged()]
+    order = [r.t for _, r in t.merged()]
     assert order == sorted(order)
     threads = [ti for ti, _ in t.merged()]
     assert threads[:4] == [0, 0, 0, 1]
@@ -133,7 +145,7 @@ def test_cli_errors(tmp_path, capsys):
     (tmp_path / "junk.ltr").write_bytes(b"hello")
     assert cli.main(["stats", str(tmp_path / "junk.ltr")]) == cli.EXIT_BAD_TRACE
     assert "byte 0" in capsys.readouterr().err
-    (tmp_path / "bad.txt").write_text("larder-trace 1 pid=1 ppid=0 start_ns=0 proc_start=0 exec_seq=0\nblock 1 0 1\n5 munge 1 0 0x0 0x1\n")
+    (tmp_path / "bad.txt").write_text("larder-trace 1 pid=1 ppid=0 start_ns=0 proc_start=0 exec_seq=0\nblock 1 0 1 0 0\n5 munge 1 0 0x0 0x1\n")
     assert cli.main(["tobin", str(tmp_path / "bad.txt"), "-o", str(tmp_path / "x.ltr")]) == cli.EXIT_BAD_TRACE
     assert "line 3: unknown operation" in capsys.readouterr().err
     assert cli.main(["synth", "-o", str(tmp_path / "s.ltr"), "--phases", "wave"]) == cli.EXIT_USAGE

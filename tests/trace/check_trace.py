@@ -133,22 +133,22 @@ def t_bad_input(args, tmp: Path) -> None:
     tr = fmt.parse(good)
     off = 64
     for b in tr.blocks[:-1]:
-        off += 16 + 32 * len(b.records)
+        off += 32 + 32 * len(b.records)
     check(f"byte {off}: truncated block" in r.stderr, f"truncation names byte {off}: {r.stderr.strip()}")
     bad = bytearray(good); bad[8] = 9
     (tmp / "ver.ltr").write_bytes(bytes(bad))
     _, r = replay(args, tmp / "ver.ltr", expect=3)
     check("byte 8: unsupported trace version 9" in r.stderr, "a wrong version is named")
-    bad = bytearray(good); bad[64 + 16 + 30] = 200
+    bad = bytearray(good); bad[64 + 32 + 30] = 200
     (tmp / "op.ltr").write_bytes(bytes(bad))
     _, r = replay(args, tmp / "op.ltr", expect=3)
-    check("byte 110: unknown operation 200" in r.stderr, f"an unknown operation is named: {r.stderr.strip()}")
+    check("byte 126: unknown operation 200" in r.stderr, f"an unknown operation is named: {r.stderr.strip()}")
     bad = bytearray(good); bad[64:68] = b"XXXX"
     (tmp / "blk.ltr").write_bytes(bytes(bad))
     _, r = replay(args, tmp / "blk.ltr", expect=3)
     check("byte 64: bad block magic" in r.stderr, "a corrupt block header is named")
     # a free of an address the trace never allocated is counted, not a crash
-    tr.blocks.append(fmt.Block(tid=1, thread_seq=0, records=[fmt.Record(10**15, fmt.FREE, 0, 0, 0x12345670, 0)]))
+    tr.blocks.append(fmt.Block(tid=1, thread_seq=0, records=[fmt.Record(2**62, fmt.FREE, 0, 0, 0x12345670, 0)]))
     tr.write(tmp / "unknown.ltr")
     j, _ = replay(args, tmp / "unknown.ltr")
     j0, _ = replay(args, tmp / "w.ltr")

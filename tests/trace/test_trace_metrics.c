@@ -48,7 +48,7 @@ static size_t put_header(unsigned char *buf, uint16_t version) {
 }
 
 static size_t put_block(unsigned char *buf, uint32_t tid, uint32_t seq, const struct rec *r, uint32_t n) {
-  struct ltr_block b = {LTR_BLOCK_MAGIC, tid, n, seq};
+  struct ltr_block b = {LTR_BLOCK_MAGIC, tid, n, seq, 0, 0};
   memcpy(buf, &b, sizeof b);
   for (uint32_t i = 0; i < n; i++) {
     struct ltr_record x = {r[i].t, r[i].in, r[i].out, ltr_pack(r[i].op, r[i].size, r[i].align)};
@@ -120,18 +120,18 @@ static void expect_error(const unsigned char *buf, size_t len, const char *want)
 static void test_damage(void) {
   unsigned char buf[4096], bad[4096];
   size_t len = build_good(buf);
-  /* first block header at 64, its records at 80, 112, ...; the second block at 64+16+5*32 = 240 */
+  /* first block header at 64, its records at 96, 128, ...; the second block at 64+32+5*32 = 256 */
   expect_error(buf, 40, "byte 40: truncated header");
   memcpy(bad, buf, len); bad[8] = 7;
   expect_error(bad, len, "byte 8: unsupported trace version 7");
   memcpy(bad, buf, len); bad[0] = 'X';
   expect_error(bad, len, "byte 0: not a larder trace");
-  expect_error(buf, len - 10, "byte 240: truncated block");
-  expect_error(buf, 64 + 8, "byte 64: truncated block header");
-  memcpy(bad, buf, len); bad[240] ^= 0xff;
-  expect_error(bad, len, "byte 240: bad block magic");
-  memcpy(bad, buf, len); bad[112 + 30] = 77;     /* the op byte of the second record */
-  expect_error(bad, len, "byte 142: unknown operation 77");
+  expect_error(buf, len - 10, "byte 256: truncated block");
+  expect_error(buf, 64 + 20, "byte 64: truncated block header");
+  memcpy(bad, buf, len); bad[256] ^= 0xff;
+  expect_error(bad, len, "byte 256: bad block magic");
+  memcpy(bad, buf, len); bad[128 + 30] = 77;     /* the op byte of the second record */
+  expect_error(bad, len, "byte 158: unknown operation 77");
 }
 
 int main(void) {

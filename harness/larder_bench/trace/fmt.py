@@ -1,7 +1,8 @@
 """The larder trace file, version 1 (docs/trace-format.md; tracer/trace_format.h is the C side).
 
-A file is a 64-byte header and blocks; a block is one thread's flushed buffer: a 16-byte block
-header, then fixed 32-byte records. Blocks of several threads interleave; `merged()` orders
+A file is a 64-byte header and blocks; a block is one thread's flushed buffer: a 32-byte block
+header (thread, count, and a clock calibration point), then fixed 32-byte records. Record
+times are TSC ticks when the header has FLAG_TSC, else nanoseconds; `Trace.seconds()` converts. Blocks of several threads interleave; `merged()` orders
 all records by timestamp, keeping each thread's own order (seed 004 §5.4 merges per-heap traces
 the same way).
 
@@ -10,6 +11,7 @@ text -> binary gives back the same bytes.
 """
 from __future__ import annotations
 
+import bisect
 import gzip
 import heapq
 import struct
@@ -19,14 +21,15 @@ from pathlib import Path
 MAGIC = b"LRDTRACE"
 VERSION = 1
 HEADER_SIZE = 64
-BLOCK_SIZE = 16
+BLOCK_SIZE = 32
 RECORD_SIZE = 32
 BLOCK_MAGIC = 0x314B4C42
 SIZE_MAX = (1 << 48) - 1
 ALIGN_BAD = 0xFF
+FLAG_TSC = 1
 
 HEADER = struct.Struct("<8sHHHHIIQQII16s")
-BLOCK = struct.Struct("<IIII")
+BLOCK = struct.Struct("<IIIIQQ")
 RECORD = struct.Struct("<QQQQ")
 
 OPS = {1: "malloc", 2: "calloc", 3: "realloc", 4: "reallocarray", 5: "free", 6: "posix_memalign",
@@ -42,7 +45,7 @@ class TraceError(ValueError):
 
 @dataclass
 class Record:
-    t_ns: int
+    t: int                  # ticks or ns since the start (see FLAG_TSC)
     op: int
     size: int
     align_log2: int
@@ -51,7 +54,7 @@ class Record:
 
     def pack(self) -> bytes:
         packed = min(self.size, SIZE_MAX) | (self.op & 0xFF) << 48 | (self.align_log2 & 0xFF) << 56
-        return RECORD.pack(self.t_ns, self.addr_in, self.addr_out, packed)
+        return RECORD.pack(self.t, self.addr_in, self.addr_out, packed)
 
 
 @dataclass
@@ -59,6 +62,8 @@ class Block:
     tid: int
     thread_seq: int
     records: list[Record] = field(default_factory=list)
+    clock_ticks: int = 0    # the clock when the block was written, in record units ...
+    clock_ns: int = 0       # ... and in ns since the start
 
 
 @dataclass
@@ -86,7 +91,7 @@ class Trace:
     def to_bytes(self) -> bytes:
         out = [self.header.pack()]
         for b in self.blocks:
-            out.append(BLOCK.pack(BLOCK_MAGIC, b.tid, len(b.records), b.thread_seq))
+            out.append(BLOCK.pack(BLOCK_MAGIC, b.tid, len(b.records), b.thread_seq, b.clock_ticks, b.clock_ns))
             out.extend(r.pack() for r in b.records)
         return b"".join(out)
 
@@ -120,15 +125,36 @@ class Trace:
                 keys[k] = len(per)
                 per.append([])
             per[keys[k]].extend(b.records)
-        heads = [(recs[0].t_ns, ti, 0) for ti, recs in enumerate(per) if recs]
+        heads = [(recs[0].t, ti, 0) for ti, recs in enumerate(per) if recs]
         heapq.heapify(heads)
         out = []
         while heads:
             _, ti, i = heapq.heappop(heads)
             out.append((ti, per[ti][i]))
             if i + 1 < len(per[ti]):
-                heapq.heappush(heads, (per[ti][i + 1].t_ns, ti, i + 1))
+                heapq.heappush(heads, (per[ti][i + 1].t, ti, i + 1))
         return out
+
+    def seconds(self):
+        """A function from record time to seconds since the start: the identity scaled for ns
+        traces; for TSC traces, piecewise-linear through the blocks' (ticks, ns) points, which
+        keeps the order of the ticks."""
+        if not self.header.flags & FLAG_TSC:
+            return lambda t: t / 1e9
+        pts = sorted({(0, 0)} | {(b.clock_ticks, b.clock_ns) for b in self.blocks})
+        xs, ys = [0], [0]
+        for x, y in pts[1:]:
+            if x > xs[-1] and y > ys[-1]:      # drop points that would bend time backwards
+                xs.append(x)
+                ys.append(y)
+        if len(xs) == 1:
+            return lambda t: 0.0
+
+        def conv(t: int) -> float:
+            i = bisect.bisect_right(xs, t) - 1
+            i = min(max(i, 0), len(xs) - 2)
+            return (ys[i] + (t - xs[i]) * (ys[i + 1] - ys[i]) / (xs[i + 1] - xs[i])) / 1e9
+        return conv
 
 
 def _thread_key(b: Block) -> tuple:
@@ -167,7 +193,7 @@ def parse(data: bytes, name: str = "trace") -> Trace:
     while off < n:
         if n - off < BLOCK_SIZE:
             raise TraceError(f"{name}: byte {off}: truncated block header ({n - off} of {BLOCK_SIZE} bytes)")
-        magic, tid, count, seq = BLOCK.unpack_from(data, off)
+        magic, tid, count, seq, cticks, cns = BLOCK.unpack_from(data, off)
         if magic != BLOCK_MAGIC:
             raise TraceError(f"{name}: byte {off}: bad block magic 0x{magic:08x} (corrupt trace)")
         body = count * RECORD_SIZE
@@ -182,7 +208,7 @@ def parse(data: bytes, name: str = "trace") -> Trace:
                 raise TraceError(f"{name}: byte {roff + 30}: unknown operation {op} in record")
             recs.append(Record(t, op, packed & SIZE_MAX, packed >> 56, ain, aout))
             roff += RECORD_SIZE
-        blocks.append(Block(tid, seq, recs))
+        blocks.append(Block(tid, seq, recs, cticks, cns))
         off += BLOCK_SIZE + body
     return Trace(header, blocks)
 
@@ -193,17 +219,17 @@ def load(path: str | Path) -> Trace:
 
 # ---- text form ----
 # line 1:  larder-trace 1 pid=.. ppid=.. start_ns=.. proc_start=.. exec_seq=.. flags=.. reserved=.. comm=..
-# then:    block <tid> <thread_seq> <count>
-# then count lines: <t_ns> <op> <size> <align_log2> <addr_in hex> <addr_out hex>
+# then:    block <tid> <thread_seq> <count> <clock_ticks> <clock_ns>
+# then count lines: <t> <op> <size> <align_log2> <addr_in hex> <addr_out hex>
 
 def to_text(trace: Trace) -> str:
     h = trace.header
     lines = [f"larder-trace {VERSION} pid={h.pid} ppid={h.ppid} start_ns={h.start_ns} proc_start={h.proc_start} "
              f"exec_seq={h.exec_seq} flags={h.flags} reserved={h.reserved} comm={h.comm.encode().hex()}"]
     for b in trace.blocks:
-        lines.append(f"block {b.tid} {b.thread_seq} {len(b.records)}")
+        lines.append(f"block {b.tid} {b.thread_seq} {len(b.records)} {b.clock_ticks} {b.clock_ns}")
         for r in b.records:
-            lines.append(f"{r.t_ns} {OPS[r.op]} {r.size} {r.align_log2} {r.addr_in:#x} {r.addr_out:#x}")
+            lines.append(f"{r.t} {OPS[r.op]} {r.size} {r.align_log2} {r.addr_in:#x} {r.addr_out:#x}")
     return "\n".join(lines) + "\n"
 
 
@@ -231,7 +257,7 @@ def from_text(text: str, name: str = "text") -> Trace:
             if f[0] == "block":
                 if want:
                     raise TraceError(f"{name}: line {no}: block starts before the previous one has its {want} records")
-                blocks.append(Block(int(f[1]), int(f[2])))
+                blocks.append(Block(int(f[1]), int(f[2]), [], int(f[4]), int(f[5])))
                 want = int(f[3])
                 continue
             if not blocks or want == 0:

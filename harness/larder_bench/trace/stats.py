@@ -67,6 +67,7 @@ def compute(trace: fmt.Trace, max_points: int = 2000) -> Stats:
     live_of: dict[int, int] = {}
     live = 0
     points = []
+    sec = trace.seconds()
     for _, r in merged:
         s.calls[fmt.OPS[r.op]] += 1
         if r.op == fmt.FREE or r.op in fmt.REALLOCS:
@@ -90,8 +91,8 @@ def compute(trace: fmt.Trace, max_points: int = 2000) -> Stats:
                 s.failed += 1
         if live > s.peak_live:
             s.peak_live = live
-            s.peak_live_t = r.t_ns / 1e9
-        points.append((r.t_ns / 1e9, live))
+            s.peak_live_t = sec(r.t)
+        points.append((sec(r.t), live))
     s.end_live = live
     s.duration_s = points[-1][0] if points else 0.0
     step = max(1, len(points) // max_points)

@@ -140,7 +140,9 @@ def generate(p: SynthParams) -> fmt.Trace:
     blocks = []
     for thread, recs in enumerate(per_thread):
         for at in range(0, len(recs), 4096):
-            blocks.append(fmt.Block(tid=1000 + thread, thread_seq=thread, records=recs[at:at + 4096]))
-    blocks.sort(key=lambda b: b.records[0].t_ns)
+            chunk = recs[at:at + 4096]
+            blocks.append(fmt.Block(tid=1000 + thread, thread_seq=thread, records=chunk,
+                                    clock_ticks=chunk[-1].t, clock_ns=chunk[-1].t))
+    blocks.sort(key=lambda b: b.records[0].t)
     header = fmt.Header(pid=0, ppid=0, start_ns=0, proc_start=0, exec_seq=0, comm="synth")
     return fmt.Trace(header, blocks)
