@@ -11,7 +11,15 @@
  *   k_export - the destructor mallocs a block and hands it to the main thread, which checks
  *              and frees it after the thread is gone.
  * A fourth key is created only after the threads' first allocation, so its destructor comes
- * after any key the allocator made at its own start. */
+ * after any key the allocator made at its own start.
+ *
+ * Then 2000 more threads (in waves of 20) each set a key whose destructor sets it again every
+ * time, so it runs in every one of the PTHREAD_DESTRUCTOR_ITERATIONS rounds, the last
+ * included, and mallocs and frees each time. An allocator that gives a thread's memory back
+ * from its own key destructor, and makes the thread a new heap when a later destructor
+ * allocates, must not lose that heap when no round is left to give it back: RSS growth over
+ * the 2000 threads must stay under 16 MiB (each thread touches ~50 KiB; one stranded 64 KiB
+ * superblock per thread would be 125 MiB of address space and at least 8 MiB resident). */
 #include <pthread.h>
 
 #include "alloc_util.h"
@@ -75,6 +83,29 @@ static void dtor_late(void *v) {
   free(v);
 }
 
+static pthread_key_t k_every;
+static atomic_long every_calls;
+
+static void dtor_every(void *v) {
+  atomic_fetch_add(&every_calls, 1);
+  /* 48 KiB in 100 small blocks: enough to need superblocks of several classes */
+  void *p[100];
+  for (int i = 0; i < 100; i++) {
+    p[i] = malloc(16 + (size_t)i * 8);
+    if (!p[i]) { atomic_fetch_add(&bad, 1); continue; }
+    memset(p[i], 0x3C, 16 + (size_t)i * 8);
+  }
+  for (int i = 0; i < 100; i++) free(p[i]);
+  pthread_setspecific(k_every, v);  /* again: this destructor runs in every round */
+}
+
+static void *body_every(void *arg) {
+  void *p = malloc(10);
+  free(p);
+  pthread_setspecific(k_every, arg);
+  return NULL;
+}
+
 static pthread_once_t late_once = PTHREAD_ONCE_INIT;
 static void make_late_key(void) { pthread_key_create(&k_late, dtor_late); }
 
@@ -117,6 +148,23 @@ int main(void) {
   CHECK(atomic_load(&bad) == 0);
   CHECK(missing == 0);
   CHECK(atomic_load(&dtor_calls) == want);
+  /* phase 2: destructors that allocate in the last round */
+  REQUIRE(pthread_key_create(&k_every, dtor_every) == 0);
+  size_t rss0 = alloc_rss_bytes();
+  for (int w = 0; w < 2000; w += WAVE) {
+    for (int i = 0; i < WAVE; i++)
+      REQUIRE(pthread_create(&t[i], NULL, body_every, (void *)(intptr_t)(w + i + 1)) == 0);
+    for (int i = 0; i < WAVE; i++) pthread_join(t[i], NULL);
+  }
+  size_t rss1 = alloc_rss_bytes();
+  size_t growth = rss1 > rss0 ? rss1 - rss0 : 0;
+  printf("tls_dtor: 2000 threads allocating in every destructor round (%ld calls, %.1f per "
+         "thread): RSS %.1f -> %.1f MiB (growth %.1f MiB, bound 16 MiB)\n",
+         atomic_load(&every_calls), (double)atomic_load(&every_calls) / 2000.0, ALLOC_MIB(rss0),
+         ALLOC_MIB(rss1), ALLOC_MIB(growth));
+  CHECK(atomic_load(&bad) == 0);
+  CHECK_MSG(growth <= ((size_t)16 << 20), "RSS grew %.1f MiB over 2000 threads", ALLOC_MIB(growth));
+
   alloc_api_t api = alloc_api();
   if (api.validate) {
     int v = api.validate();
