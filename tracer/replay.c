@@ -75,6 +75,7 @@ static struct {
   char *smaps_buf;
   size_t smaps_cap;
   int statm_fd;
+  int clock;                                  /* the worker whose progress places samples */
   uint64_t page, own;
   int64_t statm_offset;
 } rp;
@@ -203,6 +204,10 @@ static void rp_take_sample(int kind, uint64_t ops) {
   s->kind = kind;
 }
 
+/* Samples are placed by the progress of one worker (the one with the most calls: in faithful
+ * mode the recorded main thread may do little), the same clock for every allocator. */
+static uint64_t rp_progress(void) { return __atomic_load_n(&rp.w[rp.clock].done_ops, __ATOMIC_RELAXED); }
+
 /* Called by whichever worker pushed live bytes past the next peak mark. */
 static void rp_maybe_peak_sample(struct rp_worker *w, int64_t g) {
   if (g < atomic_load_explicit(&rp.next_peak_sample, memory_order_relaxed)) return;
@@ -210,7 +215,7 @@ static void rp_maybe_peak_sample(struct rp_worker *w, int64_t g) {
   uint64_t t = rp_now();
   int64_t cur = atomic_load(&rp.live);
   if (cur >= atomic_load(&rp.next_peak_sample)) {
-    rp_take_sample(RP_SAMPLE_PEAK, w->done_ops);
+    rp_take_sample(RP_SAMPLE_PEAK, rp_progress());
     int64_t step = cur / 1024 > 4096 ? cur / 1024 : 4096;
     atomic_store(&rp.next_peak_sample, cur + step);
   }
@@ -221,7 +226,7 @@ static void rp_maybe_peak_sample(struct rp_worker *w, int64_t g) {
 static void rp_regular_sample(struct rp_worker *w) {
   while (atomic_flag_test_and_set(&rp.sampling)) sched_yield();
   uint64_t t = rp_now();
-  rp_take_sample(RP_SAMPLE_REGULAR, w->done_ops);
+  rp_take_sample(RP_SAMPLE_REGULAR, rp_progress());
   atomic_flag_clear(&rp.sampling);
   w->sampling_ns += rp_now() - t;
 }
@@ -315,9 +320,9 @@ static void *rp_worker_main(void *arg) {
   for (uint64_t it = 0; it < rp.iterations; it++) {
     for (uint64_t i = 0; i < w->nops; i++) {
       rp_run_op(w, &w->ops[i]);
-      w->done_ops++;
+      __atomic_store_n(&w->done_ops, w->done_ops + 1, __ATOMIC_RELAXED);
       if (rp.mode == RP_FAITHFUL) atomic_store_explicit(&w->progress, i + 1, memory_order_release);
-      if (w->index == 0 && rp.rss && w->done_ops % rp.regular_every == 0) rp_regular_sample(w);
+      if (w->index == rp.clock && rp.rss && w->done_ops % rp.regular_every == 0) rp_regular_sample(w);
     }
     if (rp.mode == RP_THESIS) {
       rp_free_leftovers(w);
@@ -442,7 +447,9 @@ int main(int argc, char **argv) {
     /* fault the tables in now, so our own resident size is settled before measuring */
     memset(w->objs, 0, (tr->nobjects + 1) * sizeof(void *));
   }
-  uint64_t ops0 = rp.w[0].nops * iterations;
+  for (int k = 1; k < rp.threads; k++)
+    if (rp.w[k].nops > rp.w[rp.clock].nops) rp.clock = k;
+  uint64_t ops0 = rp.w[rp.clock].nops * iterations;
   rp.regular_every = ops0 / 1024 > 0 ? ops0 / 1024 : 1;
   atomic_store(&rp.next_peak_sample, 4096);
 
@@ -450,7 +457,15 @@ int main(int argc, char **argv) {
   pthread_barrier_init(&rp.pass, NULL, (unsigned)rp.threads);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
+  /* the workers' stacks are ours too: mapped and faulted in before our share is measured */
   size_t stack_size = 256 * 1024;
+  void **stacks = ltr_map(sizeof(void *) * (size_t)rp.threads);
+  for (int k = 0; stacks && k < rp.threads; k++) {
+    stacks[k] = ltr_map(stack_size);
+    if (!stacks[k]) { stacks = NULL; break; }
+    memset(stacks[k], 0, stack_size);
+  }
+  if (!stacks) { fprintf(stderr, "trace-replay: out of memory for thread stacks\n"); return 1; }
   rp.t0_ns = rp_now();
   memset(rp.samples, 0, rp.sample_cap * sizeof *rp.samples);
   rp.page = (uint64_t)sysconf(_SC_PAGESIZE);
@@ -465,9 +480,7 @@ int main(int argc, char **argv) {
   }
   rp_take_sample(RP_SAMPLE_START, 0);
   for (int k = 0; k < rp.threads; k++) {
-    void *stack = ltr_map(stack_size);
-    if (!stack) { fprintf(stderr, "trace-replay: out of memory for thread stacks\n"); return 1; }
-    pthread_attr_setstack(&attr, stack, stack_size);
+    pthread_attr_setstack(&attr, stacks[k], stack_size);
     int e = pthread_create(&rp.w[k].thread, &attr, rp_worker_main, &rp.w[k]);
     if (e) { fprintf(stderr, "trace-replay: cannot create thread %d: %s\n", k, strerror(e)); return 1; }
   }
@@ -476,7 +489,7 @@ int main(int argc, char **argv) {
   pthread_barrier_wait(&rp.start);
   for (int k = 0; k < rp.threads; k++) pthread_join(rp.w[k].thread, NULL);
   uint64_t t_end = rp_now();
-  rp_take_sample(RP_SAMPLE_END, rp.w[0].done_ops);
+  rp_take_sample(RP_SAMPLE_END, rp.w[rp.clock].done_ops);
   uint64_t heap_end = rp.nsamples ? rp.samples[rp.nsamples - 1].heap : 0;
   int64_t gap = rp.rss ? (int64_t)heap_end - (int64_t)rp_heap_rss_smaps() : 0;
 

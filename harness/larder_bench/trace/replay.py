@@ -137,7 +137,7 @@ def plot_timeseries(ts: dict, x, out_dir) -> Path | None:
         if not live_drawn:
             ax.plot(ops, [int(r["live_bytes"]) / 1024 for r in rows], "k--", label="live", lw=1.2)
             live_drawn = True
-    ax.set_xlabel("calls replayed by thread 0")
+    ax.set_xlabel("calls replayed by the busiest replaying thread")
     ax.set_ylabel("KiB")
     ax.set_title(f"Memory usage over live memory ({x or 'faithful'} thread(s)), seed 003 Figure 6-1 form")
     ax.grid(True, alpha=0.3)

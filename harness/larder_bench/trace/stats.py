@@ -119,6 +119,19 @@ def _resample(points: list, n: int) -> list[float]:
     return out
 
 
+def phases(ys: list[float], peak: float, parts: int = 4) -> list[str]:
+    """Names each quarter of the run: ramp (live rises by a fifth of the peak or more), fall
+    (drops as much), plateau (stays within 15% of the peak), peaks (swings and comes back)."""
+    out = []
+    n = len(ys)
+    for k in range(parts):
+        seg = ys[k * n // parts:(k + 1) * n // parts] or ys[-1:]
+        rise = (seg[-1] - seg[0]) / peak
+        spread = (max(seg) - min(seg)) / peak
+        out.append("ramp" if rise >= 0.2 else "fall" if rise <= -0.2 else "plateau" if spread <= 0.15 else "peaks")
+    return out
+
+
 def classify(points: list, n: int = 200) -> tuple[str, dict]:
     """Names the pattern of live bytes over time (seed 003 §5.2):
     ramp     - data accumulate: 90% of the peak is reached late and most of it is still live near
@@ -143,7 +156,8 @@ def classify(points: list, n: int = 200) -> tuple[str, dict]:
             armed = False
         elif not armed and y < 0.3 * peak:
             armed = True
-    figures = {"time_to_80pct_of_peak": round(t80, 3), "time_to_90pct_of_peak": round(t90, 3),
+    figures = {"phases": phases(ys, peak),
+               "time_to_80pct_of_peak": round(t80, 3), "time_to_90pct_of_peak": round(t90, 3),
                "live_at_95pct_over_peak": round(end, 3),
                "time_above_75pct": round(high, 3), "rises_above_60pct": cycles}
     if cycles >= 2:
@@ -195,7 +209,12 @@ def plot_live(s: Stats, path, title: str) -> None:
     ax.step([t for t, _ in s.series], [v / 1024 for _, v in s.series], where="post")
     ax.set_xlabel("time since start of recording (s)")
     ax.set_ylabel("live KiB (requested sizes)")
-    ax.set_title(f"{title}: {s.pattern}")
+    ph = s.pattern_figures.get("phases", [])
+    ax.set_title(f"{title}: {s.pattern}" + (f" ({' / '.join(ph)} by quarter)" if ph else ""))
+    if s.series and ph:
+        t0, t1 = s.series[0][0], s.series[-1][0]
+        for k in range(1, len(ph)):
+            ax.axvline(t0 + (t1 - t0) * k / len(ph), color="grey", lw=0.5, ls=":")
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
