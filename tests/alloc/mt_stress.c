@@ -1,7 +1,8 @@
 /* Multithreaded stress: T threads (default 8, more than the 2 cores so threads are preempted
  * inside the allocator), random sizes 1 B .. 1 MiB skewed to small, a third of all frees done
  * by another thread (blocks handed over through a mutex-protected queue per thread, the
- * remote-free path of seed 002 and DESIGN §1), some reallocs. Every block is filled with a
+ * remote-free path of seed 002 and DESIGN §1), some reallocs, one block in ten from
+ * posix_memalign with an alignment of 16 B .. 64 KiB. Every block is filled with a
  * pattern derived from its address and size, checked before it is freed or reallocated: a
  * block given out twice, two overlapping blocks, or an allocator that writes into a live block
  * all break a pattern. At the end, with larder, larder_validate() must find nothing wrong.
@@ -86,8 +87,19 @@ static void *worker_main(void *arg) {
     item_t *it = &slot[alloc_rng(&s) % SLOTS];
     if (!it->p) {
       size_t size = alloc_rand_size(&s);
-      void *p = malloc(size);
-      if (!p) { fprintf(stderr, "thread %d: malloc(%zu) failed\n", w->id, size); w->corrupt++; continue; }
+      void *p = NULL;
+      if (alloc_rng(&s) % 10 == 0) {
+        /* one in ten aligned, 16 B .. 64 KiB: aligned blocks are freed remotely too */
+        size_t align = (size_t)16 << (alloc_rng(&s) % 13);
+        if (posix_memalign(&p, align, size) != 0) p = NULL;
+        if (p && (uintptr_t)p % align) {
+          fprintf(stderr, "thread %d: posix_memalign(%zu, %zu) = %p\n", w->id, align, size, p);
+          w->corrupt++;
+        }
+      } else {
+        p = malloc(size);
+      }
+      if (!p) { fprintf(stderr, "thread %d: allocation of %zu failed\n", w->id, size); w->corrupt++; continue; }
       alloc_fill(p, size);
       it->p = p;
       it->size = size;

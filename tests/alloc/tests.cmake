@@ -96,3 +96,8 @@ if(ALLOC_HAVE_LARDER)
     endforeach()
   endif()
 endif()
+
+# ---- tunables from the environment; allocation before and after main ----
+alloc_test(alloc_options_env SOURCES alloc/options_env.c PRELOAD TIMEOUT 60)
+alloc_test(alloc_early_late  SOURCES alloc/early_late.c  PRELOAD TIMEOUT 60)
+alloc_test(alloc_blowup_idle SOURCES alloc/blowup_idle.c PRELOAD TIMEOUT 120)
