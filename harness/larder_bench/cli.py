@@ -14,6 +14,7 @@ COMMANDS = [
     "larder_bench.cmd_run",
     "larder_bench.cmd_list",
     "larder_bench.cmd_report",
+    "larder_bench.trace.cli",
 ]
 
 EXIT_USAGE = 2

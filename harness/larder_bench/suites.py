@@ -92,15 +92,19 @@ SUITES: list[Entry] = [
     Entry(_Q, "threadtest", "threadtest", f"{_HOARD} threadtest, 8-byte objects",
           {"--iterations": 30, "--objects": 100000, "--size": 8}, values=(1, 2), kind="speedup", work=("--iterations",)),
     Entry(_Q, "larson", "larson", f"{_HOARD} Larson server simulation",
-          {"--seconds": 0.3, "--chunks": 1000, "--rounds": 2000, "--min-size": 10, "--max-size": 100},
+          {"--seconds": 0.5, "--chunks": 1000, "--rounds": 2000, "--min-size": 10, "--max-size": 100},
           values=(1, 2), kind="speedup", work=("--seconds",)),
     Entry(_Q, "shbench", "shbench", f"{_HOARD} shbench, 8-100 bytes",
           {"--iterations": 2_000_000, "--min-size": 8, "--max-size": 100}, values=(1, 2), kind="speedup",
           work=("--iterations",)),
     Entry(_Q, "free-contention", "free-contention", "seed 002 free() contention, producer/consumer pairs",
-          {"--seconds": 0.3, "--size": 64}, axis="--workers", values=(1, 2), kind="speedup", work=("--seconds",)),
+          {"--seconds": 0.5, "--size": 64}, axis="--workers", values=(1, 2), kind="speedup", work=("--seconds",)),
     Entry(_Q, "blowup", "blowup", f"{_HOARD} blowup, round-robin producer-consumer",
           {"--blocks": 20000, "--size": 64, "--rounds": 5}, values=(4,), kind="blowup"),
+    Entry(_Q, "trace-replay", "trace-replay",
+          "seed 003 ch. 6: replay of a real recording (traces/python-threads.ltr.gz); fragmentation by method 4",
+          {"--trace": "{repo}/traces/python-threads.ltr.gz", "--iterations": 1}, values=(1, 2, 4), kind="compare",
+          metric="fragmentation_pct", higher_is_better=False, work=("--iterations",)),
 
     # ---- seeds: each experiment of the source documents with its series (seed parameters;
     #      shrink the work with --scale on a small machine) ----
@@ -153,6 +157,11 @@ SUITES: list[Entry] = [
           {"--size": 8}, values="1..2cpus", kind="speedup", work=("--iterations",), repeats=3),
     Entry(_S, "hoard-blowup", "blowup", f"{_HOARD} §2.2/§6 blowup: round-robin producer-consumer",
           {"--blocks": 100000, "--size": 64, "--rounds": 10}, values=(2, 4, 8), kind="blowup", repeats=3),
+    Entry(_S, "thesis-trace", "trace-replay",
+          "seed 003 Table 5-1 scenarios (1-12 threads, 5 runs each) on traces/python-threads.ltr.gz; "
+          "fragmentation by method 4 (Tables 6-1, 6-4, 6-8, 6-11, 6-14)",
+          {"--trace": "{repo}/traces/python-threads.ltr.gz", "--iterations": 10}, values=(1, 2, 4, 8, 12),
+          kind="compare", metric="fragmentation_pct", higher_is_better=False, work=("--iterations",), repeats=5),
 ] + [
     Entry(_S, f"hoard-f-{w}", w, f"{_HOARD} §5.5 Tables 5-6: empty fraction f for {w} (larder's LARDER_EMPTY_FRACTION)",
           p, values="cpus", variants=_F, kind="sensitivity", work=wk, allocators=("larder",), repeats=3)
