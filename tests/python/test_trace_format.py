@@ -151,3 +151,13 @@ def test_cli_errors(tmp_path, capsys):
     assert cli.main(["synth", "-o", str(tmp_path / "s.ltr"), "--phases", "wave"]) == cli.EXIT_USAGE
     r = subprocess.run([sys.executable, "-m", "larder_bench.trace.cli", "synth"], capture_output=True, text=True)
     assert r.returncode == 2 and "required" in r.stderr
+
+
+def test_phases_by_quarter():
+    t = synth.generate(synth.SynthParams(allocations=8000, size_dist="exponential",
+                                         phases=("ramp", "plateau", "plateau", "peak"), seed=4))
+    s = stats.compute(t)
+    assert s.pattern_figures["phases"][0] == "ramp"
+    assert s.pattern_figures["phases"][3] == "fall"
+    assert stats.phases([0, 1, 2, 3, 4, 5, 6, 7], 7, parts=2) == ["ramp", "ramp"]
+    assert stats.phases([5, 5, 5, 5, 5, 1, 5, 5], 5, parts=2) == ["plateau", "peaks"]

@@ -36,8 +36,8 @@ def check(cond: bool, what: str) -> None:
         print(f"ok: {what}")
 
 
-def record(args, out: Path, prog_args: list[str]) -> str:
-    env = dict(os.environ, LARDER_TRACE_FILE=str(out), LD_PRELOAD=args.recorder)
+def record(args, out: Path, prog_args: list[str], **extra) -> str:
+    env = dict(os.environ, LARDER_TRACE_FILE=str(out), LD_PRELOAD=args.recorder, **extra)
     r = subprocess.run([args.prog, *prog_args], env=env, capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         sys.exit(f"trace_prog under the recorder failed ({r.returncode}): {r.stderr}")
@@ -117,6 +117,34 @@ def t_fork_exec(args, tmp: Path) -> None:
     check(len(child) == 1 and sizes[child[0]][0] == {2222}, "the child has its own file, flushed at _exit, without the parent's records")
 
 
+def t_clock_and_env(args, tmp: Path) -> None:
+    """Both clocks give the same merged trace; bad settings are reported, never fatal."""
+    cs = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+    tsc = cs.is_file() and cs.read_text().strip() == "tsc" and os.uname().machine == "x86_64"
+    work = prog_figures(record(args, tmp / "d.ltr", ["3", "2", "800"]))
+    check(bool(fmt.load(tmp / "d.ltr").header.flags & fmt.FLAG_TSC) == tsc, f"TSC clock used exactly when the kernel uses it ({tsc})")
+    record(args, tmp / "n.ltr", ["3", "2", "800"], LARDER_TRACE_CLOCK="ns")
+    tn = fmt.load(tmp / "n.ltr")
+    check(tn.header.flags & fmt.FLAG_TSC == 0, "LARDER_TRACE_CLOCK=ns records nanoseconds")
+    secs = [tn.seconds()(r.t) for _, r in tn.merged()]
+    check(secs == sorted(secs) and 0 <= secs[-1] < 60, "ns times are ordered and plausible")
+    jd, _ = replay(args, tmp / "d.ltr")
+    jn, _ = replay(args, tmp / "n.ltr")
+    for j in (jd, jn):
+        check(j["figures"]["ops"] - work["ops"] == jd["figures"]["ops"] - work["ops"] and j["figures"]["unknown_frees"] == 0,
+              "the same calls whichever clock")
+    env = dict(os.environ, LD_PRELOAD=args.recorder, LARDER_TRACE_FILE=str(tmp / "b.ltr"), LARDER_TRACE_CLOCK="bogus")
+    r = subprocess.run([args.prog, "2", "1", "100"], env=env, capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0 and "LARDER_TRACE_CLOCK must be ns or tsc" in r.stderr and (tmp / "b.ltr").is_file(),
+          "a bad LARDER_TRACE_CLOCK is reported and recording goes on")
+    env["LARDER_TRACE_FILE"] = str(tmp / "no-such-dir" / "t.ltr")
+    env.pop("LARDER_TRACE_CLOCK")
+    r = subprocess.run([args.prog, "2", "1", "100"], env=env, capture_output=True, text=True, timeout=60)
+    plain = subprocess.run([args.prog, "2", "1", "100"], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0 and "cannot create" in r.stderr and r.stdout == plain.stdout,
+          "an unwritable trace file is reported and the program runs unchanged")
+
+
 def t_bad_input(args, tmp: Path) -> None:
     record(args, tmp / "w.ltr", ["2", "1", "500"])
     good = (tmp / "w.ltr").read_bytes()
@@ -169,7 +197,8 @@ def main() -> int:
     p.add_argument("--replay", required=True)
     p.add_argument("--prog", required=True)
     p.add_argument("--fork-exec", required=True)
-    p.add_argument("check", choices=["record-replay", "faithful", "unchanged-output", "fork-exec", "bad-input"])
+    p.add_argument("check", choices=["record-replay", "faithful", "unchanged-output", "fork-exec", "bad-input",
+                                     "clock-and-env"])
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="larder-trace-") as td:
         globals()["t_" + args.check.replace("-", "_")](args, Path(td))
