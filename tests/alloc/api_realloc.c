@@ -76,6 +76,33 @@ int main(void) {
     free(v);
   }
 
+  /* Blocks from the aligned entry points can be reallocated like any other. */
+  {
+    const size_t aligns[] = {32, 64, 256, 4096, 65536};
+    const size_t sizes[] = {10, 100, 5000, 40000, 300000};
+    for (size_t i = 0; i < 5; i++)
+      for (size_t j = 0; j < 5; j++) {
+        void *a = NULL;
+        REQUIRE(posix_memalign(&a, aligns[i], sizes[j]) == 0);
+        alloc_fill(a, sizes[j]);
+        const size_t to[] = {sizes[j] / 2 + 1, sizes[j] * 3};
+        for (int k = 0; k < 2; k++) {
+          void *b = realloc(a, to[k]);
+          REQUIRE(b != NULL);
+          size_t keep = to[k] < sizes[j] ? to[k] : sizes[j];
+          size_t bad = alloc_check_as(b, a, sizes[j], keep);
+          CHECK_MSG(bad == (size_t)-1, "realloc of a %zu-aligned %zu-byte block to %zu: byte %zu differs",
+                    aligns[i], sizes[j], to[k], bad);
+          CHECK(malloc_usable_size(b) >= to[k]);
+          free(b);
+          if (k == 0) {
+            REQUIRE(posix_memalign(&a, aligns[i], sizes[j]) == 0);
+            alloc_fill(a, sizes[j]);
+          }
+        }
+      }
+  }
+
   /* realloc(p, 0) frees and returns NULL, as glibc does. */
   {
     larder_stats_t before, after;

@@ -5,9 +5,13 @@
  * posix_memalign with an alignment of 16 B .. 64 KiB. Every block is filled with a
  * pattern derived from its address and size, checked before it is freed or reallocated: a
  * block given out twice, two overlapping blocks, or an allocator that writes into a live block
- * all break a pattern. At the end, with larder, larder_validate() must find nothing wrong.
+ * all break a pattern. Meanwhile the main thread calls malloc_trim(0) every millisecond, so
+ * memory is given back to the OS while other threads reuse it: a live block whose pages were
+ * purged reads back as zeros and breaks its pattern. At the end, with larder,
+ * larder_validate() must find nothing wrong.
  *
  * usage: alloc_mt_stress [threads] [ops-per-thread] [seed] */
+#include <malloc.h>
 #include <pthread.h>
 
 #include "alloc_util.h"
@@ -35,6 +39,7 @@ static int nthreads = 8;
 static queue_t *queues;
 static worker_t *workers;
 static atomic_long live_blocks;
+static atomic_int running;
 
 static void verify_and_free(worker_t *w, void *p, size_t size, const char *how) {
   size_t bad = alloc_check(p, size);
@@ -147,6 +152,7 @@ static void *worker_main(void *arg) {
   for (int i = 0; i < SLOTS; i++)
     if (slot[i].p) verify_and_free(w, slot[i].p, slot[i].size, "final");
   free(slot);
+  atomic_fetch_sub(&running, 1);
   return NULL;
 }
 
@@ -169,8 +175,15 @@ int main(int argc, char **argv) {
     workers[i].seed = seed * 0x9E3779B97F4A7C15ULL + (uint64_t)i * 7919 + 1;
     workers[i].ops = ops;
   }
+  atomic_store(&running, nthreads);
   for (int i = 0; i < nthreads; i++)
     REQUIRE(pthread_create(&workers[i].tid, NULL, worker_main, &workers[i]) == 0);
+  long trims = 0;
+  while (atomic_load(&running) > 0) {
+    malloc_trim(0);
+    trims++;
+    usleep(1000);
+  }
   for (int i = 0; i < nthreads; i++) pthread_join(workers[i].tid, NULL);
 
   /* Blocks handed to a thread after its last drain: main frees them (yet another thread). */
@@ -194,8 +207,8 @@ int main(int argc, char **argv) {
     corrupt += workers[i].corrupt;
   }
   printf("mt_stress: %d threads x %ld ops, seed %#llx: %ld mallocs, %ld frees (%ld by another "
-         "thread), %ld reallocs, %ld corrupt\n",
-         nthreads, ops, (unsigned long long)seed, allocs, frees, received, reallocs, corrupt);
+         "thread), %ld reallocs, %ld corrupt, %ld malloc_trim calls meanwhile\n",
+         nthreads, ops, (unsigned long long)seed, allocs, frees, received, reallocs, corrupt, trims);
   CHECK(corrupt == 0);
   CHECK(allocs == frees);
   CHECK(handed == received);

@@ -101,3 +101,20 @@ endif()
 alloc_test(alloc_options_env SOURCES alloc/options_env.c PRELOAD TIMEOUT 60)
 alloc_test(alloc_early_late  SOURCES alloc/early_late.c  PRELOAD TIMEOUT 60)
 alloc_test(alloc_blowup_idle SOURCES alloc/blowup_idle.c PRELOAD TIMEOUT 120)
+
+# The stress load again under other settings, read from the environment at start: debug
+# checks on; and memory purged at once from 16 KiB superblocks with no large span cache,
+# which puts purging and reuse side by side as often as possible.
+if(ALLOC_HAVE_LARDER)
+  add_test(NAME alloc_mt_stress.debug_env COMMAND alloc_mt_stress 8 10000 11)
+  set_tests_properties(alloc_mt_stress.debug_env PROPERTIES ENVIRONMENT "LARDER_DEBUG=1"
+    SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 120)
+  add_test(NAME alloc_mt_stress.purge_now COMMAND alloc_mt_stress 8 15000 13)
+  set_tests_properties(alloc_mt_stress.purge_now PROPERTIES
+    ENVIRONMENT "LARDER_PURGE_DELAY_MS=0;LARDER_SUPERBLOCK_SIZE=16384;LARDER_LARGE_CACHE_MB=0"
+    SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 120)
+  add_test(NAME alloc_thread_churn.purge_now COMMAND alloc_thread_churn 2000 16)
+  set_tests_properties(alloc_thread_churn.purge_now PROPERTIES
+    ENVIRONMENT "LARDER_PURGE_DELAY_MS=0;LARDER_SUPERBLOCK_SIZE=16384"
+    SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 120)
+endif()
