@@ -134,11 +134,24 @@ int main(int argc, char **argv) {
       }
       pids[i] = p;
     }
+    /* Reap in exit order: a worker that dies before the barrier would leave the others
+     * waiting there for ever, so the first failure stops the rest. */
     int failed = 0;
-    for (unsigned i = 0; i < T; i++) {
+    for (unsigned left = T; left > 0; left--) {
       int st;
-      if (waitpid(pids[i], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+      pid_t p = waitpid(-1, &st, 0);
+      if (p < 0)
+        bench_die(PROG, "waitpid failed: %s", strerror(errno));
+      for (unsigned k = 0; k < T; k++)
+        if (pids[k] == p)
+          pids[k] = 0;
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        if (!failed)
+          for (unsigned k = 0; k < T; k++)
+            if (pids[k] > 0)
+              kill(pids[k], SIGKILL);
         failed++;
+      }
     }
     free(pids);
     if (failed)
