@@ -9,11 +9,12 @@ interleaving of the threads differs.
 """
 import json
 import random
+import sys
 import threading
 from collections import OrderedDict
 
 WORKERS = 4
-BATCHES = 4
+BATCHES = int(sys.argv[1]) if len(sys.argv) > 1 else 4   # more batches: a longer run (overhead timing)
 BATCH = 30
 CACHE = 300
 
