@@ -46,7 +46,7 @@ typedef struct larder_stats_s {
   size_t bytes_held;          /* superblocks held by all heaps (Hoard's a) + large spans in use and cached */
   size_t bytes_mapped;        /* address space obtained from the OS and not yet unmapped */
   size_t superblocks_to_global, superblocks_from_global;
-  size_t large_allocs, large_cache_hits, large_bytes_cached;
+  size_t large_allocs, large_cache_hits, large_bytes_in_use, large_bytes_cached;
   size_t mmap_calls, munmap_calls, madvise_calls;
   size_t mmap_bytes, munmap_bytes, madvise_bytes;
 } larder_stats_t;

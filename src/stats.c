@@ -12,7 +12,7 @@
 #define STATS_FIELDS(X)                                                                     \
   X(mallocs) X(frees) X(remote_frees) X(reallocs) X(bytes_in_use) X(bytes_held) X(bytes_mapped) \
   X(superblocks_to_global) X(superblocks_from_global) X(large_allocs) X(large_cache_hits)      \
-  X(large_bytes_cached) X(mmap_calls) X(munmap_calls) X(madvise_calls) X(mmap_bytes)           \
+  X(large_bytes_in_use) X(large_bytes_cached) X(mmap_calls) X(munmap_calls) X(madvise_calls) X(mmap_bytes)           \
   X(munmap_bytes) X(madvise_bytes)
 
 void larder_stats_get(larder_stats_t *out) {
@@ -35,6 +35,7 @@ void larder_stats_get(larder_stats_t *out) {
   out->superblocks_from_global = counts.superblocks_from_global;
   out->large_allocs = counts.large_allocs;
   out->large_cache_hits = counts.large_cache_hits;
+  out->large_bytes_in_use = large;
   out->large_bytes_cached = cached;
   out->mmap_calls = os.mmap_calls;
   out->munmap_calls = os.munmap_calls;

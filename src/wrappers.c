@@ -45,11 +45,13 @@ LD_PUBLIC int mallopt(int param, int value) {
 static void fill_mallinfo2(struct mallinfo2 *mi) {
   larder_stats_t st;
   larder_stats_get(&st);
+  /* glibc's meanings: uordblks in use outside separate mappings, hblks/hblkhd the separately
+   * mapped blocks in use (larder's large spans), fordblks held but free. */
   *mi = (struct mallinfo2){0};
-  mi->arena = st.bytes_held;
-  mi->hblkhd = st.large_bytes_cached;
-  mi->uordblks = st.bytes_in_use;
-  mi->fordblks = st.bytes_held > st.bytes_in_use ? st.bytes_held - st.bytes_in_use : 0;
+  mi->arena = st.bytes_held - st.large_bytes_in_use - st.large_bytes_cached;
+  mi->hblkhd = st.large_bytes_in_use;
+  mi->uordblks = st.bytes_in_use - st.large_bytes_in_use;
+  mi->fordblks = st.bytes_held - st.bytes_in_use;
   mi->usmblks = st.bytes_mapped;
 }
 LD_PUBLIC struct mallinfo2 mallinfo2(void) {
