@@ -37,6 +37,10 @@ def run(prog, args, preload):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     if preload:
+        # ld.so only warns and runs the program on libc when the library is missing: that
+        # would pass a test that never ran the allocator.
+        if not os.path.isfile(preload):
+            fail("preload library %s does not exist (build it first)" % preload)
         env["LD_PRELOAD"] = preload
     cmd = [prog] + args
     try:
@@ -46,6 +50,8 @@ def run(prog, args, preload):
     print("$ %s%s" % ("LD_PRELOAD=%s " % preload if preload else "", " ".join(cmd)))
     print(cp.stdout, end="")
     print(cp.stderr, end="", file=sys.stderr)
+    if preload and "cannot be preloaded" in cp.stderr:
+        fail("the dynamic loader did not preload %s" % preload)
     return cp
 
 
