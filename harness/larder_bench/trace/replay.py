@@ -82,16 +82,20 @@ def tables(doc: dict, ts: dict) -> str:
         lines += [f"### {label}", "",
                   "Peak sizes and fragmentation (seed 003 Table 6-1 form; medians of the repeats; "
                   "fragmentation by the four definitions of §3.7.2, the fourth first):", "",
-                  "| | peak KiB | over live KiB | " + " | ".join(d for _, d in FRAG_KEYS) + " |",
-                  "|---|---:|---:|" + "---:|" * len(FRAG_KEYS),
-                  f"| live memory | {_kib(live)} | | " + " | " * (len(FRAG_KEYS) - 1) + " |"]
+                  "Each row's own peak live bytes are given: with several threads the threads' peaks "
+                  "overlap differently from run to run and allocator to allocator. (± half the range "
+                  "over the repeats.)", "",
+                  "| | peak KiB | live KiB | over live KiB | " + " | ".join(d for _, d in FRAG_KEYS) + " |",
+                  "|---|---:|---:|---:|" + "---:|" * len(FRAG_KEYS),
+                  f"| live memory (largest) | | {_kib(live)} | | " + " | " * (len(FRAG_KEYS) - 1) + " |"]
         for a, rs in at.items():
             heap = _median(rs, "peak_heap_rss_bytes")
             pl = _median(rs, "peak_live_bytes")
             fr = [_median(rs, k) for k, _ in FRAG_KEYS]
             cells = [f"{f.median:.2f}%" + (f" (±{(f.max - f.min) / 2:.2f})" if f.n > 1 and f.max != f.min else "")
                      if f else "-" for f in fr]
-            lines.append(f"| {a} heap | {_kib(heap.median)} | {_kib(heap.median - pl.median)} | " + " | ".join(cells) + " |")
+            lines.append(f"| {a} heap | {_kib(heap.median)} | {_kib(pl.median)} | {_kib(heap.median - pl.median)} | "
+                         + " | ".join(cells) + " |")
         lines += ["", "Execution time (Table 6-2 form; CLOCK_MONOTONIC_RAW inside the replayer):", "",
                   "| | time s (median) | spread | difference to fastest s | % |", "|---|---:|---:|---:|---:|"]
         times = {a: _median(rs, "time_s") for a, rs in at.items()}
