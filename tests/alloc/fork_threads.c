@@ -24,7 +24,10 @@ static void *worker(void *arg) {
   uint64_t s = (uint64_t)id * 7777 + 3;
   void *slot[WSLOTS] = {0};
   size_t size[WSLOTS] = {0};
+  long ops = 0;
   while (!atomic_load(&stop)) {
+    /* a short pause now and then leaves the children some of the 2 cores */
+    if ((++ops & 1023) == 0) usleep(200);
     unsigned k = (unsigned)(alloc_rng(&s) % WSLOTS);
     if (slot[k]) {
       if (alloc_check(slot[k], size[k]) != (size_t)-1) atomic_fetch_add(&worker_corrupt, 1);
@@ -56,7 +59,7 @@ static void *worker(void *arg) {
 static void *child_thread(void *arg) {
   uint64_t s = (uint64_t)(uintptr_t)arg;
   long bad = 0;
-  for (int i = 0; i < 1000; i++) {
+  for (int i = 0; i < 400; i++) {
     size_t n = alloc_rand_size(&s);
     void *p = malloc(n);
     if (!p) return (void *)1;

@@ -198,7 +198,7 @@ def case_sort(c, args):
     c.both("sort -u", [sort, "-u", "-o", "sorted_u.txt", inp], outputs=("sorted_u.txt",))
 
 
-def gen_c_source(path, nfuncs=200):
+def gen_c_source(path, nfuncs=150):
     rng = random.Random(77)
     with open(path, "w") as f:
         f.write("#include <stdio.h>\n#include <string.h>\n\n")
