@@ -6,12 +6,19 @@
  *   double   - free the same block twice;
  *   interior - free a pointer 16 bytes into a live block;
  *   never    - free a block-aligned pointer inside a larder superblock that was never
- *              handed out.
+ *              handed out;
+ *   double-late   - free a block, then ten others of its size class, then the first again;
+ *   double-remote - the owner frees a block, then another thread frees it again;
+ *   remote-double - another thread frees a block twice (both through the remote path);
+ * and, beyond what the issue asks for small blocks, for a 100 KB large block:
+ *   large-double, large-interior - the same two mistakes on a large span (in the span cache
+ *              after the first free, so its header is still there to be checked).
  * The child says which address it frees ("addr=0x..."), then frees it. The parent checks the
  * child died of SIGABRT and that what it wrote after that line names the address in hex.
  * glibc names no address, so without larder the test is skipped. */
 #include <ctype.h>
 #include <malloc.h>
+#include <pthread.h>
 
 #include "alloc_util.h"
 
@@ -24,7 +31,44 @@ static void announce(const void *p) {
   if (write(2, line, (size_t)n) < 0) _exit(90);
 }
 
+static void *free_in_thread(void *p) {
+  announce(p);
+  free(p);
+  return NULL;
+}
+
+static void *free_twice_in_thread(void *p) {
+  free(p);
+  announce(p);
+  free(p);
+  return NULL;
+}
+
 static int child(const char *mode) {
+  if (strcmp(mode, "double-late") == 0) {
+    void *p = malloc(48), *q[10];
+    memset(p, 1, 48);
+    for (int i = 0; i < 10; i++) q[i] = malloc(48);
+    free(p);
+    for (int i = 0; i < 10; i++) free(q[i]);
+    announce(p);
+    free(p);
+    return 0;
+  }
+  if (strcmp(mode, "double-remote") == 0 || strcmp(mode, "remote-double") == 0) {
+    void *p = malloc(48), *keep = malloc(48);
+    memset(p, 1, 48);
+    pthread_t t;
+    if (mode[0] == 'd') {
+      free(p);
+      if (pthread_create(&t, NULL, free_in_thread, p) != 0) return 93;
+    } else {
+      if (pthread_create(&t, NULL, free_twice_in_thread, p) != 0) return 93;
+    }
+    pthread_join(t, NULL);
+    free(keep);
+    return 0;
+  }
   if (strcmp(mode, "double") == 0) {
     void *p = malloc(48);
     void *other = malloc(48);  /* keeps p from being the only block of its superblock */
@@ -60,6 +104,21 @@ static int child(const char *mode) {
     }
     announce(q);
     free(q);
+    return 0;
+  }
+  if (strcmp(mode, "large-double") == 0) {
+    char *p = malloc(100000);
+    memset(p, 1, 100000);
+    free(p);
+    announce(p);
+    free(p);
+    return 0;
+  }
+  if (strcmp(mode, "large-interior") == 0) {
+    char *p = malloc(100000);
+    memset(p, 1, 100000);
+    announce(p + 4096);
+    free(p + 4096);
     return 0;
   }
   return 92;
@@ -98,7 +157,7 @@ static void run_case(const char *mode, int debug) {
             "%s free of 0x%s (LARDER_DEBUG=%d): child %s; stderr after the free: \"%s\"%s%s", mode,
             hex, debug, desc, after, named ? "" : " [address not named]",
             prefixed ? "" : " [no larder message]");
-  printf("bad_free %-8s LARDER_DEBUG=%d: %s, message %s\n", mode, debug, desc,
+  printf("bad_free %-14s LARDER_DEBUG=%d: %s, message %s\n", mode, debug, desc,
          named ? "names the address" : "does not name the address");
 }
 
@@ -112,8 +171,9 @@ int main(int argc, char **argv) {
     printf("bad_free: skipped, larder is not the allocator (glibc names no address)\n");
     return ALLOC_SKIP;
   }
-  const char *modes[] = {"double", "interior", "never"};
+  const char *modes[] = {"double", "interior", "never", "double-late", "double-remote",
+                         "remote-double", "large-double", "large-interior"};
   for (int debug = 0; debug <= 1; debug++)
-    for (int m = 0; m < 3; m++) run_case(modes[m], debug);
+    for (int m = 0; m < 8; m++) run_case(modes[m], debug);
   return check_done();
 }
