@@ -238,7 +238,8 @@ static void lat_from_trace(struct lat_work *w, const char *path) {
   static struct ltr_trace t;
   char err[512];
   if (ltr_load(path, &t, err, sizeof(err)) != 0) lat_die("%s: %s", path, err);
-  w->ops = lat_map((t.nops + 1) * sizeof(struct lat_op));
+  /* a realloc becomes two entries (the call and the rename of its object) */
+  w->ops = lat_map((2 * t.nops + 1) * sizeof(struct lat_op));
   memset(w->counts, 0, sizeof(w->counts));
   uint64_t k = 0;
   for (uint64_t i = 0; i < t.nops; i++) {
