@@ -32,3 +32,11 @@ if(TARGET larder_pool_preload)
     COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/pool/preload_programs.sh $<TARGET_FILE:larder_pool_preload>)
   set_tests_properties(test_pool_preload_programs PROPERTIES TIMEOUT 60)
 endif()
+
+# bench/latency's contract (a small run per mode, the JSON line, bad flags).
+if(TARGET latency)
+  add_test(NAME test_pool_latency_smoke
+    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/pool/latency_smoke.sh $<TARGET_FILE:latency>
+            ${PROJECT_SOURCE_DIR}/traces/sqlite.ltr.gz)
+  set_tests_properties(test_pool_latency_smoke PROPERTIES TIMEOUT 60)
+endif()
