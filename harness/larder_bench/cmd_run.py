@@ -59,8 +59,8 @@ def register(sub) -> None:
                    help="multiply each entry's work flags (iterations, writes, seconds) by this factor")
     p.add_argument("--strace", choices=("last", "all", "none"), default="last",
                    help="system-call counting pass: the largest case of each series (last), every case, or none")
-    p.add_argument("--set", action="append", default=[], metavar="WORKLOAD:--FLAG=VALUE",
-                   help="override a workload flag in every entry of that workload (repeatable)")
+    p.add_argument("--set", action="append", default=[], metavar="WORKLOAD|SERIES:--FLAG=VALUE",
+                   help="override a flag in every entry of that workload, or in one series by its name (repeatable)")
     p.add_argument("--fail-on-error", action="store_true",
                    help="exit with status 3 when any run failed (default: report it and exit 0)")
     add_allocator_options(p)
@@ -99,12 +99,23 @@ def main(args) -> int:
     meta = {"suite": args.suite, "command": ["larder-bench"] + sys.argv[1:], "baseline": baseline,
             "repeats": args.repeats, "scale": args.scale}
 
+    saved = []
+
     def checkpoint(doc):
         doc.update(meta)
         results.save(doc, out_dir)
+        saved[:] = [doc]
 
-    doc = runner.run_entries(entries, allocs, build, out_dir, repeats=args.repeats, timeout=args.timeout,
-                             strace_mode=args.strace, on_case_done=checkpoint)
+    try:
+        doc = runner.run_entries(entries, allocs, build, out_dir, repeats=args.repeats, timeout=args.timeout,
+                                 strace_mode=args.strace, on_case_done=checkpoint)
+    except KeyboardInterrupt:
+        if saved:
+            saved[0]["interrupted"] = True
+            results.save(saved[0], out_dir)
+            report.write(saved[0], out_dir, baseline)
+            print(f"\nlarder-bench: interrupted; the series finished so far are in {out_dir}", file=sys.stderr)
+        raise
     doc.update(meta)
     results.save(doc, out_dir)
     md, ht = report.write(doc, out_dir, baseline)

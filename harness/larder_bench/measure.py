@@ -134,12 +134,17 @@ def run_child(argv: list[str], env: dict, timeout: float, use_launcher: bool = T
         timer = threading.Timer(timeout, _kill)
         timer.daemon = True
         timer.start()
-        while True:
+        try:
+            _, status, ru = os.wait4(pid, 0)
+        except BaseException:
+            # Interrupted (Ctrl-C): do not leave the workload running on a shared machine.
+            timer.cancel()
             try:
-                _, status, ru = os.wait4(pid, 0)
-                break
-            except InterruptedError:
-                continue
+                os.killpg(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+            raise
         wall = time.perf_counter() - start
         with lock:
             reaped.set()

@@ -184,6 +184,71 @@ def _speedup_table(s: Series) -> tuple[list, list] | None:
     return hdr, rows
 
 
+def _scaling_table(s: Series, cores: int) -> tuple[list, list] | None:
+    """Per-thread work (Lever & Boreham series two/three): time(t)/time(1) against the
+    ideal max(1, t/cores), the seed's "slope of m/n" (seed 000 §5.1)."""
+    v0 = s.cases[0][0]
+    xs = [x for v, x in s.cases if v == v0]
+    base_x = min(xs)
+    hdr = ["allocator"] + [f"{s.entry['axis'].lstrip('-')}={x}" for x in xs]
+    rows = [[f"ideal on {cores} cores"] + [f"×{max(1.0, x / cores) / max(1.0, base_x / cores):.2f}" for x in xs]]
+    for a in s.allocators:
+        c1 = s.cell(v0, base_x, a)
+        b = c1.metric.median if c1 and c1.metric else None
+        row = [a]
+        for x in xs:
+            c = s.cell(v0, x, a)
+            row.append(fmt_ratio(ratio(c.metric.median if c and c.metric else None, b)))
+        rows.append(row)
+    return hdr, rows
+
+
+def _false_share_table(s: Series) -> tuple[list, list] | None:
+    """Seed 000 §5.3: the penalty of sharing a line, as time(malloc'd) / time(aligned) per
+    size, with the number of object pairs that shared a line."""
+    labels = [v for v in dict.fromkeys(v for v, _ in s.cases)]
+    if "malloc" not in labels or "aligned" not in labels:
+        return None
+    xs = [x for v, x in s.cases if v == "malloc"]
+    hdr = ["allocator"] + [f"size={x}" for x in xs]
+    rows = []
+    for a in s.allocators:
+        row = [f"{a}: malloc'd/aligned"]
+        pairs = [f"{a}: shared-line pairs"]
+        for x in xs:
+            m, al = s.cell("malloc", x, a), s.cell("aligned", x, a)
+            row.append(fmt_ratio(ratio(m.metric.median if m and m.metric else None,
+                                       al.metric.median if al and al.metric else None)))
+            sp = m.figures.get("shared_line_pairs") if m else None
+            pairs.append(fmt(sp.median) if sp else "–")
+        rows += [row, pairs]
+    return hdr, rows
+
+
+def _heap_leak_table(s: Series, preds: dict) -> tuple[list, list] | None:
+    """Seed 000 §5.2's reading of Figures 6-8: growth per round against the predictor's
+    b·t, the offset above the lower bound, and the min-max spread relative to the minimum."""
+    from .stats import linear_fit
+    v0 = s.cases[0][0]
+    xs = [x for v, x in s.cases if v == v0]
+    t = int(s.entry["params"].get("--threads", 1))
+    hdr = ["allocator", "faults/round measured", "faults/round predicted (b·t)",
+           f"median − predictor at r={xs[-1]}", "spread (max−min)/min over rounds"]
+    rows = []
+    for a in s.allocators:
+        pts = [(x, s.cell(v0, x, a)) for x in xs]
+        pts = [(x, c.metric) for x, c in pts if c and c.metric]
+        if len(pts) < 2:
+            continue
+        _, slope = linear_fit([float(x) for x, _ in pts], [m.median for _, m in pts])
+        spreads = [(m.max - m.min) / m.min * 100 for _, m in pts if m.min > 0]
+        p = preds.get(a)
+        rows.append([a, f"{slope:.2f}", f"{p.b * t:.2f}" if p else "–",
+                     f"{pts[-1][1].median - p(t, pts[-1][0]):+.0f}" if p else "–",
+                     f"{min(spreads):.0f}%–{max(spreads):.0f}%" if spreads else "–"])
+    return (hdr, rows) if rows else None
+
+
 def _resource_table(s: Series) -> tuple[list, list]:
     hdr = ["case", "allocator", "wall", "user", "sys", "peak RSS", "minor faults", "vol. cs", "invol. cs",
            "mmap", "munmap", "brk", "mremap", "madvise"]
@@ -251,6 +316,8 @@ def build(doc: dict, out_dir: Path, baseline: str | None = None) -> Doc:
     env = doc.get("environment", {})
     d.p(f"Suite {doc.get('suite', '?')}, started {doc.get('started', '?')}, finished {doc.get('finished', '?')}. "
         f"Command: {' '.join(doc.get('command', [])) or '?'}")
+    if doc.get("interrupted"):
+        d.p("INTERRUPTED: this report holds only the series that finished before the run was stopped.")
     d.p(f"Every figure is a median over interleaved repeats (min–max in brackets); ratios are to the "
         f"baseline, {base}, measured in the same run. Load average at start/end: "
         f"{env.get('loadavg_start')} / {env.get('loadavg_end')} (a shared machine is noisy).")
@@ -294,7 +361,22 @@ def build(doc: dict, out_dir: Path, baseline: str | None = None) -> Doc:
             f"ratios are allocator / {base}.")
         hdr, rows = _metric_table(s, base)
         d.table(hdr, rows)
-        if e["kind"] in ("speedup", "scaling") and e.get("axis") in ("--threads", "--workers"):
+        if e["kind"] == "scaling" and e.get("axis") in ("--threads", "--workers") and len(s.cases) > 1:
+            d.p("Time relative to the fewest threads. The work is per thread, so on a machine with "
+                "c cores the ideal is flat up to c threads and then grows as t/c (seed 000 §5.1: "
+                "\"a constant slope of m/n\").")
+            d.table(*_scaling_table(s, int(env.get("cores_usable") or env.get("cores") or 1)))
+        if e["kind"] == "false-share":
+            ft = _false_share_table(s)
+            if ft:
+                d.p("Penalty of sharing: time with malloc'd objects over time with cache-line aligned ones "
+                    "(seed 000 §5.3 found up to ×2 with two threads and ×4 with four).")
+                d.table(*ft)
+        if e["kind"] == "heap-leak" and preds:
+            ht = _heap_leak_table(s, preds)
+            if ht:
+                d.table(*ht)
+        if e["kind"] == "speedup" and e.get("axis") in ("--threads", "--workers"):
             st = _speedup_table(s)
             if st:
                 d.p("Speedup: time(1)/time(t), or throughput(t)/throughput(1) for rates (DESIGN §3)."
@@ -349,27 +431,32 @@ def summary_table(series: list[Series], base: str | None) -> tuple[list, list]:
     for s in series:
         if not s.cases:
             continue
-        v0 = s.cases[0][0]
-        xs = [x for v, x in s.cases if v == v0]
-        v, x = v0, xs[-1]
-        metric = s.entry["metric"]
-        bc = s.cell(v, x, base)
-        bm = bc.metric.median if bc and bc.metric else None
-        row = [s.name, case_name(s, v, x), metric + (" ↑" if s.entry["higher_is_better"] else " ↓"), fmt(bm, metric)]
-        for a in allocs:
-            if a == base:
-                continue
-            c = s.cell(v, x, a)
-            if c is None:
-                row.append("")
-            elif c.metric is None:
-                row.append("FAILED")
-            elif bm is None:
-                row.append(fmt(c.metric.median, metric))
-            else:
-                row.append(fmt_ratio(ratio(c.metric.median, bm)))
-        rows.append(row)
+        variants = list(dict.fromkeys(v for v, _ in s.cases))
+        for v in (variants if s.entry["kind"] == "sensitivity" else variants[:1]):
+            xs = [x for vv, x in s.cases if vv == v]
+            rows.append(_summary_row(s, v, xs[-1], base, allocs))
     return hdr, rows
+
+
+def _summary_row(s: Series, v, x, base, allocs) -> list:
+    metric = s.entry["metric"]
+    bc = s.cell(v, x, base)
+    bm = bc.metric.median if bc and bc.metric else None
+    row = [s.name, case_name(s, v, x), metric + (" ↑" if s.entry["higher_is_better"] else " ↓"), fmt(bm, metric)]
+    for a in allocs:
+        if a == base:
+            continue
+        c = s.cell(v, x, a)
+        if c is None:
+            row.append("")
+        elif c.metric is None:
+            row.append("FAILED")
+        elif bm is None:
+            # No baseline in this series (e.g. larder's own tunables): the value itself.
+            row.append(fmt(c.metric.median, metric))
+        else:
+            row.append(fmt_ratio(ratio(c.metric.median, bm)))
+    return row
 
 
 def write(doc: dict, out_dir: Path, baseline: str | None = None) -> tuple[Path, Path]:

@@ -239,7 +239,7 @@ def select(suite: str, workloads: list[str] | None = None, threads: tuple | None
     for e in entries:
         params = _scaled(e, scale)
         for (w, flag), v in (overrides or {}).items():
-            if w == e.workload:
+            if w in (e.workload, e.series):
                 params[flag] = v
         values = resolve_values(e.values, cpus)
         if threads and e.is_threads_axis and e.kind not in ("threads-vs-processes",):
