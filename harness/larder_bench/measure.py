@@ -68,9 +68,16 @@ def launcher() -> tuple[str | None, str]:
     try:
         digest = hashlib.sha256(src.read_bytes()).hexdigest()[:12]
         cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "larder-bench"
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            if not os.access(cache, os.W_OK):
+                raise PermissionError(str(cache))
+        except OSError:
+            # A read-only home (some CI): a private folder under the temp dir instead.
+            cache = Path(tempfile.gettempdir()) / f"larder-bench-{os.getuid()}"
+            cache.mkdir(mode=0o700, parents=True, exist_ok=True)
         exe = cache / f"larder-spawn-{digest}"
         if not exe.is_file():
-            cache.mkdir(parents=True, exist_ok=True)
             cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
             if cc is None:
                 raise OSError("no C compiler (cc) found")
