@@ -113,6 +113,9 @@ if(ALLOC_HAVE_LARDER)
   set_tests_properties(alloc_mt_stress.purge_now PROPERTIES
     ENVIRONMENT "LARDER_PURGE_DELAY_MS=0;LARDER_SUPERBLOCK_SIZE=16384;LARDER_LARGE_CACHE_MB=0"
     SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 120)
+  add_test(NAME alloc_invariant.debug_env COMMAND alloc_invariant)
+  set_tests_properties(alloc_invariant.debug_env PROPERTIES ENVIRONMENT "LARDER_DEBUG=1"
+    SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 180)
   add_test(NAME alloc_thread_churn.purge_now COMMAND alloc_thread_churn 2000 16)
   set_tests_properties(alloc_thread_churn.purge_now PROPERTIES
     ENVIRONMENT "LARDER_PURGE_DELAY_MS=0;LARDER_SUPERBLOCK_SIZE=16384"
