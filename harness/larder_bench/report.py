@@ -432,7 +432,7 @@ def summary_table(series: list[Series], base: str | None) -> tuple[list, list]:
         if not s.cases:
             continue
         variants = list(dict.fromkeys(v for v, _ in s.cases))
-        for v in (variants if s.entry["kind"] == "sensitivity" else variants[:1]):
+        for v in (variants if s.entry["kind"] in ("sensitivity", "threads-vs-processes") else variants[:1]):
             xs = [x for vv, x in s.cases if vv == v]
             rows.append(_summary_row(s, v, xs[-1], base, allocs))
     return hdr, rows
