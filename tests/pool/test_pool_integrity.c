@@ -1,8 +1,9 @@
 /* Integrity: long random op sequences (fixed seeds; sizes 1 B to 1 MiB, log-uniform;
  * alignments up to 4 KiB; malloc, memalign, realloc, free). After every op the pool's own
- * check passes, and every live block is a distinct used block of the pool that still holds
- * the bytes written into it -- so no two live blocks overlap. Every 256 ops the set of
- * used blocks the walk reports is compared with the set of live pointers. */
+ * check passes, every live block still holds the bytes written into it, and every block that
+ * malloc, memalign or realloc places is checked against every other live block's
+ * [ptr, ptr + usable size): no two overlap. Every 256 ops the set of used blocks the walk
+ * reports is compared with the set of live pointers. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,6 +54,17 @@ static void walk_cb(void *ptr, size_t size, int used, void *user) {
   if (!bsearch(&ptr, sorted_live, sorted_n, sizeof(void *), cmp_ptr)) s->missing++;
 }
 
+/* The block just placed in slot k, with its usable size, overlaps no other live block. */
+static int overlaps_other(larder_pool_t *p, int k) {
+  uintptr_t a = (uintptr_t)live[k].p, a_end = a + larder_pool_usable_size(p, live[k].p);
+  for (int i = 0; i < LIVE_MAX; i++) {
+    if (i == k || !live[i].p) continue;
+    uintptr_t b = (uintptr_t)live[i].p, b_end = b + larder_pool_usable_size(p, live[i].p);
+    if (a < b_end && b < a_end) return 1;
+  }
+  return 0;
+}
+
 static int run(uint64_t seed, int ops, size_t pool_bytes) {
   ptu_seed(seed);
   void *mem = ptu_buffer(pool_bytes);
@@ -81,6 +93,7 @@ static int run(uint64_t seed, int ops, size_t pool_bytes) {
         l->n = n;
         stamp(l);
         if (larder_pool_usable_size(p, q) < n) failures++;
+        if (overlaps_other(p, k)) { failures++; fprintf(stderr, "seed %llu op %d: realloc'd block overlaps another\n", (unsigned long long)seed, op); }
       } else {
         refused++;
       }
@@ -95,6 +108,7 @@ static int run(uint64_t seed, int ops, size_t pool_bytes) {
       l->n = n;
       l->tag = (unsigned char)(op * 31 + 7);
       stamp(l);
+      if (overlaps_other(p, k)) { failures++; fprintf(stderr, "seed %llu op %d: new block overlaps another\n", (unsigned long long)seed, op); }
     }
     int errs = larder_pool_check(p);
     if (errs) { failures++; fprintf(stderr, "seed %llu op %d: check found %d problems\n", (unsigned long long)seed, op, errs); }
