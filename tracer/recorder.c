@@ -108,6 +108,7 @@ static atomic_int tr_fd = -1;
 static uint64_t tr_start_ns;
 static uint64_t tr_stamp_start;    /* tr_stamp() when the file was opened */
 static int tr_use_tsc;
+static uint32_t tr_pid;            /* the process the open file belongs to */
 static atomic_int tr_final;        /* set by the exit flush: later records are written at once */
 
 static void tr_lock(void) { while (atomic_flag_test_and_set_explicit(&tr_reg_lock, memory_order_acquire)) ; }
@@ -353,6 +354,7 @@ static void tr_open_file(int is_child) {
   h.header_size = LTR_HEADER_SIZE;
   h.record_size = LTR_RECORD_SIZE;
   h.pid = (uint32_t)getpid();
+  tr_pid = h.pid;
   h.ppid = (uint32_t)getppid();
   h.proc_start = tr_proc_start(h.comm);
   /* An exec'd image has the pid and start time of the image before it: keep that file and
@@ -448,16 +450,22 @@ __attribute__((constructor)) static void tr_ctor(void) {
   if (atomic_load(&tr_state) == TR_UNINIT) tr_init();
 }
 
-/* At exit: write every buffer; from here on a record is written as soon as it is made. */
-__attribute__((destructor)) static void tr_dtor(void) {
-  if (atomic_load(&tr_state) != TR_READY) return;
+/* Writes every thread's buffer. At exit (final) later records are written as soon as they
+ * are made. exec and _exit do not set final: in a vfork child they run on the parent's
+ * memory, and the parent must go on buffering. */
+static void tr_flush_registry(int final) {
   tr_lock();
-  atomic_store(&tr_final, 1);
+  if (final) atomic_store(&tr_final, 1);
   for (struct tr_thread *th = tr_threads; th; th = th->next) {
     uint32_t n = atomic_exchange(&th->n, 0);
     tr_flush(th, n);
   }
   tr_unlock();
+}
+
+__attribute__((destructor)) static void tr_dtor(void) {
+  if (atomic_load(&tr_state) != TR_READY) return;
+  tr_flush_registry(1);
 }
 
 /* True when this call must not be recorded or must go to the start-up arena. */
@@ -578,8 +586,11 @@ TR_PAGE_ALIGNED(pvalloc, LTR_PVALLOC, real_pvalloc)
 
 /* ---- leaving without destructors: exec replaces the image and _exit skips atexit, so both
  * write every buffer first. Records after a failed exec are written one at a time. ---- */
+/* A vfork child (posix_spawn, Python's subprocess) shares the parent's memory and runs no
+ * atfork handler, so its pid differs from the one the file was opened for: it must leave
+ * the buffers alone, as the parent's other threads are still filling them. */
 static void tr_flush_all(void) {
-  if (atomic_load(&tr_state) == TR_READY) tr_dtor();
+  if (atomic_load(&tr_state) == TR_READY && (uint32_t)getpid() == tr_pid) tr_flush_registry(0);
 }
 
 TR_EXPORT __attribute__((noreturn)) void _exit(int status) {

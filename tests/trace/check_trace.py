@@ -145,6 +145,33 @@ def t_clock_and_env(args, tmp: Path) -> None:
           "an unwritable trace file is reported and the program runs unchanged")
 
 
+SPAWNER = """
+import subprocess, threading
+def work():
+    return [str(i) * 5 for i in range(30000)]
+t = threading.Thread(target=work)
+t.start()
+for _ in range(3):
+    subprocess.run(["true"])
+work()
+t.join()
+"""
+
+
+def t_vfork_exec(args, tmp: Path) -> None:
+    """Python's subprocess execs from a vfork child, on the parent's memory, while the parent's
+    other thread keeps allocating: the child must not touch the parent's buffers."""
+    env = dict(os.environ, LARDER_TRACE_FILE=str(tmp / "s.%p.ltr"), LD_PRELOAD=args.recorder, PYTHONMALLOC="malloc")
+    r = subprocess.run([sys.executable, "-S", "-c", SPAWNER], env=env, capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, f"threads + subprocess run under the recorder ({r.stderr.strip()[:200]})")
+    main = max(tmp.glob("s.*.ltr"), key=lambda p: p.stat().st_size)
+    j, _ = replay(args, main)
+    f = j["figures"]
+    check(f["recorded_threads"] >= 2 and f["records"] > 60000, f"the parent's trace has both threads ({f['records']} calls)")
+    check(f["unknown_frees"] == 0 and f["alloc_of_live"] == 0,
+          f"no lost or doubled records around vfork+exec (unknown frees {f['unknown_frees']}, alloc of live {f['alloc_of_live']})")
+
+
 def t_bad_input(args, tmp: Path) -> None:
     record(args, tmp / "w.ltr", ["2", "1", "500"])
     good = (tmp / "w.ltr").read_bytes()
@@ -198,7 +225,7 @@ def main() -> int:
     p.add_argument("--prog", required=True)
     p.add_argument("--fork-exec", required=True)
     p.add_argument("check", choices=["record-replay", "faithful", "unchanged-output", "fork-exec", "bad-input",
-                                     "clock-and-env"])
+                                     "clock-and-env", "vfork-exec"])
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="larder-trace-") as td:
         globals()["t_" + args.check.replace("-", "_")](args, Path(td))

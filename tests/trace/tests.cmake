@@ -21,7 +21,7 @@ if(NOT Python3_Interpreter_FOUND)
 endif()
 set(TRACE_CHECK ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/trace/check_trace.py
     --recorder $<TARGET_FILE:larder_trace> --replay $<TARGET_FILE:trace-replay>)
-foreach(t record-replay faithful unchanged-output fork-exec bad-input clock-and-env)
+foreach(t record-replay faithful unchanged-output fork-exec bad-input clock-and-env vfork-exec)
   add_test(NAME trace.${t} COMMAND ${TRACE_CHECK} --prog $<TARGET_FILE:trace_prog>
            --fork-exec $<TARGET_FILE:trace_fork_exec> ${t})
   set_tests_properties(trace.${t} PROPERTIES TIMEOUT 60)
