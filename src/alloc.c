@@ -14,11 +14,15 @@
  *   4. New superblock from a segment, and a new segment from the OS (heap.c, segment_carve).
  *   Sizes above the largest class go to large spans (large.c), with a cache of freed spans.
  *
- * The free path: a block whose superblock the calling thread owns goes on the local free list
- * (fast path below). Otherwise (ld_free_slow) it is pushed with a CAS on the superblock's
- * remote list, and the free returns: it never waits for the owner (seed 002). A local free
- * that changes the superblock's fullness group or takes the heap below Hoard's emptiness
- * threshold continues in ld_heap_free_slow, which may give a superblock to the global heap.
+ * The free path: a block of the calling thread's current superblock for its class goes on
+ * the local free list (fast path below). A block of the thread's other superblocks is freed
+ * under its heap's lock, which no other thread holds unless it is reclaiming an idle heap
+ * (heap.c, ld_heap_free_local): outside the current superblocks, a heap changes only under
+ * that lock, so a thread that needs memory can collect an idle thread's frees for it.
+ * A block of another heap's superblock (free_slow) is pushed with a CAS on the superblock's
+ * remote list, and the free returns: it never waits for the owner (seed 002).
+ * A free that takes the class below Hoard's emptiness threshold may give a superblock to the
+ * global heap.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -41,7 +45,6 @@ void *larder_malloc(size_t size) {
       sb->free_list = b->next;
       b->tag = 0;
       sb->used++;
-      heap->u[cls] += sb->block_size;
       LD_STAT_INC(heap, mallocs);
       return b;
     }
@@ -53,22 +56,24 @@ void larder_free(void *p) {
   if (LD_UNLIKELY(p == NULL)) return;
   sb_t *sb = ld_sb_of(p);
   heap_t *heap = ld_heap_tls;
-  if (LD_LIKELY(atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap)) {
+  unsigned cls = sb->size_class;
+  if (LD_LIKELY(heap->current[cls] == sb)) {
     ld_block_t *b = p;
     /* Invalid and double frees are caught here because it is cheap: the offset must fall on a
      * carved block boundary, and a free block carries a tag that live blocks never do. */
     uintptr_t offset = (uintptr_t)p - (uintptr_t)sb->data;
     uintptr_t index = (offset * sb->reciprocal) >> 40;
     if (LD_UNLIKELY((offset >= (uintptr_t)(sb->bump - sb->data)) | (index * sb->block_size != offset) |
-                    (b->tag == (ld_free_key ^ (uintptr_t)b))))
+                    (b->tag == (ld_free_key ^ (uintptr_t)b)))) {
       free_slow(p);
-    unsigned cls = sb->size_class;
+      return;
+    }
     b->next = sb->free_list;
     b->tag = ld_free_key ^ (uintptr_t)b;
     sb->free_list = b;
-    heap->u[cls] -= sb->block_size;
     LD_STAT_INC(heap, frees);
-    if (LD_UNLIKELY((--sb->used < sb->floor) | (heap->u[cls] < heap->u_release[cls]))) ld_heap_free_slow(heap, sb);
+    /* floor: the used count below which the class falls under Hoard's threshold */
+    if (LD_UNLIKELY(--sb->used < sb->floor)) ld_heap_free_slow(heap, cls);
     return;
   }
   free_slow(p);
@@ -112,7 +117,6 @@ static void *malloc_class(unsigned cls) {
     sb->free_list = b->next;
     b->tag = 0;
     sb->used++;
-    heap->u[cls] += sb->block_size;
     LD_STAT_INC(heap, mallocs);
     return b;
   }
@@ -121,8 +125,10 @@ static void *malloc_class(unsigned cls) {
   return p;
 }
 
-/* Frees that are not local: remote, large, or invalid. Also re-entered from the fast path
- * when a check there failed, so every check is repeated here to name the fault exactly. */
+/* Every free that is not into the calling thread's current superblock of that class: large
+ * spans, invalid pointers, and blocks of any other superblock, its own included, which go on
+ * the superblock's remote list. Also entered from the fast path when a check failed there, so
+ * every check is repeated here to name the fault exactly. */
 static LD_NOINLINE void free_slow(void *p) {
   sb_t *sb = ld_sb_of(p);
   if (sb->magic != LD_SB_MAGIC) ld_fatal_bad_free("invalid free (not a block from larder)", p);
@@ -139,14 +145,14 @@ static LD_NOINLINE void free_slow(void *p) {
   ld_block_t *b = p;
   if (b->tag == (ld_free_key ^ (uintptr_t)b)) ld_fatal_bad_free("double free", p);
   heap_t *heap = ld_heap_tls;
-  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap) {
-    /* Only the owner may read bump: a block beyond it was never handed out. */
-    if ((char *)p >= sb->bump) ld_fatal_bad_free("invalid free (block was never allocated)", p);
-    return; /* checks passed: the fast path that called us goes on */
-  }
+  /* Only the owner may read bump, and for its current superblock only: beyond it, the block
+   * was never handed out. */
+  if (heap->current[sb->size_class] == sb && (char *)p >= sb->bump)
+    ld_fatal_bad_free("invalid free (block was never allocated)", p);
+  ld_stat_count(heap, offsetof(ld_stats_t, frees));
+  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap && ld_heap_free_local(heap, sb, b)) return;
   ld_free_remote(sb, b);
   ld_stat_count(heap, offsetof(ld_stats_t, remote_frees));
-  ld_stat_count(heap, offsetof(ld_stats_t, frees));
 }
 
 /* ---------------------------------------------------------------------------------------- */

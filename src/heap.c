@@ -60,12 +60,14 @@ static struct {
   heap_t *heaps;                   /* every heap ever made; exited threads' are not live */
   ld_stats_t retired;              /* counters of heaps that were abandoned */
   size_t segments;
+  size_t carved_total, carved_since_reclaim;   /* superblocks carved from segments */
 } global = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static pthread_key_t heap_key;
 static ld_stats_t stats_unowned;   /* events in threads without a heap, counted atomically */
 static _Atomic int init_state;     /* 0 not started, 1 running, 2 done */
 static __thread int init_running_here;
+static __thread int thread_exit_ran;  /* larder's thread-exit hook has run in this thread */
 static _Atomic unsigned options_epoch = 1;
 
 static void heap_thread_exit(void *arg);
@@ -263,6 +265,24 @@ static void heap_recompute_threshold(heap_t *heap, unsigned c) {
   heap->u_release[c] = by_k < by_f ? by_k : by_f;
 }
 
+/* Sets the current superblock's floor from the threshold; the owner's paths only, since its
+ * fast path reads it. */
+static void heap_set_release_mark(heap_t *heap, unsigned c) {
+  heap_recompute_threshold(heap, c);
+  sb_t *cur = heap->current[c];
+  if (cur != &sb_none) {
+    int64_t mark = heap->u_release[c] - heap->u_other[c];
+    int64_t floor = mark <= 0 ? 0 : (mark + cur->block_size - 1) / cur->block_size;
+    cur->floor = floor > INT32_MAX ? INT32_MAX : (int32_t)floor;
+  }
+}
+
+/* Hoard's u for class c: the current superblock's blocks and the others'. */
+static inline int64_t heap_u(const heap_t *heap, unsigned c) {
+  const sb_t *cur = heap->current[c];
+  return heap->u_other[c] + (cur != &sb_none ? (int64_t)__atomic_load_n(&cur->used, __ATOMIC_RELAXED) * cur->block_size : 0);
+}
+
 static void heap_recompute_all(heap_t *heap) {
   heap->options_epoch = atomic_load_explicit(&options_epoch, memory_order_relaxed);
   for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) heap_recompute_threshold(heap, c);
@@ -344,36 +364,55 @@ static sb_t *segment_carve(void) {
   return sb;
 }
 
-/* A superblock for class cls, now owned by heap, or NULL when the OS has no memory. */
-static sb_t *global_take(heap_t *heap, unsigned cls) {
-  global_lock();
-  sb_t *sb = NULL;
+/* A superblock of class cls from the global heap's lists, or NULL. Global lock held. */
+static sb_t *global_take_listed(unsigned cls) {
   sb_list_t *mine = &global.by_class[cls];
-  for (size_t tries = mine->count; tries > 0 && !sb; tries--) {
-    sb = mine->head;
+  for (size_t tries = mine->count; tries > 0; tries--) {
+    sb_t *sb = mine->head;
     list_remove(mine, sb);
     global.u -= (int64_t)sb_collect_remote(sb) * sb->block_size;
     if (sb->used < (int32_t)sb->capacity) {
       global.a -= (int64_t)ld_sb_size;
       global.u -= (int64_t)sb->used * sb->block_size;
-    } else {
-      list_push_back(mine, sb); /* still full: look at the next one */
-      sb = NULL;
+      return sb;
     }
+    list_push_back(mine, sb); /* still full: look at the next one */
   }
-  if (!sb) {
-    sb_list_t *from = global.empty_dirty.head ? &global.empty_dirty : &global.empty_clean;
-    if (from->head) {
-      sb = from->head;
-      list_remove(from, sb);
-      global.a -= (int64_t)ld_sb_size;
-      if (sb->size_class != cls || sb->purged) sb_format(sb, cls);
-      sb->purged = 0;
-    }
+  sb_list_t *from = global.empty_dirty.head ? &global.empty_dirty : &global.empty_clean;
+  sb_t *sb = from->head;
+  if (!sb) return NULL;
+  list_remove(from, sb);
+  global.a -= (int64_t)ld_sb_size;
+  if (sb->size_class != cls || sb->purged) sb_format(sb, cls);
+  sb->purged = 0;
+  return sb;
+}
+
+static void heap_reclaim(heap_t *me);
+
+/* A superblock for class cls, now owned by heap, or NULL when the OS has no memory.
+ * Before the process grows by new superblocks, the frees that other threads left on idle
+ * heaps' superblocks are collected (heap_reclaim): without it a thread that allocated and
+ * then went idle would keep all that memory, a P-fold blowup (Hoard §2.2). The reclaim walks
+ * every heap, so it runs only after the process has grown by an eighth since the last one
+ * (and by at least 16 superblocks): amortised, a constant cost per new superblock. */
+static sb_t *global_take(heap_t *heap, unsigned cls) {
+  global_lock();
+  sb_t *sb = global_take_listed(cls);
+  if (!sb && global.carved_since_reclaim >= 16 && global.carved_since_reclaim * 8 >= global.carved_total) {
+    global.carved_since_reclaim = 0;
+    global_unlock();
+    heap_reclaim(heap);
+    global_lock();
+    sb = global_take_listed(cls);
   }
   if (!sb) {
     sb = segment_carve();
-    if (sb) sb_format(sb, cls);
+    if (sb) {
+      sb_format(sb, cls);
+      global.carved_since_reclaim++;
+      global.carved_total++;
+    }
   }
   if (sb) {
     atomic_store_explicit(&sb->owner, heap, memory_order_relaxed);
@@ -390,31 +429,36 @@ static sb_t *global_take(heap_t *heap, unsigned cls) {
  * mostly-empty superblock"). Below the threshold one always exists: if u < (1-f)a, some
  * superblock is less than (1-f) full. The current superblock goes last, being the one the
  * heap is allocating from. */
-static sb_t *heap_find_releasable(heap_t *heap, unsigned c) {
+static sb_t *heap_find_releasable(heap_t *heap, unsigned c, bool allow_current) {
   double full_limit = 1.0 - ld_options.empty_fraction;
   for (int g = 0; g < LD_GROUP_FULL; g++)
     for (sb_t *sb = heap->groups[c][g]; sb; sb = sb->next)
       if (sb->used <= full_limit * sb->capacity) return sb;
   sb_t *sb = heap->current[c];
-  if (sb != &sb_none && sb->used <= full_limit * sb->capacity) return sb;
+  if (allow_current && sb != &sb_none && sb->used <= full_limit * sb->capacity) return sb;
   return NULL;
 }
 
 static void heap_detach(heap_t *heap, sb_t *sb) {
   unsigned c = sb->size_class;
-  if (sb_is_current(heap, sb)) heap->current[c] = &sb_none;
-  else heap_group_remove(heap, sb);
+  if (sb_is_current(heap, sb)) {
+    heap->current[c] = &sb_none;
+  } else {
+    heap_group_remove(heap, sb);
+    heap->u_other[c] -= (int64_t)sb->used * sb->block_size;
+  }
   heap->a[c] -= class_capacity_bytes[c];
-  heap->u[c] -= (int64_t)sb->used * sb->block_size;
 }
 
-static void heap_release_while_below(heap_t *heap, unsigned c) {
+/* allow_current: false when another thread does it for an idle heap, whose current
+ * superblocks belong to that heap's fast paths. */
+static void heap_release_while_below(heap_t *heap, unsigned c, bool allow_current) {
   if (heap->options_epoch != atomic_load_explicit(&options_epoch, memory_order_relaxed)) heap_recompute_all(heap);
-  if (heap->u[c] >= heap->u_release[c]) return;
+  if (heap_u(heap, c) >= heap->u_release[c]) return;
   global_lock();
   uint64_t now = ld_os_now_ns();
-  while (heap->u[c] < heap->u_release[c]) {
-    sb_t *sb = heap_find_releasable(heap, c);
+  while (heap_u(heap, c) < heap->u_release[c]) {
+    sb_t *sb = heap_find_releasable(heap, c, allow_current);
     if (!sb) break;
     heap_detach(heap, sb);
     global_put(sb, now);
@@ -423,35 +467,82 @@ static void heap_release_while_below(heap_t *heap, unsigned c) {
   }
   if (global.empty_dirty.tail) global_purge_expired(now, ld_options.purge_delay_ms == 0);
   global_unlock();
-  if (ld_options.debug) larder_validate();
 }
 
-void ld_heap_free_slow(heap_t *heap, sb_t *sb) {
-  if (!sb_is_current(heap, sb) && sb->used < sb->floor) {
+/* Collects the remote frees of every class-c superblock the heap holds outside the current
+ * one, and files each in its new fullness group. Heap lock held. Groups are walked from the
+ * emptiest, and collecting only ever makes a superblock emptier, so none is visited twice. */
+static void heap_collect_class(heap_t *heap, unsigned c) {
+  for (int g = 0; g < LD_GROUP_COUNT; g++) {
+    sb_t *sb = heap->groups[c][g];
+    while (sb) {
+      sb_t *next = sb->next;
+      int n = sb_collect_remote(sb);
+      if (n) {
+        heap->u_other[c] -= (int64_t)n * sb->block_size;
+        if (sb_group_of(sb->used, (int32_t)sb->capacity) != g) {
+          heap_group_remove(heap, sb);
+          heap_group_insert(heap, sb);
+        }
+      }
+      sb = next;
+    }
+  }
+}
+
+static void heap_lock(heap_t *heap) { pthread_mutex_lock(&heap->lock); }
+static void heap_unlock(heap_t *heap) { pthread_mutex_unlock(&heap->lock); }
+
+int ld_heap_free_local(heap_t *heap, sb_t *sb, ld_block_t *b) {
+  heap_lock(heap);
+  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap) {
+    heap_unlock(heap); /* another thread reclaimed it for the global heap */
+    return 0;
+  }
+  unsigned c = sb->size_class;
+  b->next = sb->free_list;
+  b->tag = ld_free_key ^ (uintptr_t)b;
+  sb->free_list = b;
+  sb->used--;
+  heap->u_other[c] -= sb->block_size;
+  if (sb->used < sb->floor) { /* Hoard §3.1: a free moves the superblock to its new group */
     heap_group_remove(heap, sb);
     heap_group_insert(heap, sb);
   }
-  heap_release_while_below(heap, sb->size_class);
+  heap_release_while_below(heap, c, true);
+  heap_set_release_mark(heap, c);
+  heap_unlock(heap);
+  return 1;
+}
+
+void ld_heap_free_slow(heap_t *heap, unsigned cls) {
+  heap_lock(heap);
+  heap_collect_class(heap, cls);
+  heap_release_while_below(heap, cls, true);
+  heap_set_release_mark(heap, cls);
+  heap_unlock(heap);
+}
+
+/* Collects the frees waiting on the heaps' superblocks and gives back what Hoard's threshold
+ * says they no longer need. The caller's own heap (whose lock it holds) is done fully; other
+ * threads' heaps only when their lock is free, which it is unless their thread is in a slow
+ * path itself; their current superblocks belong to their fast paths and are left alone. */
+static void heap_reclaim(heap_t *me) {
+  heap_t *head = __atomic_load_n(&global.heaps, __ATOMIC_ACQUIRE);
+  for (heap_t *h = head; h; h = h->next_heap) {
+    if (h != me && (!__atomic_load_n(&h->live, __ATOMIC_RELAXED) || pthread_mutex_trylock(&h->lock) != 0)) continue;
+    for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+      if (!h->a[c]) continue;
+      heap_collect_class(h, c);
+      heap_release_while_below(h, c, h == me);
+    }
+    if (h != me) pthread_mutex_unlock(&h->lock);
+  }
 }
 
 /* ---- refill: the current superblock of a class has no free block ---- */
 
-/* Regroups the full superblocks of class c whose blocks other threads have freed. This is
- * what makes a producer/consumer pair reuse memory instead of growing (Hoard §2.2). */
-static void heap_collect_full(heap_t *heap, unsigned c) {
-  sb_t *sb = heap->groups[c][LD_GROUP_FULL];
-  while (sb) {
-    sb_t *next = sb->next;
-    int n = sb_collect_remote(sb);
-    if (n) {
-      heap->u[c] -= (int64_t)n * sb->block_size;
-      heap_group_remove(heap, sb);
-      heap_group_insert(heap, sb);
-    }
-    sb = next;
-  }
-}
-
+/* The fullest class-c superblock with room (Hoard §3.1: allocate from nearly-full ones). */
 static sb_t *heap_fullest(heap_t *heap, unsigned c) {
   for (int g = LD_GROUP_FULL - 1; g >= 0; g--) {
     sb_t *sb = heap->groups[c][g];
@@ -466,46 +557,46 @@ static sb_t *heap_fullest(heap_t *heap, unsigned c) {
 void *ld_heap_refill(heap_t *heap, unsigned cls) {
   if (LD_UNLIKELY(ld_options.debug) && larder_validate() != 0)
     ld_message("larder: validation failed before a refill (LARDER_DEBUG)\n");
+  heap_lock(heap);
   sb_t *sb = heap->current[cls];
   if (sb != &sb_none) {
-    int n = sb_collect_remote(sb);
-    heap->u[cls] -= (int64_t)n * sb->block_size;
+    sb_collect_remote(sb);
     if (!sb->free_list) sb_carve(sb);
     if (!sb->free_list) {
       heap->current[cls] = &sb_none;
       heap_group_insert(heap, sb);
+      heap->u_other[cls] += (int64_t)sb->used * sb->block_size;
       sb = &sb_none;
     }
   }
   if (sb == &sb_none) {
-    heap_collect_full(heap, cls);
+    heap_collect_class(heap, cls);
     sb = heap_fullest(heap, cls);
     if (sb) {
-      sb->floor = 0;
+      heap->u_other[cls] -= (int64_t)sb->used * sb->block_size;
       if (!sb->free_list) sb_carve(sb);
     }
   }
   if (!sb) {
     sb = global_take(heap, cls);
     if (!sb) {
+      heap_unlock(heap);
       errno = ENOMEM;
       return NULL;
     }
     heap->a[cls] += class_capacity_bytes[cls];
-    heap->u[cls] += (int64_t)sb->used * sb->block_size;
-    sb->floor = 0;
     if (!sb->free_list) sb_carve(sb);
-    heap_recompute_threshold(heap, cls);
   }
   heap->current[cls] = sb;
   ld_block_t *b = sb->free_list;
   sb->free_list = b->next;
   b->tag = 0;
   sb->used++;
-  heap->u[cls] += sb->block_size;
-  /* Blocks collected from other threads' frees lowered u: the threshold may have been crossed
-   * (a release may take the current superblock; the next malloc then refills again). */
-  if (heap->u[cls] < heap->u_release[cls]) heap_release_while_below(heap, cls);
+  /* Collected frees lowered u: the threshold may have been crossed (a release may take the
+   * current superblock; the next malloc then refills again). */
+  heap_release_while_below(heap, cls, true);
+  heap_set_release_mark(heap, cls);
+  heap_unlock(heap);
   return b;
 }
 
@@ -513,7 +604,17 @@ void *ld_heap_refill(heap_t *heap, unsigned cls) {
 
 /* A heap for a new thread: an exited thread's, or a new one. Heaps are never unmapped, and
  * there are never more than the most threads that lived at once. */
+static void heap_abandon_locked(heap_t *heap, uint64_t now);
+
 static heap_t *heap_new_locked(void) {
+  /* A heap made by a thread after its exit hook had run (a destructor that allocated in the
+   * last round) is given up once the kernel says that thread is gone. */
+  for (heap_t *h = global.heaps; h; h = h->next_heap)
+    if (h->live && h->orphan_tid && !ld_os_thread_alive(h->orphan_tid)) {
+      pthread_mutex_lock(&h->lock);
+      heap_abandon_locked(h, 0);
+      pthread_mutex_unlock(&h->lock);
+    }
   for (heap_t *h = global.heaps; h; h = h->next_heap)
     if (!h->live) {
       h->live = 1;
@@ -523,9 +624,10 @@ static heap_t *heap_new_locked(void) {
   size_t bytes = (sizeof(heap_t) + ld_os_page_size() - 1) & ~(ld_os_page_size() - 1);
   if (ld_os_map(bytes, &mem) != 0) return NULL;
   heap_t *heap = mem;
-  heap->next_heap = global.heaps;
-  global.heaps = heap;
+  pthread_mutex_init(&heap->lock, NULL);
   heap->live = 1;
+  heap->next_heap = global.heaps;
+  __atomic_store_n(&global.heaps, heap, __ATOMIC_RELEASE); /* heap_reclaim walks without the lock */
   return heap;
 }
 
@@ -537,9 +639,10 @@ heap_t *ld_heap_for_thread(void) {
   if (!heap) return NULL;
   for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) {
     heap->current[c] = &sb_none;
-    heap->u[c] = heap->a[c] = 0;
+    heap->u_other[c] = heap->a[c] = 0;
   }
   heap_recompute_all(heap);
+  heap->orphan_tid = thread_exit_ran ? ld_os_thread_id() : 0;
   ld_heap_tls = heap;
   /* May allocate (glibc's second-level key table), which now finds the heap. */
   pthread_setspecific(heap_key, heap);
@@ -547,10 +650,8 @@ heap_t *ld_heap_for_thread(void) {
 }
 
 /* Thread exit: everything the heap holds goes to the global heap, where other threads reuse
- * it (DESIGN §1), and the heap itself waits for the next new thread. */
-static void heap_abandon(heap_t *heap) {
-  global_lock();
-  uint64_t now = ld_os_now_ns();
+ * it (DESIGN §1), and the heap itself waits for the next new thread. Both locks held. */
+static void heap_abandon_locked(heap_t *heap, uint64_t now) {
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     sb_t *sb = heap->current[c];
     if (sb != &sb_none) {
@@ -568,32 +669,42 @@ static void heap_abandon(heap_t *heap) {
   for (size_t i = 0; i < sizeof(ld_stats_t) / sizeof(size_t); i++) dst[i] += src[i];
   memset(&heap->stats, 0, sizeof heap->stats);
 #endif
-  heap->live = 0;
-  if (global.empty_dirty.tail) global_purge_expired(now, ld_options.purge_delay_ms == 0);
-  global_unlock();
+  heap->orphan_tid = 0;
+  __atomic_store_n(&heap->live, 0, __ATOMIC_RELAXED);
 }
 
 static void heap_thread_exit(void *arg) {
   heap_t *heap = arg;
+  thread_exit_ran = 1;
   if (!heap || heap == &ld_heap_empty) return;
   ld_heap_tls = &ld_heap_empty;
-  heap_abandon(heap);
+  heap_lock(heap);
+  global_lock();
+  uint64_t now = ld_os_now_ns();
+  heap_abandon_locked(heap, now);
+  if (global.empty_dirty.tail) global_purge_expired(now, ld_options.purge_delay_ms == 0);
+  global_unlock();
+  heap_unlock(heap);
 }
 
-/* ---- fork: the child of a multithreaded parent must find the locks free ---- */
+/* ---- fork: the child of a multithreaded parent must find every lock free ---- */
+/* Heap locks come before the global lock, as everywhere else. */
 static void fork_prepare(void) {
+  for (heap_t *h = __atomic_load_n(&global.heaps, __ATOMIC_ACQUIRE); h; h = h->next_heap) pthread_mutex_lock(&h->lock);
   global_lock();
   ld_large_lock();
 }
 static void fork_parent(void) {
   ld_large_unlock();
   global_unlock();
+  for (heap_t *h = __atomic_load_n(&global.heaps, __ATOMIC_ACQUIRE); h; h = h->next_heap) pthread_mutex_unlock(&h->lock);
 }
 static void fork_child(void) {
+  /* The child has one thread. The other threads' heaps stay as they were (a thread may have
+   * been in a fast path), unused: their memory stays allocated in the child. */
   ld_large_unlock();
-  /* The child has one thread; the other heaps' threads are gone, but their heaps may have
-   * been in the middle of a fast path, so they are left alone rather than reused. */
   global_unlock();
+  for (heap_t *h = __atomic_load_n(&global.heaps, __ATOMIC_ACQUIRE); h; h = h->next_heap) pthread_mutex_unlock(&h->lock);
 }
 
 /* ---- trim, stats, validation ---- */
@@ -601,15 +712,17 @@ static void fork_child(void) {
 int ld_global_trim(void) {
   /* The calling thread's empty superblocks go first, so they are purged with the rest. */
   heap_t *heap = ld_heap_tls;
+  if (heap != &ld_heap_empty) heap_lock(heap);
   global_lock();
   if (heap != &ld_heap_empty)
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+      heap_collect_class(heap, c);
       sb_t *sb;
       while ((sb = heap->groups[c][0])) {
         heap_detach(heap, sb);
         global_put(sb, 0);
       }
-      heap_recompute_threshold(heap, c);
+      heap_set_release_mark(heap, c);
     }
   size_t before = global.empty_clean.count;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
@@ -630,6 +743,7 @@ int ld_global_trim(void) {
   global_purge_expired(0, true);
   int released = global.empty_clean.count > before;
   global_unlock();
+  if (heap != &ld_heap_empty) heap_unlock(heap);
   return released;
 }
 
@@ -658,7 +772,9 @@ void ld_stats_merge(ld_stats_t *out, int64_t *in_use, int64_t *held) {
     for (size_t i = 0; i < sizeof(ld_stats_t) / sizeof(size_t); i++)
       dst[i] += __atomic_load_n(&src[i], __ATOMIC_RELAXED);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
-      *in_use += __atomic_load_n(&h->u[c], __ATOMIC_RELAXED);
+      *in_use += __atomic_load_n(&h->u_other[c], __ATOMIC_RELAXED);
+      sb_t *cur = __atomic_load_n(&h->current[c], __ATOMIC_RELAXED);
+      if (cur != &sb_none) *in_use += (int64_t)__atomic_load_n(&cur->used, __ATOMIC_RELAXED) * cur->block_size;
       *held += __atomic_load_n(&h->a[c], __ATOMIC_RELAXED) / class_capacity_bytes[c] * (int64_t)ld_sb_size;
     }
   }
@@ -707,7 +823,6 @@ static void heap_validate(heap_t *heap, int *violations) {
     if (cur != &sb_none) {
       sb_validate(cur, heap, violations);
       if (cur->size_class != c) VIOLATION("heap %p: current superblock of class %u has class %u\n", (void *)heap, c, cur->size_class);
-      u += (int64_t)cur->used * cur->block_size;
       a += class_capacity_bytes[c];
     }
     for (int g = 0; g < LD_GROUP_COUNT; g++) {
@@ -725,12 +840,13 @@ static void heap_validate(heap_t *heap, int *violations) {
         a += class_capacity_bytes[c];
       }
     }
-    if (u != heap->u[c]) VIOLATION("heap %p class %u: u is %lld, superblocks add up to %lld\n", (void *)heap, c, (long long)heap->u[c], (long long)u);
+    if (u != heap->u_other[c]) VIOLATION("heap %p class %u: u outside the current superblock is %lld, superblocks add up to %lld\n", (void *)heap, c, (long long)heap->u_other[c], (long long)u);
+    int64_t hu = heap_u(heap, c);
     if (a != heap->a[c]) VIOLATION("heap %p class %u: a is %lld, superblocks add up to %lld\n", (void *)heap, c, (long long)heap->a[c], (long long)a);
     /* Hoard's invariant (seed 004 §3.1), per size class as its proof has it (§4.1). */
-    if (!(heap->u[c] >= heap->a[c] - k_slack || (double)heap->u[c] >= (1.0 - f) * (double)heap->a[c]))
+    if (!(hu >= heap->a[c] - k_slack || (double)hu >= (1.0 - f) * (double)heap->a[c]))
       VIOLATION("heap %p class %u: Hoard's invariant fails: u=%lld a=%lld K*S=%lld f=%.3f\n", (void *)heap, c,
-                (long long)heap->u[c], (long long)heap->a[c], (long long)k_slack, f);
+                (long long)hu, (long long)heap->a[c], (long long)k_slack, f);
   }
 }
 
@@ -752,9 +868,16 @@ void ld_heap_validate_all(int *violations) {
   ld_init_if_needed();
   heap_t *mine = ld_heap_tls;
   if (mine != &ld_heap_empty) {
-    if (mine->options_epoch != atomic_load_explicit(&options_epoch, memory_order_relaxed))
-      for (unsigned c = 0; c < LD_CLASS_COUNT; c++) heap_release_while_below(mine, c);
+    heap_lock(mine);
+    /* Options may have changed, and other threads may have reclaimed for this heap: bring
+     * its threshold up to date, as its next slow path would, before checking it. */
+    for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+      heap_recompute_threshold(mine, c);
+      heap_release_while_below(mine, c, true);
+      heap_set_release_mark(mine, c);
+    }
     heap_validate(mine, violations);
+    heap_unlock(mine);
   }
   global_lock();
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) global_list_validate(&global.by_class[c], false, violations);
@@ -762,7 +885,7 @@ void ld_heap_validate_all(int *violations) {
   global_list_validate(&global.empty_clean, true, violations);
   for (heap_t *h = global.heaps; h; h = h->next_heap)
     for (unsigned c = 0; c < LD_CLASS_COUNT && !h->live; c++)
-      if (h->u[c] != 0 || h->a[c] != 0) VIOLATION("abandoned heap %p still holds memory in class %u\n", (void *)h, c);
+      if (h->u_other[c] != 0 || h->a[c] != 0) VIOLATION("abandoned heap %p still holds memory in class %u\n", (void *)h, c);
   global_unlock();
 }
 

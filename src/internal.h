@@ -11,6 +11,7 @@
 #ifndef LD_INTERNAL_H
 #define LD_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -108,18 +109,26 @@ typedef struct ld_stats_s {
 /* ---- heaps ---- */
 /* Hoard's u and a are kept per size class, as its proof bounds them (seed 004 §4.1): a heap
  * takes a superblock of class c only when all its class-c superblocks are full, so taking one
- * keeps the invariant for K >= 1, which per-heap sums would not. */
+ * keeps the invariant for K >= 1, which per-heap sums would not.
+ * u is kept in two parts so that the fast paths write no heap counter: the current
+ * superblock's used blocks, and u_other, the bytes in use in the class's other superblocks,
+ * which only changes under the heap's lock. The current superblock's floor is set so that a
+ * free taking u below the release threshold leaves the fast path. */
 typedef struct heap_s {
   sb_t *current[LD_CLASS_COUNT + 1];   /* the superblock each class allocates from */
-  int64_t u[LD_CLASS_COUNT + 1];       /* bytes in use per class (Hoard's u_i) */
+  int64_t u_other[LD_CLASS_COUNT + 1]; /* bytes in use outside the current superblock */
   int64_t a[LD_CLASS_COUNT + 1];       /* bytes held per class (Hoard's a_i) */
   int64_t u_release[LD_CLASS_COUNT + 1]; /* give a superblock of class c back when u[c] < this */
   unsigned options_epoch;
   sb_t *groups[LD_CLASS_COUNT][LD_GROUP_COUNT];
   uint64_t group_classes[LD_GROUP_COUNT];  /* bit c: class c has superblocks in that group */
   ld_stats_t stats;
+  /* Guards everything but the current superblocks' free lists: taken by the owner in its slow
+   * paths, and by another thread that reclaims an idle heap's frees (heap.c, heap_reclaim). */
+  pthread_mutex_t lock;
   struct heap_s *next_heap;            /* all heaps, live and abandoned */
   int live;                            /* a thread uses it */
+  int orphan_tid;                      /* made after its thread's exit hook ran: that thread's id */
 } heap_t;
 
 extern heap_t ld_heap_empty;          /* every thread starts here; its classes have no blocks */
@@ -128,8 +137,11 @@ extern __thread heap_t *ld_heap_tls __attribute__((tls_model("initial-exec")));
 /* ---- heap.c: the slow paths and the global heap ---- */
 heap_t *ld_heap_for_thread(void);                  /* makes the calling thread's heap */
 void   *ld_heap_refill(heap_t *heap, unsigned cls); /* a block of class cls, or NULL (ENOMEM) */
-void    ld_heap_free_slow(heap_t *heap, sb_t *sb);  /* regroup and/or Hoard release after a free */
+void    ld_heap_free_slow(heap_t *heap, unsigned cls); /* Hoard's release after a local free */
 void    ld_free_remote(sb_t *sb, ld_block_t *b);
+/* Frees b into sb, a superblock of heap other than a current one; 0 if sb has meanwhile
+ * gone to the global heap (then the free is a remote one). */
+int     ld_heap_free_local(heap_t *heap, sb_t *sb, ld_block_t *b);
 void    ld_options_changed(void);
 int     ld_global_trim(void);
 void    ld_heap_validate_all(int *violations);

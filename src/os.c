@@ -4,7 +4,9 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,6 +74,13 @@ uint64_t ld_os_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int ld_os_thread_id(void) { return (int)syscall(SYS_gettid); }
+
+int ld_os_thread_alive(int tid) {
+  /* Signal 0 checks existence only. A reused id reads as alive: that only delays a reclaim. */
+  return !(syscall(SYS_tgkill, (int)getpid(), tid, 0) != 0 && errno == ESRCH);
 }
 
 void ld_os_write(int fd, const char *buf, size_t len) {

@@ -20,6 +20,8 @@ int      ld_os_purge(void *addr, size_t bytes);
 size_t   ld_os_page_size(void);
 int      ld_os_cpu_count(void);
 uint64_t ld_os_now_ns(void);          /* monotonic clock */
+int      ld_os_thread_id(void);       /* the kernel's id of the calling thread */
+int      ld_os_thread_alive(int tid); /* 0 once that thread of this process has exited */
 
 /* Writes all of buf to fd without allocating (messages from inside the allocator). */
 void     ld_os_write(int fd, const char *buf, size_t len);
