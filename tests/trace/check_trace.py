@@ -77,8 +77,13 @@ def t_record_replay(args, tmp: Path) -> None:
           "fragmentation (method 4) is peak heap / peak live - 1")
     j2, _ = replay(args, tmp / "w.ltr", "-t", "2", "--iterations", "3")
     check(j2["figures"]["ops"] == 6 * fw["ops"], "2 threads x 3 iterations replay 6 times the calls")
-    check(j2["params"] == {"trace": str(tmp / "w.ltr"), "mode": "thesis", "threads": 2, "iterations": 3, "rss": True},
-          "params name every effective parameter")
+    check(j2["params"] == {"trace": str(tmp / "w.ltr"), "mode": "thesis", "threads": 2, "iterations": 3, "rss": True,
+                           "rss_method": "statm"}, "params name every effective parameter")
+    js, _ = replay(args, tmp / "w.ltr", "--rss-method", "smaps")
+    gap = abs(js["figures"]["peak_heap_rss_bytes"] - fw["peak_heap_rss_bytes"])
+    check(js["params"]["rss_method"] == "smaps" and gap <= 512 * 1024,
+          f"the cheap statm reading matches smaps read at every sample (peak heap differs by {gap} bytes)")
+    check(abs(fw["rss_method_gap_bytes"]) <= 512 * 1024, f"end-of-run statm vs smaps gap {fw['rss_method_gap_bytes']} bytes")
 
 
 def t_faithful(args, tmp: Path) -> None:
@@ -175,7 +180,8 @@ def t_vfork_exec(args, tmp: Path) -> None:
 def t_bad_input(args, tmp: Path) -> None:
     record(args, tmp / "w.ltr", ["2", "1", "500"])
     good = (tmp / "w.ltr").read_bytes()
-    for flags in (["--threads", "0"], ["--mode", "fast"], ["--iterations", "x"], ["--bogus"], []):
+    for flags in (["--threads", "0"], ["--mode", "fast"], ["--iterations", "x"], ["--bogus"], [],
+                  ["--rss-method", "proc"], ["--no-rss", "--timeseries", "x.csv"]):
         r = subprocess.run([args.replay, *( [str(tmp / "w.ltr")] if flags else []), *flags],
                            capture_output=True, text=True, timeout=30)
         check(r.returncode == 2 and "usage:" in r.stderr, f"bad flags {flags} exit 2 with usage")
