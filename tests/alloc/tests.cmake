@@ -113,6 +113,15 @@ if(ALLOC_HAVE_LARDER)
   set_tests_properties(alloc_mt_stress.purge_now PROPERTIES
     ENVIRONMENT "LARDER_PURGE_DELAY_MS=0;LARDER_SUPERBLOCK_SIZE=16384;LARDER_LARGE_CACHE_MB=0"
     SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 120)
+  # The API contracts with the smallest and largest superblock size, which move the
+  # small/large split (S/4) and the alignments a superblock can serve.
+  foreach(sb 16384 1048576)
+    foreach(t alloc_api_align alloc_api_realloc alloc_api_calloc alloc_large)
+      add_test(NAME ${t}.sb${sb} COMMAND ${t})
+      set_tests_properties(${t}.sb${sb} PROPERTIES ENVIRONMENT "LARDER_SUPERBLOCK_SIZE=${sb}"
+        SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 60)
+    endforeach()
+  endforeach()
   add_test(NAME alloc_invariant.debug_env COMMAND alloc_invariant)
   set_tests_properties(alloc_invariant.debug_env PROPERTIES ENVIRONMENT "LARDER_DEBUG=1"
     SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 180)
