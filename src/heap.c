@@ -418,8 +418,10 @@ static sb_t *global_take(heap_t *heap, unsigned cls) {
     atomic_store_explicit(&sb->owner, heap, memory_order_relaxed);
     LD_STAT_INC(heap, superblocks_from_global);
   }
-  if (global.empty_dirty.tail) global_purge_expired(ld_os_now_ns(), ld_options.purge_delay_ms == 0);
+  uint64_t now = ld_os_now_ns();
+  if (global.empty_dirty.tail) global_purge_expired(now, ld_options.purge_delay_ms == 0);
   global_unlock();
+  ld_large_purge_expired(now);
   return sb;
 }
 

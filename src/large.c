@@ -23,6 +23,9 @@ static struct {
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static _Atomic size_t large_in_use;
+/* When the oldest cached span that still holds pages went idle (0: none): lets the small
+ * paths check for expired spans without taking the cache lock. */
+static _Atomic uint64_t cache_oldest_resident_ns;
 
 void ld_large_lock(void) { pthread_mutex_lock(&cache.lock); }
 void ld_large_unlock(void) { pthread_mutex_unlock(&cache.lock); }
@@ -35,13 +38,36 @@ static void cache_remove(sb_t *span) {
   cache.bytes -= span->map_bytes;
 }
 
-/* The smallest cached span that holds `need` bytes without wasting more than three quarters. */
+/* The smallest cached span that holds `need` bytes without wasting more than three quarters,
+ * preferring one whose pages are still resident (no page faults to reuse it). */
 static sb_t *cache_take(size_t need) {
   sb_t *best = NULL;
-  for (sb_t *s = cache.head; s; s = s->next)
-    if (s->map_bytes >= need && s->map_bytes / 4 <= need && (!best || s->map_bytes < best->map_bytes)) best = s;
+  for (sb_t *s = cache.head; s; s = s->next) {
+    if (s->map_bytes < need || s->map_bytes / 4 > need) continue;
+    if (!best || (best->purged && !s->purged) || (best->purged == s->purged && s->map_bytes < best->map_bytes)) best = s;
+  }
   if (best) cache_remove(best);
   return best;
+}
+
+/* On a miss the cache does not fit what the program asks for now: spans smaller than the
+ * request go back to the OS (it has outgrown them), and spans too big to serve it give their
+ * pages back but stay mapped (a later large request reuses them with page faults but no mmap).
+ * Otherwise they would stay resident beside the new span until the purge delay. */
+static void cache_on_miss(size_t need) {
+  size_t page = ld_os_page_size();
+  sb_t *s = cache.head;
+  while (s) {
+    sb_t *next = s->next;
+    if (s->map_bytes < need) {
+      cache_remove(s);
+      ld_os_unmap(s->map_base, s->map_bytes);
+    } else if (!s->purged) {
+      if (s->map_bytes > page) ld_os_purge((char *)s + page, s->map_bytes - page);
+      s->purged = 1;
+    }
+    s = next;
+  }
 }
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) & ~(to - 1); }
@@ -64,6 +90,7 @@ void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
     if (ld_options.large_cache_mb > 0) {
       ld_large_lock();
       span = cache_take(need);
+      if (!span) cache_on_miss(need);
       ld_large_unlock();
     }
     if (!span) {
@@ -110,12 +137,17 @@ void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
 static void cache_purge_expired(uint64_t now, bool all) {
   uint64_t delay = (uint64_t)ld_options.purge_delay_ms * 1000000u;
   size_t page = ld_os_page_size();
-  for (sb_t *s = cache.tail; s; s = s->prev) {
+  uint64_t oldest = 0;
+  for (sb_t *s = cache.tail; s; s = s->prev) { /* oldest first */
     if (s->purged) continue;
-    if (!all && now - s->idle_since_ns < delay) break; /* older ones are towards the tail */
+    if (!all && now - s->idle_since_ns < delay) {
+      oldest = s->idle_since_ns;
+      break;
+    }
     if (s->map_bytes > page) ld_os_purge((char *)s + page, s->map_bytes - page);
     s->purged = 1;
   }
+  atomic_store_explicit(&cache_oldest_resident_ns, oldest, memory_order_relaxed);
 }
 
 void ld_large_free(sb_t *span, void *p) {
@@ -144,6 +176,20 @@ void ld_large_free(sb_t *span, void *p) {
     cache_remove(old);
     ld_os_unmap(old->map_base, old->map_bytes);
   }
+  /* Resident budget: the span just freed, plus a quarter of the large bytes in use. Older
+   * spans beyond it give their pages back now rather than after the purge delay, so the
+   * cache saves mmap calls without holding a peak's worth of memory resident. */
+  size_t budget = atomic_load_explicit(&large_in_use, memory_order_relaxed) / 4, resident = 0;
+  size_t page = ld_os_page_size();
+  for (sb_t *s = cache.head->next; s; s = s->next) {
+    if (s->purged) continue;
+    resident += s->map_bytes;
+    if (resident > budget) {
+      if (s->map_bytes > page) ld_os_purge((char *)s + page, s->map_bytes - page);
+      s->purged = 1;
+      resident -= s->map_bytes;
+    }
+  }
   cache_purge_expired(now, ld_options.purge_delay_ms == 0);
   ld_large_unlock();
 }
@@ -161,6 +207,8 @@ int ld_large_trim(void) {
 }
 
 void ld_large_purge_expired(uint64_t now) {
+  uint64_t oldest = atomic_load_explicit(&cache_oldest_resident_ns, memory_order_relaxed);
+  if (!oldest || now - oldest < (uint64_t)ld_options.purge_delay_ms * 1000000u) return;
   ld_large_lock();
   cache_purge_expired(now, false);
   ld_large_unlock();
