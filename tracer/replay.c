@@ -239,6 +239,11 @@ static void rp_regular_sample(struct rp_worker *w) {
 static inline void rp_account(struct rp_worker *w, int64_t delta) {
   w->live += delta;
   if (w->live > w->peak_live) w->peak_live = w->live;
+  if (rp.threads == 1) {         /* alone: no read-modify-write on the shared counter */
+    atomic_store_explicit(&rp.live, w->live, memory_order_relaxed);
+    if (delta > 0 && rp.rss) rp_maybe_peak_sample(w, w->live);
+    return;
+  }
   w->pending += delta;
   if (w->pending >= rp.batch || w->pending <= -rp.batch) {
     int64_t g = atomic_fetch_add_explicit(&rp.live, w->pending, memory_order_relaxed) + w->pending;
@@ -515,7 +520,7 @@ int main(int argc, char **argv) {
   /* peak live across all workers: exact with one worker and in faithful mode, within
    * threads*16 KiB in thesis mode with several workers (peak_sum is the thesis's per-thread
    * figure added up: an upper bound, since the threads' peaks need not coincide) */
-  int64_t peak_live = atomic_load(&rp.peak_live);
+  int64_t peak_live = rp.threads == 1 ? rp.w[0].peak_live : atomic_load(&rp.peak_live);
   double wall = (double)(t_end - t_start) / 1e9;
   double sampling = (double)sampling_ns / 1e9;
   double time_s = wall - (rp.threads == 1 ? sampling : sampling / rp.threads);
