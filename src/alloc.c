@@ -139,12 +139,15 @@ static LD_NOINLINE void free_slow(void *p) {
     return;
   }
   uintptr_t offset = (uintptr_t)p - (uintptr_t)sb->data;
-  if ((uintptr_t)p < (uintptr_t)sb->data || offset % sb->block_size != 0 ||
+  if ((uintptr_t)p < (uintptr_t)sb->data || ((offset * sb->reciprocal) >> 40) * sb->block_size != offset ||
       (uintptr_t)p >= (uintptr_t)sb->data + (uintptr_t)sb->capacity * sb->block_size)
     ld_fatal_bad_free("invalid free (not the start of a block)", p);
   ld_block_t *b = p;
   if (b->tag == (ld_free_key ^ (uintptr_t)b)) ld_fatal_bad_free("double free", p);
   heap_t *heap = ld_heap_tls;
+  /* A thread that only frees gets a heap too, so that its counters are its own: shared
+   * atomic counters would serialise every consumer thread on one cache line. */
+  if (LD_UNLIKELY(heap == &ld_heap_empty) && !(heap = ld_heap_for_thread())) heap = &ld_heap_empty;
   /* Only the owner may read bump, and for its current superblock only: beyond it, the block
    * was never handed out. */
   if (heap->current[sb->size_class] == sb && (char *)p >= sb->bump)

@@ -61,6 +61,7 @@ static struct {
   ld_stats_t retired;              /* counters of heaps that were abandoned */
   size_t segments;
   size_t carved_total, carved_since_reclaim;   /* superblocks carved from segments */
+  uint64_t last_reclaim_ns;
 } global = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static pthread_key_t heap_key;
@@ -394,13 +395,17 @@ static void heap_reclaim(heap_t *me);
  * Before the process grows by new superblocks, the frees that other threads left on idle
  * heaps' superblocks are collected (heap_reclaim): without it a thread that allocated and
  * then went idle would keep all that memory, a P-fold blowup (Hoard §2.2). The reclaim walks
- * every heap, so it runs only after the process has grown by an eighth since the last one
- * (and by at least 16 superblocks): amortised, a constant cost per new superblock. */
+ * every heap, so it runs only after the process has grown by 16 superblocks and either by an
+ * eighth since the last one (amortised, a constant cost per new superblock) or 10 ms after
+ * it (at most a hundred walks a second). */
 static sb_t *global_take(heap_t *heap, unsigned cls) {
   global_lock();
   sb_t *sb = global_take_listed(cls);
-  if (!sb && global.carved_since_reclaim >= 16 && global.carved_since_reclaim * 8 >= global.carved_total) {
+  uint64_t now = ld_os_now_ns();
+  if (!sb && global.carved_since_reclaim >= 16 &&
+      (global.carved_since_reclaim * 8 >= global.carved_total || now - global.last_reclaim_ns >= 10000000u)) {
     global.carved_since_reclaim = 0;
+    global.last_reclaim_ns = now;
     global_unlock();
     heap_reclaim(heap);
     global_lock();
@@ -418,7 +423,6 @@ static sb_t *global_take(heap_t *heap, unsigned cls) {
     atomic_store_explicit(&sb->owner, heap, memory_order_relaxed);
     LD_STAT_INC(heap, superblocks_from_global);
   }
-  uint64_t now = ld_os_now_ns();
   if (global.empty_dirty.tail) global_purge_expired(now, ld_options.purge_delay_ms == 0);
   global_unlock();
   ld_large_purge_expired(now);

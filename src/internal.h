@@ -36,7 +36,7 @@
 #define LD_CLASS_LARGE     LD_CLASS_COUNT      /* sentinel class: "not a small size" */
 #define LD_SMALL_LIMIT     16384               /* largest size class */
 #define LD_MIN_ALIGN       16
-#define LD_SB_HEADER       128                 /* first block never starts before this offset */
+#define LD_SB_HEADER       256                 /* first block never starts before this offset */
 
 extern uint8_t  ld_class_of_granule[LD_SMALL_LIMIT / 16 + 1]; /* (size+15)/16 -> class */
 extern uint32_t ld_class_size[LD_CLASS_COUNT];
@@ -62,25 +62,27 @@ enum { LD_KIND_SMALL = 1, LD_KIND_LARGE = 2, LD_KIND_LARGE_CACHED = 3 };
 struct heap_s;
 
 typedef struct sb_s {
-  /* first cache line: what the owner's fast paths touch */
-  ld_block_t *free_list;       /* local LIFO free list */
-  int32_t used;                /* blocks handed out and not yet collected back */
-  int32_t floor;               /* a free that takes used below this changes fullness group */
+  /* first cache line: set when the superblock is formatted, then only read; remote freers
+   * read it, so nothing the owner writes often may live here (false sharing, Hoard §3.3) */
+  uint32_t magic;
+  uint8_t size_class, kind, group, purged;
   uint32_t block_size;
   uint32_t capacity;
   uint64_t reciprocal;         /* ceil(2^40 / block_size): block index without a division */
   char *data;                  /* first block (large span: the user pointer) */
-  char *bump;                  /* blocks below this have been carved; above, untouched */
   _Atomic(struct heap_s *) owner;
-  uint32_t magic;
-  uint8_t size_class, group, kind, purged;
-  /* second cache line: written by other threads (remote frees) and by slow paths */
-  _Atomic(ld_block_t *) remote; /* blocks freed by other threads: CAS push, exchange to take */
-  struct sb_s *next, *prev;    /* links in a fullness group or a global list */
-  uint64_t idle_since_ns;      /* when it became empty in the global heap (purge delay) */
   void *map_base;              /* large span: the mapping */
   size_t map_bytes;
   size_t usable;               /* large span: bytes usable from data */
+  /* second cache line: the owner's */
+  _Alignas(LD_CACHE_LINE) ld_block_t *free_list; /* local LIFO free list */
+  int32_t used;                /* blocks handed out and not yet collected back */
+  int32_t floor;               /* current: Hoard's release mark; else its group's lowest used */
+  char *bump;                  /* blocks below this have been carved; above, untouched */
+  struct sb_s *next, *prev;    /* links in a fullness group or a global list */
+  uint64_t idle_since_ns;      /* when it became empty in the global heap (purge delay) */
+  /* third cache line: other threads' frees (CAS push), taken by the owner with an exchange */
+  _Alignas(LD_CACHE_LINE) _Atomic(ld_block_t *) remote;
 } sb_t;
 
 _Static_assert(sizeof(sb_t) <= LD_SB_HEADER, "superblock header must fit before the first block");
