@@ -616,8 +616,8 @@ static heap_t *heap_new_locked(void) {
   /* A heap made by a thread after its exit hook had run (a destructor that allocated in the
    * last round) is given up once the kernel says that thread is gone. */
   for (heap_t *h = global.heaps; h; h = h->next_heap)
-    if (h->live && h->orphan_tid && !ld_os_thread_alive(h->orphan_tid)) {
-      pthread_mutex_lock(&h->lock);
+    if (h->live && h->orphan_tid && !ld_os_thread_alive(h->orphan_tid) && pthread_mutex_trylock(&h->lock) == 0) {
+      /* trylock: heap locks come before the global lock, which is held here */
       heap_abandon_locked(h, 0);
       pthread_mutex_unlock(&h->lock);
     }
