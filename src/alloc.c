@@ -16,9 +16,9 @@
  *
  * The free path: a block of the calling thread's current superblock for its class goes on
  * the local free list (fast path below). A block of the thread's other superblocks is freed
- * under its heap's lock, which no other thread holds unless it is reclaiming an idle heap
- * (heap.c, ld_heap_free_local): outside the current superblocks, a heap changes only under
- * that lock, so a thread that needs memory can collect an idle thread's frees for it.
+ * in batches under its heap's lock, which no other thread holds unless it is reclaiming an
+ * idle heap (heap.c, ld_heap_free_local): outside the current superblocks, a heap changes
+ * only under that lock, so a thread that needs memory can collect an idle thread's frees.
  * A block of another heap's superblock (free_slow) is pushed with a CAS on the superblock's
  * remote list, and the free returns: it never waits for the owner (seed 002).
  * A free that takes the class below Hoard's emptiness threshold may give a superblock to the
@@ -153,7 +153,10 @@ static LD_NOINLINE void free_slow(void *p) {
   if (heap->current[sb->size_class] == sb && (char *)p >= sb->bump)
     ld_fatal_bad_free("invalid free (block was never allocated)", p);
   ld_stat_count(heap, offsetof(ld_stats_t, frees));
-  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap && ld_heap_free_local(heap, sb, b)) return;
+  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap) {
+    ld_heap_free_local(heap, b);
+    return;
+  }
   ld_free_remote(sb, b);
   ld_stat_count(heap, offsetof(ld_stats_t, remote_frees));
 }

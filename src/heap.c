@@ -499,30 +499,58 @@ static void heap_collect_class(heap_t *heap, unsigned c) {
 static void heap_lock(heap_t *heap) { pthread_mutex_lock(&heap->lock); }
 static void heap_unlock(heap_t *heap) { pthread_mutex_unlock(&heap->lock); }
 
-int ld_heap_free_local(heap_t *heap, sb_t *sb, ld_block_t *b) {
+/* Does the deferred frees of heap (heap lock held). A block whose superblock another thread
+ * has meanwhile given to the global heap becomes a remote free. Hoard §3.1: each free moves
+ * its superblock to its new fullness group, and the threshold is checked for each class. */
+static void heap_flush_deferred(heap_t *heap) {
+  uint64_t classes = 0;
+  ld_block_t *b = heap->deferred;
+  heap->deferred = NULL;
+  heap->deferred_count = 0;
+  while (b) {
+    ld_block_t *next = b->next;
+    sb_t *sb = ld_sb_of(b);
+    if (atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap) {
+      ld_free_remote(sb, b);
+    } else {
+      unsigned c = sb->size_class;
+      b->next = sb->free_list;
+      sb->free_list = b;
+      sb->used--;
+      if (sb_is_current(heap, sb)) {
+        /* it became current after the free was deferred: its used alone counts */
+      } else {
+        heap->u_other[c] -= sb->block_size;
+        if (sb->used < sb->floor) {
+          heap_group_remove(heap, sb);
+          heap_group_insert(heap, sb);
+        }
+      }
+      classes |= (uint64_t)1 << c;
+    }
+    b = next;
+  }
+  while (classes) {
+    unsigned c = (unsigned)__builtin_ctzll(classes);
+    classes &= classes - 1;
+    heap_release_while_below(heap, c, true);
+    heap_set_release_mark(heap, c);
+  }
+}
+
+void ld_heap_free_local(heap_t *heap, ld_block_t *b) {
+  b->tag = ld_free_key ^ (uintptr_t)b; /* from here on a second free of b is caught */
+  b->next = heap->deferred;
+  heap->deferred = b;
+  if (++heap->deferred_count < LD_DEFERRED_MAX) return;
   heap_lock(heap);
-  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap) {
-    heap_unlock(heap); /* another thread reclaimed it for the global heap */
-    return 0;
-  }
-  unsigned c = sb->size_class;
-  b->next = sb->free_list;
-  b->tag = ld_free_key ^ (uintptr_t)b;
-  sb->free_list = b;
-  sb->used--;
-  heap->u_other[c] -= sb->block_size;
-  if (sb->used < sb->floor) { /* Hoard §3.1: a free moves the superblock to its new group */
-    heap_group_remove(heap, sb);
-    heap_group_insert(heap, sb);
-  }
-  heap_release_while_below(heap, c, true);
-  heap_set_release_mark(heap, c);
+  heap_flush_deferred(heap);
   heap_unlock(heap);
-  return 1;
 }
 
 void ld_heap_free_slow(heap_t *heap, unsigned cls) {
   heap_lock(heap);
+  if (heap->deferred) heap_flush_deferred(heap);
   heap_collect_class(heap, cls);
   heap_release_while_below(heap, cls, true);
   heap_set_release_mark(heap, cls);
@@ -564,6 +592,7 @@ void *ld_heap_refill(heap_t *heap, unsigned cls) {
   if (LD_UNLIKELY(ld_options.debug) && larder_validate() != 0)
     ld_message("larder: validation failed before a refill (LARDER_DEBUG)\n");
   heap_lock(heap);
+  if (heap->deferred) heap_flush_deferred(heap);
   sb_t *sb = heap->current[cls];
   if (sb != &sb_none) {
     sb_collect_remote(sb);
@@ -685,6 +714,7 @@ static void heap_thread_exit(void *arg) {
   if (!heap || heap == &ld_heap_empty) return;
   ld_heap_tls = &ld_heap_empty;
   heap_lock(heap);
+  if (heap->deferred) heap_flush_deferred(heap);
   global_lock();
   uint64_t now = ld_os_now_ns();
   heap_abandon_locked(heap, now);
@@ -718,7 +748,10 @@ static void fork_child(void) {
 int ld_global_trim(void) {
   /* The calling thread's empty superblocks go first, so they are purged with the rest. */
   heap_t *heap = ld_heap_tls;
-  if (heap != &ld_heap_empty) heap_lock(heap);
+  if (heap != &ld_heap_empty) {
+    heap_lock(heap);
+    if (heap->deferred) heap_flush_deferred(heap);
+  }
   global_lock();
   if (heap != &ld_heap_empty)
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
@@ -875,6 +908,7 @@ void ld_heap_validate_all(int *violations) {
   heap_t *mine = ld_heap_tls;
   if (mine != &ld_heap_empty) {
     heap_lock(mine);
+    if (mine->deferred) heap_flush_deferred(mine);
     /* Options may have changed, and other threads may have reclaimed for this heap: bring
      * its threshold up to date, as its next slow path would, before checking it. */
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {

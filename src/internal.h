@@ -57,6 +57,8 @@ enum { LD_KIND_SMALL = 1, LD_KIND_LARGE = 2, LD_KIND_LARGE_CACHED = 3 };
 #define LD_GROUP_COUNT 6
 #define LD_GROUP_FULL  5
 
+#define LD_DEFERRED_MAX 64
+
 #define LD_SB_MAGIC 0x1a7de75bu
 
 struct heap_s;
@@ -125,6 +127,10 @@ typedef struct heap_s {
   sb_t *groups[LD_CLASS_COUNT][LD_GROUP_COUNT];
   uint64_t group_classes[LD_GROUP_COUNT];  /* bit c: class c has superblocks in that group */
   ld_stats_t stats;
+  /* Frees into the heap's own superblocks other than the current ones wait here (owner only,
+   * no lock) and are done in batches under the lock: one lock per LD_DEFERRED_MAX frees. */
+  ld_block_t *deferred;
+  unsigned deferred_count;
   /* Guards everything but the current superblocks' free lists: taken by the owner in its slow
    * paths, and by another thread that reclaims an idle heap's frees (heap.c, heap_reclaim). */
   pthread_mutex_t lock;
@@ -141,9 +147,8 @@ heap_t *ld_heap_for_thread(void);                  /* makes the calling thread's
 void   *ld_heap_refill(heap_t *heap, unsigned cls); /* a block of class cls, or NULL (ENOMEM) */
 void    ld_heap_free_slow(heap_t *heap, unsigned cls); /* Hoard's release after a local free */
 void    ld_free_remote(sb_t *sb, ld_block_t *b);
-/* Frees b into sb, a superblock of heap other than a current one; 0 if sb has meanwhile
- * gone to the global heap (then the free is a remote one). */
-int     ld_heap_free_local(heap_t *heap, sb_t *sb, ld_block_t *b);
+/* Frees b, a block of one of heap's superblocks other than a current one (batched). */
+void    ld_heap_free_local(heap_t *heap, ld_block_t *b);
 void    ld_options_changed(void);
 int     ld_global_trim(void);
 void    ld_heap_validate_all(int *violations);
