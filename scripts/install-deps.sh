@@ -5,7 +5,7 @@ set -euo pipefail
 
 # build and tests: compilers, clang's libFuzzer runtime, strace for the syscall-count pass,
 # sqlite3 as a real program to trace; benchmarks: the allocators larder is compared with.
-packages=(cmake make gcc g++ clang libclang-rt-14-dev strace python3-venv sqlite3
+packages=(cmake ninja-build make gcc g++ clang libclang-rt-14-dev strace python3-venv sqlite3
           libmimalloc2.0 libjemalloc2 libgoogle-perftools4)
 
 missing=()
