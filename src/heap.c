@@ -365,6 +365,47 @@ static sb_t *segment_carve(void) {
   return sb;
 }
 
+void *ld_segment_take_span(size_t chunks) {
+  size_t bytes = chunks * ld_sb_size;
+  if (bytes > SEGMENT_SIZE / 4) return NULL; /* a quarter segment at most: the rest is mapped */
+  global_lock();
+  if (global.segment_next + bytes > global.segment_end) {
+    /* The rest of this segment goes to the global heap as empty superblocks, not to waste. */
+    while (global.segment_next + ld_sb_size <= global.segment_end) {
+      sb_t *sb = (sb_t *)global.segment_next;
+      global.segment_next += ld_sb_size;
+      sb_format(sb, 0);
+      global_put(sb, ld_os_now_ns());
+    }
+    global.segment_end = global.segment_next; /* segment_carve maps a new one */
+    sb_t *first = segment_carve();
+    if (!first) {
+      global_unlock();
+      return NULL;
+    }
+    global.segment_next = (char *)first; /* carve the span from the new segment's start */
+  }
+  void *base = global.segment_next;
+  global.segment_next += bytes;
+  global_unlock();
+  return base;
+}
+
+void ld_segment_give_span(void *base, size_t chunks) {
+  size_t page = ld_os_page_size();
+  ld_os_purge((char *)base + page, chunks * ld_sb_size - page);
+  global_lock();
+  for (size_t i = 0; i < chunks; i++) {
+    sb_t *sb = (sb_t *)((char *)base + i * ld_sb_size);
+    sb_format(sb, 0);
+    sb->purged = 1;
+    atomic_store_explicit(&sb->owner, &global.heap, memory_order_relaxed);
+    global.a += (int64_t)ld_sb_size;
+    list_push_front(&global.empty_clean, sb);
+  }
+  global_unlock();
+}
+
 /* A superblock of class cls from the global heap's lists, or NULL. Global lock held. */
 static sb_t *global_take_listed(unsigned cls) {
   sb_list_t *mine = &global.by_class[cls];
@@ -724,22 +765,22 @@ static void heap_thread_exit(void *arg) {
 }
 
 /* ---- fork: the child of a multithreaded parent must find every lock free ---- */
-/* Heap locks come before the global lock, as everywhere else. */
+/* Lock order everywhere: heap locks, then the large-span cache lock, then the global lock. */
 static void fork_prepare(void) {
   for (heap_t *h = __atomic_load_n(&global.heaps, __ATOMIC_ACQUIRE); h; h = h->next_heap) pthread_mutex_lock(&h->lock);
+  ld_large_lock(); /* the large-span cache lock comes before the global lock (span_release) */
   global_lock();
-  ld_large_lock();
 }
 static void fork_parent(void) {
-  ld_large_unlock();
   global_unlock();
+  ld_large_unlock();
   for (heap_t *h = __atomic_load_n(&global.heaps, __ATOMIC_ACQUIRE); h; h = h->next_heap) pthread_mutex_unlock(&h->lock);
 }
 static void fork_child(void) {
   /* The child has one thread. The other threads' heaps stay as they were (a thread may have
    * been in a fast path), unused: their memory stays allocated in the child. */
-  ld_large_unlock();
   global_unlock();
+  ld_large_unlock();
   for (heap_t *h = __atomic_load_n(&global.heaps, __ATOMIC_ACQUIRE); h; h = h->next_heap) pthread_mutex_unlock(&h->lock);
 }
 

@@ -158,6 +158,13 @@ void    ld_stats_merge(ld_stats_t *out, int64_t *in_use, int64_t *held);
 void    ld_stat_count(heap_t *heap, size_t field_offset);
 void    ld_init_if_needed(void);
 
+/* Medium spans (heap.c): runs of whole superblocks carved from segments, for large objects
+ * up to LD_MEDIUM_MAX_CHUNKS superblocks, so that they cost no mmap; given back, each of their
+ * superblocks becomes an empty (purged) superblock of the global heap. */
+#define LD_MEDIUM_MAX_CHUNKS 16
+void   *ld_segment_take_span(size_t chunks);
+void    ld_segment_give_span(void *base, size_t chunks);
+
 /* ---- large.c ---- */
 void   *ld_large_alloc(size_t size, size_t align, bool *zeroed);
 void    ld_large_free(sb_t *span, void *p);

@@ -23,6 +23,13 @@ static struct {
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static _Atomic size_t large_in_use;
+
+/* Spans carved from segments (block_size field set to 1) go back as empty superblocks;
+ * spans of their own mapping are unmapped. */
+static void span_release(sb_t *span) {
+  if (span->block_size == 1) ld_segment_give_span(span->map_base, span->map_bytes / ld_sb_size);
+  else ld_os_unmap(span->map_base, span->map_bytes);
+}
 /* When the oldest cached span that still holds pages went idle (0: none): lets the small
  * paths check for expired spans without taking the cache lock. */
 static _Atomic uint64_t cache_oldest_resident_ns;
@@ -61,7 +68,7 @@ static void cache_on_miss(size_t need) {
     sb_t *next = s->next;
     if (s->map_bytes < need) {
       cache_remove(s);
-      ld_os_unmap(s->map_base, s->map_bytes);
+      span_release(s);
     } else if (!s->purged) {
       if (s->map_bytes > page) ld_os_purge((char *)s + page, s->map_bytes - page);
       s->purged = 1;
@@ -95,13 +102,19 @@ void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
     }
     if (!span) {
       void *base;
-      if (ld_os_map_aligned(need, ld_sb_size, &base) != 0) {
+      size_t chunks = (need + ld_sb_size - 1) / ld_sb_size;
+      uint32_t from_segment = 0;
+      if (chunks <= LD_MEDIUM_MAX_CHUNKS && (base = ld_segment_take_span(chunks)) != NULL) {
+        need = chunks * ld_sb_size; /* fresh segment memory: untouched pages cost nothing */
+        from_segment = 1;
+      } else if (ld_os_map_aligned(need, ld_sb_size, &base) != 0) {
         errno = ENOMEM;
         return NULL;
       }
       span = base;
       span->map_base = base;
       span->map_bytes = need;
+      span->block_size = from_segment;
       *zeroed = true;
     } else {
       ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, large_cache_hits));
@@ -120,13 +133,14 @@ void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
     span = (sb_t *)(user - ld_sb_size);
     span->map_base = base;
     span->map_bytes = total;
+    span->block_size = 0;
     *zeroed = true;
   }
   span->magic = LD_SB_MAGIC;
   span->kind = LD_KIND_LARGE;
   span->data = user;
   span->usable = (size_t)((char *)span->map_base + span->map_bytes - user);
-  span->block_size = 0;
+  span->size_class = LD_CLASS_LARGE;
   span->purged = 0;
   atomic_store_explicit(&span->owner, NULL, memory_order_relaxed);
   atomic_fetch_add_explicit(&large_in_use, span->map_bytes, memory_order_relaxed);
@@ -157,7 +171,8 @@ void ld_large_free(sb_t *span, void *p) {
   atomic_fetch_sub_explicit(&large_in_use, bytes, memory_order_relaxed);
   size_t limit = (size_t)ld_options.large_cache_mb << 20;
   if ((void *)span != span->map_base || bytes > limit) {
-    ld_os_unmap(span->map_base, bytes);
+    span->kind = LD_KIND_LARGE_CACHED; /* a header that survives (segment spans) reads as freed */
+    span_release(span);
     return;
   }
   uint64_t now = ld_os_now_ns();
@@ -174,7 +189,7 @@ void ld_large_free(sb_t *span, void *p) {
   while (cache.count > LARGE_CACHE_MAX_SPANS || cache.bytes > limit) {
     sb_t *old = cache.tail;
     cache_remove(old);
-    ld_os_unmap(old->map_base, old->map_bytes);
+    span_release(old);
   }
   /* Resident budget: the span just freed, plus a quarter of the large bytes in use. Older
    * spans beyond it give their pages back now rather than after the purge delay, so the
@@ -200,7 +215,7 @@ int ld_large_trim(void) {
   while (cache.tail) {
     sb_t *old = cache.tail;
     cache_remove(old);
-    ld_os_unmap(old->map_base, old->map_bytes);
+    span_release(old);
   }
   ld_large_unlock();
   return released;
