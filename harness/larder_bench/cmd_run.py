@@ -50,7 +50,7 @@ def register(sub) -> None:
     p.add_argument("--suite", default="quick", help=f"suite to run: {', '.join(suites.suite_names())} (default quick)")
     p.add_argument("--workloads", help="only these workloads or series (comma-separated)")
     p.add_argument("--threads", help="thread counts for thread-swept series, e.g. 1,2,4,8")
-    p.add_argument("--repeats", type=int, help="repeats per case (default: the entry's own, else 3)")
+    p.add_argument("--repeats", type=int, help="repeats per case (default: the entry's own, else 5)")
     p.add_argument("--allocators", help="only these allocators, in this order (comma-separated)")
     p.add_argument("--baseline", help="allocator the ratios are taken against (default glibc)")
     p.add_argument("--output-dir", default="results", help="results root (default ./results)")

@@ -15,6 +15,7 @@ from .suites import Entry, argv_for, format_setup
 from .workloads import binary
 
 SCHEMA = 1
+DEFAULT_REPEATS = 5  # quick suite: five interleaved repeats give a usable median on a noisy machine
 
 
 def case_label(entry: Entry, variant_label: str, axis_value) -> str:
@@ -132,7 +133,7 @@ def run_entries(entries: list[Entry], allocators: list[Allocator], build_dir: Pa
     for e in entries:
         allocs = [a for a in found if e.allocators is None or a.name in e.allocators]
         cases = [(v, x) for v in e.variants for x in (e.values if e.axis is not None else (None,))]
-        reps = repeats or e.repeats or 3
+        reps = repeats or e.repeats or DEFAULT_REPEATS
         plan.append((e, allocs, cases, reps))
     total = 0
     for e, allocs, cases, reps in plan:
