@@ -51,7 +51,7 @@ def _errbar(ax, xs, cells, label, color, style="-o"):
     ax.errorbar(x, y, yerr=[lo, hi], fmt=style, label=label, color=color, capsize=3, markersize=4)
 
 
-def speedup_plot(s: Series, path: Path) -> Path | None:
+def speedup_plot(s: Series, path: Path, cores: int | None = None) -> Path | None:
     v0 = _variants(s)[0]
     xs = _xs(s, v0)
     if len(xs) < 2 or 1 not in xs:
@@ -69,7 +69,12 @@ def speedup_plot(s: Series, path: Path) -> Path | None:
                 pts.append((x, sp))
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", label=a, color=_color(a), markersize=4)
-    ax.plot(xs, xs, ":", color="grey", label="ideal")
+    if cores:
+        # More threads than cores cannot go faster than the cores allow.
+        ax.plot(xs, [min(x, cores) for x in xs], ":", color="grey", label=f"ideal ({cores} cores)")
+    else:
+        ax.plot(xs, xs, ":", color="grey", label="ideal")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel(s.entry["axis"].lstrip("-"))
     ax.set_ylabel("speedup over 1 thread")
     ax.set_title(f"{s.name}: speedup")
@@ -189,7 +194,7 @@ def time_rss_plot(series: list[Series], base: str | None, path: Path) -> Path | 
     return _save(fig, path)
 
 
-def make_all(series: list[Series], base: str | None, plot_dir: Path, preds: dict) -> dict:
+def make_all(series: list[Series], base: str | None, plot_dir: Path, preds: dict, cores: int | None = None) -> dict:
     """Plots per series name; key None holds the overall ones."""
     plot_dir = Path(plot_dir)
     made: dict = {None: []}
@@ -203,7 +208,7 @@ def make_all(series: list[Series], base: str | None, plot_dir: Path, preds: dict
         name = s.name.replace("/", "_")
         out = []
         if kind == "speedup" and s.entry.get("axis") in ("--threads", "--workers"):
-            out.append(speedup_plot(s, plot_dir / f"speedup_{name}.png"))
+            out.append(speedup_plot(s, plot_dir / f"speedup_{name}.png", cores))
             out.append(axis_plot(s, plot_dir / f"{name}.png"))
         elif kind == "false-share":
             out.append(axis_plot(s, plot_dir / f"false_share_{name}.png"))

@@ -347,7 +347,8 @@ def build(doc: dict, out_dir: Path, baseline: str | None = None) -> Doc:
     d.table(hdr, rows)
 
     plot_dir = out_dir / "plots"
-    made = plots.make_all(series, base, plot_dir, heap_leak_predictors(series))
+    made = plots.make_all(series, base, plot_dir, heap_leak_predictors(series),
+                          env.get("cores_usable") or env.get("cores"))
     overall = made.pop(None, [])
     for p in overall:
         d.img(f"plots/{p.name}", p.stem)
