@@ -159,6 +159,10 @@ static LD_NOINLINE void free_slow(void *p) {
   }
   ld_free_remote(sb, b);
   ld_stat_count(heap, offsetof(ld_stats_t, remote_frees));
+  if (LD_UNLIKELY(++heap->remote_since_help >= LD_HELP_EVERY) && heap != &ld_heap_empty) {
+    heap->remote_since_help = 0;
+    ld_heap_help_owner(heap, sb);
+  }
 }
 
 /* ---------------------------------------------------------------------------------------- */

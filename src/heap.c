@@ -615,6 +615,25 @@ static void heap_reclaim(heap_t *me) {
   }
 }
 
+/* A thread that has freed many blocks into other threads' superblocks collects them for the
+ * owner of the last one, and applies Hoard's threshold there, if that heap's lock is free.
+ * Without it an owner that is waiting (for a token, a queue, a request) keeps every block
+ * other threads freed until it allocates again: Hoard's round-robin producer/consumer would
+ * then hold T times the memory it needs (seed 004 §2.2), where Hoard's locked free releases
+ * at once. The help is amortised over LD_HELP_EVERY remote frees. */
+void ld_heap_help_owner(heap_t *self, sb_t *sb) {
+  heap_t *owner = atomic_load_explicit(&sb->owner, memory_order_relaxed);
+  if (owner == self || owner == &global.heap || owner == NULL) return;
+  if (!__atomic_load_n(&owner->live, __ATOMIC_RELAXED) || pthread_mutex_trylock(&owner->lock) != 0) return;
+  /* The superblock may have changed hands meanwhile; its class is fixed while owned. */
+  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) == owner && owner->live) {
+    unsigned c = sb->size_class;
+    heap_collect_class(owner, c);
+    heap_release_while_below(owner, c, false);
+  }
+  pthread_mutex_unlock(&owner->lock);
+}
+
 /* ---- refill: the current superblock of a class has no free block ---- */
 
 /* The fullest class-c superblock with room (Hoard §3.1: allocate from nearly-full ones). */

@@ -131,6 +131,7 @@ typedef struct heap_s {
    * no lock) and are done in batches under the lock: one lock per LD_DEFERRED_MAX frees. */
   ld_block_t *deferred;
   unsigned deferred_count;
+  unsigned remote_since_help;          /* remote frees by this thread since it last helped */
   /* Guards everything but the current superblocks' free lists: taken by the owner in its slow
    * paths, and by another thread that reclaims an idle heap's frees (heap.c, heap_reclaim). */
   pthread_mutex_t lock;
@@ -147,6 +148,10 @@ heap_t *ld_heap_for_thread(void);                  /* makes the calling thread's
 void   *ld_heap_refill(heap_t *heap, unsigned cls); /* a block of class cls, or NULL (ENOMEM) */
 void    ld_heap_free_slow(heap_t *heap, unsigned cls); /* Hoard's release after a local free */
 void    ld_free_remote(sb_t *sb, ld_block_t *b);
+/* Every LD_HELP_EVERY remote frees, the freeing thread collects them for the owner of the
+ * last one's superblock, if that heap's lock is free (heap.c, ld_heap_help_owner). */
+#define LD_HELP_EVERY 4096
+void    ld_heap_help_owner(heap_t *self, sb_t *sb);
 /* Frees b, a block of one of heap's superblocks other than a current one (batched). */
 void    ld_heap_free_local(heap_t *heap, ld_block_t *b);
 void    ld_options_changed(void);
