@@ -394,3 +394,15 @@ void bench_json_end(struct bench_json *j) {
   free(j->buf);
   j->buf = NULL;
 }
+
+void bench_sleep_seconds(double seconds) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  double wake = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + seconds;
+  ts.tv_sec = (time_t)wake;
+  ts.tv_nsec = (long)((wake - (double)ts.tv_sec) * 1e9);
+  if (ts.tv_nsec >= 1000000000L)
+    ts.tv_nsec = 999999999L;
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+    ;
+}

@@ -66,6 +66,9 @@ size_t bench_cache_line(void);
 
 /* Starts a thread or stops the program with exit 1: a workload with a missing thread would
  * report a wrong figure. */
+/* Sleeps for `seconds` of CLOCK_MONOTONIC time, through signal interruptions. */
+void bench_sleep_seconds(double seconds);
+
 void bench_thread_start(const char *prog, pthread_t *t, void *(*fn)(void *), void *arg);
 void bench_thread_join(const char *prog, pthread_t t);
 

@@ -150,15 +150,7 @@ int main(int argc, char **argv) {
   }
   pthread_barrier_wait(&start);
   if (timed) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double wake = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + opt_seconds;
-    ts.tv_sec = (time_t)wake;
-    ts.tv_nsec = (long)((wake - (double)ts.tv_sec) * 1e9);
-    if (ts.tv_nsec >= 1000000000L)
-      ts.tv_nsec = 999999999L;
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-      ;
+    bench_sleep_seconds(opt_seconds);
     atomic_store(&fc_stop, true);
   }
   for (unsigned i = 0; i < 2 * N; i++)

@@ -156,15 +156,7 @@ int main(int argc, char **argv) {
     pthread_t th;
     bench_thread_start(PROG, &th, lar_thread, &chains[i]);
   }
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  double wake = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + opt_seconds;
-  ts.tv_sec = (time_t)wake;
-  ts.tv_nsec = (long)((wake - (double)ts.tv_sec) * 1e9);
-  if (ts.tv_nsec >= 1000000000L)
-    ts.tv_nsec = 999999999L;
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-    ;
+  bench_sleep_seconds(opt_seconds);
   atomic_store(&lar_stop, true);
 
   pthread_mutex_lock(&lar_done_lock);
