@@ -34,19 +34,16 @@
 
 static LD_NOINLINE void *malloc_slow(heap_t *heap, size_t size);
 static LD_NOINLINE void free_slow(void *p);
+static heap_t *thread_heap(void);
 
 void *larder_malloc(size_t size) {
   heap_t *heap = ld_heap_tls;
   if (LD_LIKELY(size <= LD_SMALL_LIMIT)) {
     unsigned cls = ld_size_class(size);
     sb_t *sb = heap->current[cls];
-    ld_block_t *b = sb->free_list;
-    if (LD_LIKELY(b != NULL)) {
-      sb->free_list = b->next;
-      b->tag = 0;
-      sb->used++;
+    if (LD_LIKELY(sb->free_list != NULL)) {
       LD_STAT_INC(heap, mallocs);
-      return b;
+      return ld_sb_pop(sb);
     }
   }
   return malloc_slow(heap, size);
@@ -83,13 +80,7 @@ void larder_free(void *p) {
 /* Slow paths                                                                                 */
 
 static LD_NOINLINE void *malloc_slow(heap_t *heap, size_t size) {
-  if (heap == &ld_heap_empty) {
-    heap = ld_heap_for_thread();
-    if (!heap) {
-      errno = ENOMEM;
-      return NULL;
-    }
-  }
+  if (heap == &ld_heap_empty && !(heap = thread_heap())) return NULL;
   if (size > ld_small_max) {
     bool zeroed;
     void *p = ld_large_alloc(size, LD_MIN_ALIGN, &zeroed);
@@ -104,21 +95,21 @@ static LD_NOINLINE void *malloc_slow(heap_t *heap, size_t size) {
   return p;
 }
 
+/* The calling thread's heap, made on its first call; NULL (errno ENOMEM) if it cannot be. */
+static heap_t *thread_heap(void) {
+  heap_t *heap = ld_heap_tls;
+  if (heap == &ld_heap_empty && !(heap = ld_heap_for_thread())) errno = ENOMEM;
+  return heap;
+}
+
 /* A small block of class cls, for aligned requests that need a particular class. */
 static void *malloc_class(unsigned cls) {
-  heap_t *heap = ld_heap_tls;
-  if (heap == &ld_heap_empty && !(heap = ld_heap_for_thread())) {
-    errno = ENOMEM;
-    return NULL;
-  }
+  heap_t *heap = thread_heap();
+  if (!heap) return NULL;
   sb_t *sb = heap->current[cls];
-  ld_block_t *b = sb->free_list;
-  if (b) {
-    sb->free_list = b->next;
-    b->tag = 0;
-    sb->used++;
+  if (sb->free_list) {
     LD_STAT_INC(heap, mallocs);
-    return b;
+    return ld_sb_pop(sb);
   }
   void *p = ld_heap_refill(heap, cls);
   if (p) LD_STAT_INC(heap, mallocs);
@@ -135,7 +126,7 @@ static LD_NOINLINE void free_slow(void *p) {
   if (sb->kind != LD_KIND_SMALL) {
     if (sb->kind == LD_KIND_LARGE_CACHED) ld_fatal_bad_free("double free", p);
     if (sb->kind != LD_KIND_LARGE || p != sb->data) ld_fatal_bad_free("invalid free (not the start of a block)", p);
-    ld_large_free(sb, p);
+    ld_large_free(sb);
     return;
   }
   uintptr_t offset = (uintptr_t)p - (uintptr_t)sb->data;
@@ -186,11 +177,7 @@ void *larder_calloc(size_t count, size_t size) {
     return NULL;
   }
   if (bytes > ld_small_max) {
-    heap_t *heap = ld_heap_tls;
-    if (heap == &ld_heap_empty && !ld_heap_for_thread()) {
-      errno = ENOMEM;
-      return NULL;
-    }
+    if (!thread_heap()) return NULL;
     bool zeroed;
     void *p = ld_large_alloc(bytes, LD_MIN_ALIGN, &zeroed);
     if (p && !zeroed) memset(p, 0, bytes);
@@ -242,11 +229,7 @@ static void *aligned_alloc_pow2(size_t alignment, size_t size) {
       if (ld_class_size[cls] % alignment == 0) return malloc_class(cls);
     }
   }
-  heap_t *heap = ld_heap_tls;
-  if (heap == &ld_heap_empty && !ld_heap_for_thread()) {
-    errno = ENOMEM;
-    return NULL;
-  }
+  if (!thread_heap()) return NULL;
   bool zeroed;
   return ld_large_alloc(size, alignment, &zeroed);
 }

@@ -59,7 +59,6 @@ static struct {
   char *segment_next, *segment_end;
   heap_t *heaps;                   /* every heap ever made; exited threads' are not live */
   ld_stats_t retired;              /* counters of heaps that were abandoned */
-  size_t segments;
   size_t carved_total, carved_since_reclaim;   /* superblocks carved from segments */
   uint64_t last_reclaim_ns;
 } global = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -280,8 +279,10 @@ static void heap_set_release_mark(heap_t *heap, unsigned c) {
 
 /* Hoard's u for class c: the current superblock's blocks and the others'. */
 static inline int64_t heap_u(const heap_t *heap, unsigned c) {
-  const sb_t *cur = heap->current[c];
-  return heap->u_other[c] + (cur != &sb_none ? (int64_t)__atomic_load_n(&cur->used, __ATOMIC_RELAXED) * cur->block_size : 0);
+  /* relaxed loads: the statistics call this on other threads' heaps while they run */
+  const sb_t *cur = __atomic_load_n(&heap->current[c], __ATOMIC_RELAXED);
+  return __atomic_load_n(&heap->u_other[c], __ATOMIC_RELAXED) +
+         (cur != &sb_none ? (int64_t)__atomic_load_n(&cur->used, __ATOMIC_RELAXED) * cur->block_size : 0);
 }
 
 static void heap_recompute_all(heap_t *heap) {
@@ -358,7 +359,6 @@ static sb_t *segment_carve(void) {
     if (ld_os_map_aligned(bytes, ld_sb_size, &seg) != 0) return NULL;
     global.segment_next = seg;
     global.segment_end = (char *)seg + bytes;
-    global.segments++;
   }
   sb_t *sb = (sb_t *)global.segment_next;
   global.segment_next += ld_sb_size;
@@ -683,10 +683,7 @@ void *ld_heap_refill(heap_t *heap, unsigned cls) {
     if (!sb->free_list) sb_carve(sb);
   }
   heap->current[cls] = sb;
-  ld_block_t *b = sb->free_list;
-  sb->free_list = b->next;
-  b->tag = 0;
-  sb->used++;
+  ld_block_t *b = ld_sb_pop(sb);
   /* Collected frees lowered u: the threshold may have been crossed (a release may take the
    * current superblock; the next malloc then refills again). */
   heap_release_while_below(heap, cls, true);
@@ -746,6 +743,14 @@ heap_t *ld_heap_for_thread(void) {
 
 /* Thread exit: everything the heap holds goes to the global heap, where other threads reuse
  * it (DESIGN §1), and the heap itself waits for the next new thread. Both locks held. */
+/* Other threads' counters are read while they run: each is a word, read once, so the sum is
+ * a snapshot that may lag by a few operations, never torn. */
+static void stats_add(ld_stats_t *dst, const ld_stats_t *src) {
+  size_t *d = (size_t *)dst;
+  const size_t *s = (const size_t *)src;
+  for (size_t i = 0; i < sizeof(ld_stats_t) / sizeof(size_t); i++) d[i] += __atomic_load_n(&s[i], __ATOMIC_RELAXED);
+}
+
 static void heap_abandon_locked(heap_t *heap, uint64_t now) {
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     sb_t *sb = heap->current[c];
@@ -760,8 +765,7 @@ static void heap_abandon_locked(heap_t *heap, uint64_t now) {
       }
   }
 #ifdef LARDER_STATS
-  size_t *dst = (size_t *)&global.retired, *src = (size_t *)&heap->stats;
-  for (size_t i = 0; i < sizeof(ld_stats_t) / sizeof(size_t); i++) dst[i] += src[i];
+  stats_add(&global.retired, &heap->stats);
   memset(&heap->stats, 0, sizeof heap->stats);
 #endif
   heap->orphan_tid = 0;
@@ -860,20 +864,12 @@ void ld_stats_merge(ld_stats_t *out, int64_t *in_use, int64_t *held) {
   memset(out, 0, sizeof *out);
   *in_use = *held = 0;
   global_lock();
-  size_t *dst = (size_t *)out;
-  const size_t *src = (const size_t *)&global.retired;
-  for (size_t i = 0; i < sizeof(ld_stats_t) / sizeof(size_t); i++)
-    dst[i] += src[i] + __atomic_load_n((const size_t *)&stats_unowned + i, __ATOMIC_RELAXED);
+  stats_add(out, &global.retired);
+  stats_add(out, &stats_unowned);
   for (heap_t *h = global.heaps; h; h = h->next_heap) {
-    /* Other threads' counters are read while they run: each is a word, read once, so the
-     * sum is a snapshot that may lag by a few operations, never torn. */
-    src = (const size_t *)&h->stats;
-    for (size_t i = 0; i < sizeof(ld_stats_t) / sizeof(size_t); i++)
-      dst[i] += __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+    stats_add(out, &h->stats);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
-      *in_use += __atomic_load_n(&h->u_other[c], __ATOMIC_RELAXED);
-      sb_t *cur = __atomic_load_n(&h->current[c], __ATOMIC_RELAXED);
-      if (cur != &sb_none) *in_use += (int64_t)__atomic_load_n(&cur->used, __ATOMIC_RELAXED) * cur->block_size;
+      *in_use += heap_u(h, c);
       *held += __atomic_load_n(&h->a[c], __ATOMIC_RELAXED) / class_capacity_bytes[c] * (int64_t)ld_sb_size;
     }
   }

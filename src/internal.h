@@ -89,6 +89,15 @@ typedef struct sb_s {
 
 _Static_assert(sizeof(sb_t) <= LD_SB_HEADER, "superblock header must fit before the first block");
 
+/* Hands out the head of sb's free list (not empty): the one way a block leaves a free list. */
+static inline ld_block_t *ld_sb_pop(sb_t *sb) {
+  ld_block_t *b = sb->free_list;
+  sb->free_list = b->next;
+  b->tag = 0;
+  sb->used++;
+  return b;
+}
+
 extern size_t ld_sb_size;          /* S */
 extern uintptr_t ld_sb_mask;       /* ~(S-1) */
 extern size_t ld_small_max;        /* min(LD_SMALL_LIMIT, S/4) */
@@ -172,7 +181,7 @@ void    ld_segment_give_span(void *base, size_t chunks);
 
 /* ---- large.c ---- */
 void   *ld_large_alloc(size_t size, size_t align, bool *zeroed);
-void    ld_large_free(sb_t *span, void *p);
+void    ld_large_free(sb_t *span);
 int     ld_large_trim(void);
 void    ld_large_purge_expired(uint64_t now);
 size_t  ld_large_bytes_in_use(void);

@@ -164,8 +164,7 @@ static void cache_purge_expired(uint64_t now, bool all) {
   atomic_store_explicit(&cache_oldest_resident_ns, oldest, memory_order_relaxed);
 }
 
-void ld_large_free(sb_t *span, void *p) {
-  (void)p;
+void ld_large_free(sb_t *span) {
   ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, frees));
   size_t bytes = span->map_bytes;
   atomic_fetch_sub_explicit(&large_in_use, bytes, memory_order_relaxed);
