@@ -49,6 +49,19 @@ typedef struct larder_stats_s {
   size_t large_allocs, large_cache_hits, large_bytes_in_use, large_bytes_cached;
   size_t mmap_calls, munmap_calls, madvise_calls;
   size_t mmap_bytes, munmap_bytes, madvise_bytes;
+  /* cost of the slow paths: each is bounded by a constant per call (docs/allocator.md) */
+  size_t refills;                /* small-object slow paths: the current superblock was empty */
+  size_t superblocks_examined;   /* superblocks looked at by those refills (constant per refill) */
+  size_t free_lock_acquisitions; /* locks taken on a free path (local frees take none) */
+  size_t validations;            /* full validation walks (larder_validate, LARDER_DEBUG) */
+  /* medium objects: runs of superblock-sized chunks inside segments, coalesced when freed */
+  size_t medium_allocs, medium_bytes_in_use;
+  size_t segments;               /* segments mapped now */
+  size_t bytes_free_dirty;       /* free chunks still resident: what the decay will purge */
+  /* memory given back */
+  size_t bytes_purged;           /* bytes given back with madvise or munmap of free memory */
+  size_t bytes_refaulted;        /* purged bytes handed out again (a proxy for page faults) */
+  size_t purge_thread_runs, purge_thread_bytes; /* the background purge thread's wake-ups and bytes */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);
