@@ -135,3 +135,12 @@ if(ALLOC_HAVE_LARDER)
 endif()
 alloc_test(alloc_remote_exit SOURCES alloc/remote_exit.c PRELOAD TIMEOUT 120)
 alloc_test(alloc_false_sharing SOURCES alloc/false_sharing.c PRELOAD TIMEOUT 60)
+
+# Registrations by concern, each file with one owner: core.cmake (slow-path cost, Hoard's
+# invariant at scale), server.cmake (server-scale memory and speed), hardening.cmake (misuse,
+# fork, fuzzing of the API).
+foreach(part core server hardening)
+  if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
+    include(${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
+  endif()
+endforeach()
