@@ -262,19 +262,19 @@ static size_t tr_put_u64(char *dst, uint64_t v) {
   return k;
 }
 
-/* Expands %p to the pid and %% to %; with no %p, a forked child adds ".<pid>" so it never
- * writes into its parent's file. Returns 0, or -1 if the name is too long. */
-static int tr_expand(const char *pattern, char *out, size_t cap, int is_child) {
+/* Expands %p to the pid and %% to %; with no %p, a process other than the one that started
+ * the recording (a forked child, or any exec'd or spawned descendant) adds ".<pid>" so it
+ * never writes into another process's file. Returns 0, or -1 if the name is too long. */
+static int tr_expand_for(const char *pattern, char *out, size_t cap, int add_pid, uint64_t pid) {
   size_t o = 0;
   int had_pid = 0;
-  uint64_t pid = (uint64_t)getpid();
   for (const char *p = pattern; *p; p++) {
     if (o + 24 >= cap) return -1;
     if (p[0] == '%' && p[1] == 'p') { o += tr_put_u64(out + o, pid); p++; had_pid = 1; }
     else if (p[0] == '%' && p[1] == '%') { out[o++] = '%'; p++; }
     else out[o++] = *p;
   }
-  if (!had_pid && is_child) {
+  if (!had_pid && add_pid) {
     if (o + 24 >= cap) return -1;
     out[o++] = '.';
     o += tr_put_u64(out + o, pid);
@@ -282,19 +282,29 @@ static int tr_expand(const char *pattern, char *out, size_t cap, int is_child) {
   out[o] = 0;
   return 0;
 }
+static int tr_expand(const char *pattern, char *out, size_t cap, int add_pid) {
+  return tr_expand_for(pattern, out, cap, add_pid, (uint64_t)getpid());
+}
 
-/* Field 22 of /proc/self/stat (starttime) and the program name. */
-static uint64_t tr_proc_start(char comm[16]) {
+/* Field 22 of /proc/PID/stat (starttime) and the program name (comm may be NULL); pid 0
+ * is this process. 0 when the process does not exist. */
+static uint64_t tr_proc_start_of(uint32_t pid, char comm[16]) {
   char buf[1024];
   uint64_t start = 0;
-  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  char path[48] = "/proc/self/stat";
+  if (pid) {
+    memcpy(path, "/proc/", 6);
+    size_t k = tr_put_u64(path + 6, pid);
+    memcpy(path + 6 + k, "/stat", 6);
+  }
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   ssize_t n = read(fd, buf, sizeof buf - 1);
   close(fd);
   if (n <= 0) return 0;
   buf[n] = 0;
   char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')');
-  if (open_paren && close_paren && close_paren > open_paren) {
+  if (comm && open_paren && close_paren && close_paren > open_paren) {
     size_t len = (size_t)(close_paren - open_paren - 1);
     if (len > 15) len = 15;
     memcpy(comm, open_paren + 1, len);
@@ -307,16 +317,117 @@ static uint64_t tr_proc_start(char comm[16]) {
   while (*p >= '0' && *p <= '9') start = start * 10 + (uint64_t)(*p++ - '0');
   return start;
 }
+static uint64_t tr_proc_start(char comm[16]) { return tr_proc_start_of(0, comm); }
+
+static int tr_read_header(const char *path, struct ltr_header *h) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, h, sizeof *h);
+  close(fd);
+  return n == (ssize_t)sizeof *h && memcmp(h->magic, LTR_MAGIC, 8) == 0;
+}
 
 /* Is the file at path a trace of this very process (an earlier image, before an exec)? */
 static int tr_is_ours(const char *path, uint32_t pid, uint64_t proc_start) {
   struct ltr_header h;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, &h, sizeof h);
-  close(fd);
-  return n == (ssize_t)sizeof h && memcmp(h.magic, LTR_MAGIC, 8) == 0 && h.pid == pid &&
-         h.proc_start == proc_start;
+  return tr_read_header(path, &h) && h.pid == pid && h.proc_start == proc_start;
+}
+
+/* ---- the recorded process tree ----
+ * The process that starts a recording is its root. It puts LARDER_TRACE_ROOT=<pid>:<start>
+ * into its environment (tr_mark_environ), and exec and posix_spawn add it to an explicit
+ * environment that lacks it, so every program image of the tree knows whether it is the
+ * root (same pid and start time: the root after an exec) or a descendant. A descendant
+ * whose environment lost the marker anyway (a program that builds its children's
+ * environment from scratch) still recognises the root's file: its header names a process
+ * that is running now. Without this an exec'd child of a fork with a name without %p
+ * truncated and shared its parent's file (issue 10). */
+#define TR_ROOT_VAR "LARDER_TRACE_ROOT"
+static uint32_t tr_root_pid;
+static uint64_t tr_root_start;
+static char tr_root_env[64];        /* "LARDER_TRACE_ROOT=<pid>:<start>" */
+
+static int tr_parse_root(const char *v, uint32_t *pid, uint64_t *start) {
+  uint64_t a = 0, b = 0;
+  const char *p = v;
+  if (!p || *p < '0' || *p > '9') return 0;
+  while (*p >= '0' && *p <= '9') a = a * 10 + (uint64_t)(*p++ - '0');
+  if (*p++ != ':' || *p < '0' || *p > '9') return 0;
+  while (*p >= '0' && *p <= '9') b = b * 10 + (uint64_t)(*p++ - '0');
+  if (*p || a == 0 || a > UINT32_MAX) return 0;
+  *pid = (uint32_t)a;
+  *start = b;
+  return 1;
+}
+
+static void tr_set_root(uint32_t pid, uint64_t start) {
+  tr_root_pid = pid;
+  tr_root_start = start;
+  size_t o = sizeof TR_ROOT_VAR;     /* "LARDER_TRACE_ROOT=" */
+  memcpy(tr_root_env, TR_ROOT_VAR "=", o);
+  o += tr_put_u64(tr_root_env + o, pid);
+  tr_root_env[o++] = ':';
+  o += tr_put_u64(tr_root_env + o, start);
+  tr_root_env[o] = 0;
+}
+
+static int tr_env_has_root(char *const envp[]) {
+  if (!envp) return 0;
+  for (char *const *e = envp; *e; e++)
+    if (strncmp(*e, TR_ROOT_VAR "=", sizeof TR_ROOT_VAR) == 0) return 1;
+  return 0;
+}
+
+extern char **environ;
+
+/* The root's marker into this process's own environment, without malloc: a copy of the
+ * pointer array in a mapping of its own. setenv and putenv copy an array they did not
+ * allocate before changing it, so nothing ever frees this one. Called from the constructor,
+ * before the program's main, when no other thread reads the environment. */
+static void tr_mark_environ(void) {
+  if (!tr_root_env[0] || tr_env_has_root(environ)) return;
+  size_t n = 0;
+  if (environ)
+    while (environ[n]) n++;
+  char **arr = mmap(NULL, (n + 2) * sizeof(char *), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (arr == MAP_FAILED) return;
+  for (size_t i = 0; i < n; i++) arr[i] = environ[i];
+  arr[n] = tr_root_env;
+  arr[n + 1] = NULL;
+  environ = arr;
+}
+
+/* Decides who this program image is when it starts (not a fork child, which knows). */
+static int tr_is_descendant(const char *pattern, uint32_t mypid, uint64_t mystart) {
+  uint32_t rp;
+  uint64_t rs;
+  if (tr_parse_root(getenv(TR_ROOT_VAR), &rp, &rs)) {
+    tr_set_root(rp, rs);
+    return !(rp == mypid && rs == mystart);
+  }
+  /* No marker (an environment built from scratch, or a raw exec): the files tell.
+   * 1. This process's own file from before an exec (same pid and start time) names the root. */
+  char path[TR_PATH_MAX];
+  struct ltr_header h;
+  for (int add = 0; add < 2; add++)
+    if (tr_expand(pattern, path, sizeof path - 16, add) == 0 && tr_read_header(path, &h) && h.pid == mypid &&
+        h.proc_start == mystart && h.root_pid) {
+      tr_set_root(h.root_pid, h.root_pid == mypid ? mystart : tr_proc_start_of(h.root_pid, NULL));
+      return h.root_pid != mypid;
+    }
+  /* 2. The parent's file (with %p), or the root's file (without), written by a process that
+   *    is running now. */
+  uint32_t ppid = (uint32_t)getppid();
+  int have_p = strstr(pattern, "%p") != NULL;
+  if (tr_expand_for(pattern, path, sizeof path - 16, 0, have_p ? ppid : mypid) == 0 && tr_read_header(path, &h) &&
+      h.pid != mypid && h.proc_start != 0 && (!have_p || h.pid == ppid) &&
+      tr_proc_start_of(h.pid, NULL) == h.proc_start) {
+    uint32_t root = h.root_pid ? h.root_pid : h.pid;
+    tr_set_root(root, root == h.pid ? h.proc_start : tr_proc_start_of(root, NULL));
+    return 1;
+  }
+  tr_set_root(mypid, mystart);
+  return 0;
 }
 
 /* LARDER_TRACE_CLOCK=ns forces CLOCK_MONOTONIC; otherwise the TSC when the kernel uses it. */
@@ -342,11 +453,6 @@ static void tr_open_file(int is_child) {
   const char *pattern = getenv("LARDER_TRACE_FILE");
   if (!pattern || !*pattern) pattern = "larder-trace.%p.ltr";
   char path[TR_PATH_MAX];
-  if (tr_expand(pattern, path, sizeof path - 16, is_child) != 0) {
-    tr_say("LARDER_TRACE_FILE is too long; not recording", NULL, NULL);
-    atomic_store(&tr_state, TR_OFF);
-    return;
-  }
   struct ltr_header h;
   memset(&h, 0, sizeof h);
   memcpy(h.magic, LTR_MAGIC, 8);
@@ -357,6 +463,15 @@ static void tr_open_file(int is_child) {
   tr_pid = h.pid;
   h.ppid = (uint32_t)getppid();
   h.proc_start = tr_proc_start(h.comm);
+  /* A fork child is a descendant (it inherited the root from its parent); a starting image
+   * finds out from the environment. */
+  int add_pid = is_child || tr_is_descendant(pattern, h.pid, h.proc_start);
+  h.root_pid = tr_root_pid;
+  if (tr_expand(pattern, path, sizeof path - 16, add_pid) != 0) {
+    tr_say("LARDER_TRACE_FILE is too long; not recording", NULL, NULL);
+    atomic_store(&tr_state, TR_OFF);
+    return;
+  }
   /* An exec'd image has the pid and start time of the image before it: keep that file and
    * start "<name>.exec<n>" instead. */
   size_t base_len = strlen(path);
@@ -448,6 +563,7 @@ static void tr_init(void) {
 
 __attribute__((constructor)) static void tr_ctor(void) {
   if (atomic_load(&tr_state) == TR_UNINIT) tr_init();
+  if (atomic_load(&tr_state) == TR_READY) tr_mark_environ();
 }
 
 /* Writes every thread's buffer. At exit (final) later records are written as soon as they
@@ -599,32 +715,74 @@ TR_EXPORT __attribute__((noreturn)) void _exit(int status) {
 }
 TR_EXPORT __attribute__((noreturn)) void _Exit(int status) { _exit(status); }
 
-extern char **environ;
 typedef int (*tr_execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*tr_execv_fn)(const char *, char *const[]);
 typedef int (*tr_fexecve_fn)(int, char *const[], char *const[]);
 
 #define TR_NEXT(type, name) ((type)dlsym(RTLD_NEXT, name))
 
+/* envp with the root marker added when it lacks it (see tr_mark_environ), in a VLA of the
+ * caller's frame: no malloc, and safe in a vfork child. */
+static size_t tr_env_len(char *const envp[]) {
+  size_t n = 0;
+  if (envp)
+    while (envp[n]) n++;
+  return n;
+}
+#define TR_WITH_ROOT(envp, out)                                                  \
+  size_t out##_n = (tr_root_env[0] && !tr_env_has_root(envp)) ? tr_env_len(envp) + 2 : 1; \
+  char *out##_arr[out##_n];                                                   \
+  char *const *out = envp;                                                    \
+  if (out##_n > 1) {                                                          \
+    for (size_t i = 0; i + 2 < out##_n; i++) out##_arr[i] = envp[i];          \
+    out##_arr[out##_n - 2] = tr_root_env;                                     \
+    out##_arr[out##_n - 1] = NULL;                                            \
+    out = out##_arr;                                                          \
+  }
+
 TR_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
   tr_flush_all();
   tr_execve_fn f = TR_NEXT(tr_execve_fn, "execve");
   if (!f) { errno = ENOSYS; return -1; }
-  return f(path, argv, envp);
+  TR_WITH_ROOT(envp, env2);
+  return f(path, argv, env2);
 }
 TR_EXPORT int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
 TR_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
   tr_flush_all();
   tr_execve_fn f = TR_NEXT(tr_execve_fn, "execvpe");
   if (!f) { errno = ENOSYS; return -1; }
-  return f(file, argv, envp);
+  TR_WITH_ROOT(envp, env2);
+  return f(file, argv, env2);
 }
 TR_EXPORT int execvp(const char *file, char *const argv[]) { return execvpe(file, argv, environ); }
 TR_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
   tr_flush_all();
   tr_fexecve_fn f = TR_NEXT(tr_fexecve_fn, "fexecve");
   if (!f) { errno = ENOSYS; return -1; }
-  return f(fd, argv, envp);
+  TR_WITH_ROOT(envp, env2);
+  return f(fd, argv, env2);
+}
+
+/* posix_spawn runs the child on this process's memory (vfork) and execs there through
+ * libc's internal execve, which the wrappers above do not see: the marker goes into the
+ * environment here. The child's new image then writes its own file. */
+#include <spawn.h>
+typedef int (*tr_spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+                           const posix_spawnattr_t *, char *const[], char *const[]);
+TR_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                          const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+  tr_spawn_fn f = TR_NEXT(tr_spawn_fn, "posix_spawn");
+  if (!f) return ENOSYS;
+  TR_WITH_ROOT(envp, env2);
+  return f(pid, path, fa, attr, argv, env2);
+}
+TR_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+                           const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+  tr_spawn_fn f = TR_NEXT(tr_spawn_fn, "posix_spawnp");
+  if (!f) return ENOSYS;
+  TR_WITH_ROOT(envp, env2);
+  return f(pid, file, fa, attr, argv, env2);
 }
 
 /* execl, execlp, execle: gather the variadic arguments into an array on the stack. */

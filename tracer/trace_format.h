@@ -52,7 +52,8 @@ struct ltr_header {
   uint64_t proc_start;     /* /proc/self/stat starttime: the same across exec, so an exec'd
                               image can tell that a file with its pid is its own predecessor's */
   uint32_t exec_seq;       /* 0 for the process's first image, n for the n-th exec'd image */
-  uint32_t reserved;
+  uint32_t root_pid;       /* pid of the process that started the recorded process tree (0 in
+                              files written before this field existed) */
   char     comm[16];       /* program name, NUL-padded */
 };
 

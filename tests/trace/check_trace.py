@@ -177,6 +177,109 @@ def t_vfork_exec(args, tmp: Path) -> None:
           f"no lost or doubled records around vfork+exec (unknown frees {f['unknown_frees']}, alloc of live {f['alloc_of_live']})")
 
 
+TREE_SCENARIOS = {
+    # scenario: (argv after the program, tags recorded by the root, tags by other processes, files)
+    "fork-exec": (["fork-exec"], {1, 4}, {2, 3}, 3),
+    "fork-exit": (["fork-exit"], {1, 3}, {2}, 2),
+    "vfork-exec": (["vfork-exec"], {1, 3}, {2}, 2),
+    "spawn": (["spawn"], {1, 4}, {2, 3}, 3),
+    "raw-exec": (["raw-exec"], {1, 3}, {2}, 3),
+}
+
+
+def _tag_calls(t, tag: int) -> list:
+    """The records of tag's sequence (tree_prog.c seq): sizes tag*1000+1..+200 and the frees
+    and reallocs of the blocks they returned, in the file's order."""
+    lo, hi = tag * 1000 + 1, tag * 1000 + 200
+    mine: set = set()
+    out = []
+    for _, r in t.merged():
+        if r.op in (fmt.OP_CODES["malloc"], fmt.OP_CODES["realloc"]) and lo <= r.size <= hi:
+            if r.op == fmt.OP_CODES["realloc"] and r.addr_in not in mine:
+                continue
+            mine.discard(r.addr_in)
+            mine.add(r.addr_out)
+            out.append(r)
+        elif r.op == fmt.FREE and r.addr_in in mine:
+            mine.discard(r.addr_in)
+            out.append(r)
+    return out
+
+
+def _check_sequence(calls: list, tag: int, where: str) -> None:
+    want = []
+    for i in range(1, 51):
+        want += [(fmt.OP_CODES["malloc"], tag * 1000 + i), (fmt.FREE, None)]
+    want += [(fmt.OP_CODES["malloc"], tag * 1000 + 100), (fmt.OP_CODES["realloc"], tag * 1000 + 200), (fmt.FREE, None)]
+    got = [(r.op, r.size if r.op != fmt.FREE else None) for r in calls]
+    ok = got == want
+    if ok:  # every free releases the block the call before it returned
+        for a, b in zip(calls, calls[1:]):
+            if b.op in (fmt.FREE, fmt.OP_CODES["realloc"]) and b.addr_in != a.addr_out:
+                ok = False
+    check(ok, f"{where}: seq {tag} is there call by call ({len(got)} of {len(want)} calls, pointers matched)")
+
+
+def _check_tree(tmp: Path, name: str, root_tags: set, child_tags: set, nfiles: int, root_name: str) -> None:
+    files = sorted(p for p in tmp.iterdir() if p.name.startswith(root_name.split("%p")[0]))
+    check(len(files) == nfiles, f"{name}: {nfiles} files, one per process image ({[f.name for f in files]})")
+    traces = {}
+    for f in files:
+        try:
+            traces[f] = fmt.load(f)
+        except fmt.TraceError as e:
+            check(False, f"{name}: {f.name} reads cleanly ({e})")
+    roots = [f for f, t in traces.items() if t.header.pid == t.header.root_pid and t.header.exec_seq == 0]
+    check(len(roots) == 1, f"{name}: one root file ({[f.name for f in roots]})")
+    if not roots:
+        return
+    root = roots[0]
+    rpid = traces[root].header.pid
+    check(all(t.header.root_pid == rpid for t in traces.values()), f"{name}: every file names root pid {rpid}")
+    if "%p" not in root_name:
+        check(root.name == root_name, f"{name}: the root writes the name as given ({root.name})")
+        for f, t in traces.items():
+            if f != root:
+                h = t.header
+                want = f"{root_name}.{h.pid}" + (f".exec{h.exec_seq}" if h.exec_seq else "")
+                check(f.name == want, f"{name}: a descendant's file is NAME.<pid>[.execN] ({f.name}, want {want})")
+    for tag in sorted(root_tags | child_tags):
+        holders = [f for f, t in traces.items() if _tag_calls(t, tag)]
+        check(len(holders) == 1, f"{name}: seq {tag} in exactly one file ({[f.name for f in holders]})")
+        if len(holders) != 1:
+            continue
+        f = holders[0]
+        check((f == root) == (tag in root_tags), f"{name}: seq {tag} in the {'root' if tag in root_tags else 'child'}'s file ({f.name})")
+        _check_sequence(_tag_calls(traces[f], tag), tag, f"{name} {f.name}")
+    fam = fmt.family(root)
+    check(sorted(m.path for m in fam) == sorted(traces), f"{name}: family() of the root lists the {len(traces)} files")
+
+
+def t_process_tree(args, tmp: Path) -> None:
+    """Every process of a recorded tree writes its own complete file and nothing else, with
+    a name without %p (the form that used to mix a fork+exec child into its parent's file)."""
+    for name, (argv, root_tags, child_tags, nfiles) in TREE_SCENARIOS.items():
+        for pattern in ("t.ltr", "t.%p.ltr"):
+            d = tmp / f"{name}-{'p' if '%p' in pattern else 'plain'}"
+            d.mkdir()
+            env = dict(os.environ, LARDER_TRACE_FILE=str(d / pattern), LD_PRELOAD=args.recorder)
+            env.pop("LARDER_TRACE_ROOT", None)
+            r = subprocess.run([args.tree_prog, *argv], env=env, capture_output=True, text=True, timeout=60)
+            check(r.returncode == 0, f"{name}: tree_prog runs under the recorder ({r.returncode}: {r.stderr.strip()[:200]})")
+            _check_tree(d, f"{name} ({pattern})", root_tags, child_tags, nfiles, pattern)
+    # a shell pipeline: the shell, its forked children and the programs they exec
+    d = tmp / "pipeline"
+    d.mkdir()
+    env = dict(os.environ, LARDER_TRACE_FILE=str(d / "t.ltr"), LD_PRELOAD=args.recorder)
+    env.pop("LARDER_TRACE_ROOT", None)
+    r = subprocess.run(["/bin/sh", "-c", f"{args.tree_prog} seq 5 | {args.tree_prog} seq 6; {args.tree_prog} seq 7"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, f"pipeline runs under the recorder ({r.stderr.strip()[:200]})")
+    n = len(list(d.iterdir()))
+    check(n >= 3, f"pipeline: the shell and at least two programs have files ({n})")
+    _check_tree(d, "pipeline", set(), {5, 6, 7}, n, "t.ltr")
+
+
 def t_bad_input(args, tmp: Path) -> None:
     record(args, tmp / "w.ltr", ["2", "1", "500"])
     good = (tmp / "w.ltr").read_bytes()
@@ -230,8 +333,9 @@ def main() -> int:
     p.add_argument("--replay", required=True)
     p.add_argument("--prog", required=True)
     p.add_argument("--fork-exec", required=True)
+    p.add_argument("--tree-prog")
     p.add_argument("check", choices=["record-replay", "faithful", "unchanged-output", "fork-exec", "bad-input",
-                                     "clock-and-env", "vfork-exec"])
+                                     "clock-and-env", "vfork-exec", "process-tree"])
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="larder-trace-") as td:
         globals()["t_" + args.check.replace("-", "_")](args, Path(td))

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from . import fmt, stats, synth
@@ -56,16 +57,18 @@ def cmd_record(args) -> int:
     target = out[:-3] if gz else out
     if "%p" not in target and Path(target).exists():
         Path(target).unlink()
+    started = time.time()
     env = dict(os.environ)
     env["LD_PRELOAD"] = str(recorder) + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
     env["LARDER_TRACE_FILE"] = target
+    env.pop("LARDER_TRACE_ROOT", None)  # a new recording has its own root (docs/traces.md)
     try:
         rc = subprocess.call(cmd, env=env)
     except OSError as e:
         return _err(f"record: cannot run {cmd[0]}: {e.strerror}", 127)
     made = sorted(Path(target).parent.glob(Path(target.replace("%p", "*")).name + "*")) \
         if "%p" in target else sorted(Path(target).parent.glob(Path(target).name + "*"))
-    made = [p for p in made if not p.name.endswith(".gz")]
+    made = [p for p in made if not p.name.endswith(".gz") and p.stat().st_mtime >= started - 1]
     for p in made:
         try:
             t = fmt.load(p)
@@ -78,6 +81,9 @@ def cmd_record(args) -> int:
             p.unlink()
             p = Path(str(p) + ".gz")
         print(f"larder-bench trace: wrote {p} ({desc})", file=sys.stderr)
+    if len(made) > 1:
+        print(f"larder-bench trace: {len(made)} files, one per process image of the recorded tree "
+              f"(`larder-bench trace stats FILE` lists them)", file=sys.stderr)
     if not made:
         print("larder-bench trace: the command made no trace (statically linked, or no allocation?)", file=sys.stderr)
     return rc
@@ -91,9 +97,16 @@ def cmd_stats(args) -> int:
         return _err(str(e), EXIT_BAD_TRACE)
     s = stats.compute(t)
     if args.json:
-        print(json.dumps(s.to_json(), indent=1))
+        d = s.to_json()
+        d["process_tree"] = [{"file": str(m.path), "pid": m.header.pid, "ppid": m.header.ppid,
+                              "root_pid": m.header.root_pid, "exec_seq": m.header.exec_seq, "comm": m.header.comm}
+                             for m in fmt.family(args.file)]
+        print(json.dumps(d, indent=1))
     else:
         print(stats.text_report(s, args.file))
+        tree = fmt.family_text(args.file)
+        if tree:
+            print("\n" + tree)
     if args.plot:
         base = Path(args.plot)
         base.parent.mkdir(parents=True, exist_ok=True)
@@ -116,6 +129,9 @@ def cmd_replay(args) -> int:
         fmt.load(trace)
     except (fmt.TraceError, OSError) as e:
         return _err(str(e), EXIT_BAD_TRACE)
+    tree = fmt.family_text(trace)
+    if tree:
+        print(tree + "\nreplaying only this file's process.", file=sys.stderr)
     try:
         threads = _positive_list(args.threads, "--threads")
         if args.iterations < 1 or args.repeats < 1:

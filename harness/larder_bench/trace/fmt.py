@@ -75,11 +75,11 @@ class Header:
     exec_seq: int = 0
     comm: str = ""
     flags: int = 0
-    reserved: int = 0
+    root_pid: int = 0   # pid of the process that started the recorded tree (0: older file)
 
     def pack(self) -> bytes:
         return HEADER.pack(MAGIC, VERSION, HEADER_SIZE, RECORD_SIZE, self.flags, self.pid, self.ppid,
-                           self.start_ns, self.proc_start, self.exec_seq, self.reserved,
+                           self.start_ns, self.proc_start, self.exec_seq, self.root_pid,
                            self.comm.encode()[:16].ljust(16, b"\0"))
 
 
@@ -178,7 +178,7 @@ def parse(data: bytes, name: str = "trace") -> Trace:
         raise TraceError(f"{name}: byte 0: not a larder trace (magic \"LRDTRACE\" missing)")
     if n < HEADER_SIZE:
         raise TraceError(f"{name}: byte {n}: truncated header ({n} of {HEADER_SIZE} bytes)")
-    (_, version, hsize, rsize, flags, pid, ppid, start, pstart, exec_seq, reserved,
+    (_, version, hsize, rsize, flags, pid, ppid, start, pstart, exec_seq, root_pid,
      comm) = HEADER.unpack_from(data, 0)
     if version != VERSION:
         raise TraceError(f"{name}: byte 8: unsupported trace version {version} (this reader knows version {VERSION})")
@@ -187,7 +187,7 @@ def parse(data: bytes, name: str = "trace") -> Trace:
     if rsize != RECORD_SIZE:
         raise TraceError(f"{name}: byte 12: record size {rsize}, expected {RECORD_SIZE}")
     header = Header(pid, ppid, start, pstart, exec_seq, comm.rstrip(b"\0").decode(errors="replace"),
-                    flags, reserved)
+                    flags, root_pid)
     blocks = []
     off = hsize
     while off < n:
@@ -218,14 +218,14 @@ def load(path: str | Path) -> Trace:
 
 
 # ---- text form ----
-# line 1:  larder-trace 1 pid=.. ppid=.. start_ns=.. proc_start=.. exec_seq=.. flags=.. reserved=.. comm=..
+# line 1:  larder-trace 1 pid=.. ppid=.. start_ns=.. proc_start=.. exec_seq=.. flags=.. root_pid=.. comm=..
 # then:    block <tid> <thread_seq> <count> <clock_ticks> <clock_ns>
 # then count lines: <t> <op> <size> <align_log2> <addr_in hex> <addr_out hex>
 
 def to_text(trace: Trace) -> str:
     h = trace.header
     lines = [f"larder-trace {VERSION} pid={h.pid} ppid={h.ppid} start_ns={h.start_ns} proc_start={h.proc_start} "
-             f"exec_seq={h.exec_seq} flags={h.flags} reserved={h.reserved} comm={h.comm.encode().hex()}"]
+             f"exec_seq={h.exec_seq} flags={h.flags} root_pid={h.root_pid} comm={h.comm.encode().hex()}"]
     for b in trace.blocks:
         lines.append(f"block {b.tid} {b.thread_seq} {len(b.records)} {b.clock_ticks} {b.clock_ns}")
         for r in b.records:
@@ -244,7 +244,7 @@ def from_text(text: str, name: str = "text") -> Trace:
     try:
         header = Header(int(kv["pid"]), int(kv["ppid"]), int(kv["start_ns"]), int(kv["proc_start"]),
                         int(kv["exec_seq"]), bytes.fromhex(kv.get("comm", "")).decode(errors="replace"),
-                        int(kv.get("flags", 0)), int(kv.get("reserved", 0)))
+                        int(kv.get("flags", 0)), int(kv.get("root_pid", kv.get("reserved", 0))))
     except (KeyError, ValueError) as e:
         raise TraceError(f"{name}: line 1: bad header field: {e}") from None
     blocks: list[Block] = []
@@ -274,3 +274,77 @@ def from_text(text: str, name: str = "text") -> Trace:
     if want:
         raise TraceError(f"{name}: end: the last block lacks {want} records")
     return Trace(header, blocks)
+
+
+# ---- the files of one recorded process tree ----
+def read_header(path: str | Path) -> Header | None:
+    """The header alone (a .gz file is decompressed only that far); None if not a trace."""
+    import gzip as _gz
+    try:
+        opener = _gz.open if str(path).endswith(".gz") else open
+        with opener(path, "rb") as f:
+            data = f.read(HEADER_SIZE)
+    except (OSError, EOFError):
+        return None
+    if len(data) < HEADER_SIZE or data[:8] != MAGIC:
+        return None
+    (_, version, _, _, flags, pid, ppid, start, pstart, exec_seq, root_pid, comm) = HEADER.unpack_from(data, 0)
+    return Header(pid, ppid, start, pstart, exec_seq, comm.rstrip(b"\0").decode(errors="replace"), flags, root_pid)
+
+
+@dataclass
+class Member:
+    path: Path
+    header: Header
+
+    @property
+    def role(self) -> str:
+        h = self.header
+        who = "root" if h.pid == h.root_pid else f"child of {h.ppid}"
+        image = f", image {h.exec_seq + 1} (after {h.exec_seq} exec)" if h.exec_seq else ""
+        return f"pid {h.pid} ({h.comm}), {who}{image}"
+
+
+def family(path: str | Path, limit: int = 2000) -> list[Member]:
+    """Every trace file of the recording that `path` belongs to, `path` included: the files
+    in its folder whose header names the same root process (the recorder writes the root's
+    pid into every file of the tree; docs/traces.md "Process trees"). Sorted by pid, then
+    image. A file written before root_pid existed is its own family."""
+    path = Path(path)
+    me = read_header(path)
+    if me is None:
+        return []
+    if me.root_pid == 0:
+        return [Member(path, me)]
+    out = []
+    folder = path.parent if str(path.parent) else Path(".")
+    for i, p in enumerate(sorted(folder.iterdir())):
+        if i >= limit:
+            break
+        if not p.is_file() or p.stat().st_size < HEADER_SIZE and not p.name.endswith(".gz"):
+            continue
+        h = read_header(p)
+        if h is not None and h.root_pid == me.root_pid:
+            out.append(Member(p, h))
+    roots = {m.header.proc_start for m in out if m.header.pid == me.root_pid}
+    if len(roots) > 1:  # two recordings in one folder whose roots had the same pid
+        mine = me.proc_start if me.pid == me.root_pid else None
+        if mine is not None:
+            out = [m for m in out if m.header.pid != me.root_pid or m.header.proc_start == mine]
+    out.sort(key=lambda m: (m.header.pid != m.header.root_pid, m.header.pid, m.header.exec_seq))
+    return out
+
+
+def family_text(path: str | Path) -> str:
+    """One line per other file of the same recorded tree, for `trace stats` and `trace replay`."""
+    fam = family(path)
+    if len(fam) <= 1:
+        return ""
+    path = Path(path)
+    me = next((m for m in fam if m.path == path), None)
+    lines = [f"process tree: this file is {me.role if me else path.name}; the recording (root pid "
+             f"{fam[0].header.root_pid}) has {len(fam)} files, one per process image:"]
+    for m in fam:
+        mark = "*" if m.path == path else " "
+        lines.append(f" {mark} {m.path.name}: {m.role}")
+    return "\n".join(lines)
