@@ -9,9 +9,23 @@
 
 #include <stddef.h>
 
+/* ---- version: set here and nowhere else (CMake, larder.pc and the Rust crate read these lines) ---- */
+#define LARDER_VERSION_MAJOR 0
+#define LARDER_VERSION_MINOR 1
+#define LARDER_VERSION_PATCH 0
+#define LARDER_VERSION (LARDER_VERSION_MAJOR * 10000 + LARDER_VERSION_MINOR * 100 + LARDER_VERSION_PATCH)
+#define LARDER_VERSION_STR_(x) #x
+#define LARDER_VERSION_XSTR_(x) LARDER_VERSION_STR_(x)
+#define LARDER_VERSION_STRING LARDER_VERSION_XSTR_(LARDER_VERSION_MAJOR) "." \
+  LARDER_VERSION_XSTR_(LARDER_VERSION_MINOR) "." LARDER_VERSION_XSTR_(LARDER_VERSION_PATCH)
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The version of the liblarder actually linked or preloaded, for example "0.1.0"; compare it
+ * with LARDER_VERSION_STRING, the version of this header. */
+const char *larder_version(void);
 
 /* ---- allocation: the same contracts as the C library functions of the same name ---- */
 void  *larder_malloc(size_t size);
