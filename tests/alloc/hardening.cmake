@@ -14,3 +14,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/addrmap.c)
   add_test(NAME alloc_addrmap_unit COMMAND alloc_addrmap_unit)
   set_tests_properties(alloc_addrmap_unit PROPERTIES LABELS alloc TIMEOUT 120)
 endif()
+
+# ---- misuse of pointers: static, stack, foreign mmap, wild; double and interior frees;
+# realloc of freed blocks (each in a child; message with the address and SIGABRT) ----
+alloc_test(alloc_misuse_pointers SOURCES alloc/misuse_pointers.c PRELOAD TIMEOUT 120)
