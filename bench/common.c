@@ -3,6 +3,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
@@ -21,6 +22,7 @@
 #define BENCH_MAX_OPTS 64
 static uint64_t bench_default_u64[BENCH_MAX_OPTS];
 static double bench_default_real[BENCH_MAX_OPTS];
+static const char *bench_default_str[BENCH_MAX_OPTS];
 static bool bench_defaults_saved;
 
 static void bench_save_defaults(const struct bench_prog *prog) {
@@ -30,6 +32,8 @@ static void bench_save_defaults(const struct bench_prog *prog) {
       bench_default_u64[i] = *(const uint64_t *)o->dest;
     else if (o->kind == BENCH_OPT_REAL)
       bench_default_real[i] = *(const double *)o->dest;
+    else if (o->kind == BENCH_OPT_CHOICE)
+      bench_default_str[i] = *(const char *const *)o->dest;
   }
   bench_defaults_saved = true;
 }
@@ -39,7 +43,10 @@ static void bench_print_usage(const struct bench_prog *prog, FILE *out) {
   for (size_t i = 0; i < prog->nopts; i++) {
     const struct bench_opt *o = &prog->opts[i];
     char head[64];
-    const char *arg = o->kind == BENCH_OPT_U64 ? " N" : o->kind == BENCH_OPT_REAL ? " X" : "";
+    const char *arg = o->kind == BENCH_OPT_U64    ? " N"
+                      : o->kind == BENCH_OPT_REAL   ? " X"
+                      : o->kind == BENCH_OPT_CHOICE ? " WORD"
+                                                    : "";
     if (o->short_name)
       snprintf(head, sizeof head, "-%c, --%s%s", o->short_name, o->name, arg);
     else
@@ -66,6 +73,15 @@ static void bench_print_usage(const struct bench_prog *prog, FILE *out) {
       break;
     case BENCH_OPT_FLAG:
       fputc('\n', out);
+      break;
+    case BENCH_OPT_CHOICE:
+      fputs(" [", out);
+      for (size_t k = 0; o->choices && o->choices[k]; k++)
+        fprintf(out, "%s%s", k ? "|" : "", o->choices[k]);
+      fprintf(out, ", default %s]\n",
+              o->default_text ? o->default_text
+              : bench_defaults_saved && i < BENCH_MAX_OPTS ? bench_default_str[i]
+                                                           : *(const char *const *)o->dest);
       break;
     }
   }
@@ -127,6 +143,14 @@ static bool bench_parse_real(const char *s, double *out) {
 
 static void bench_set_value(const struct bench_prog *prog, const struct bench_opt *o,
                             const char *shown, const char *val) {
+  if (o->kind == BENCH_OPT_CHOICE) {
+    for (size_t k = 0; o->choices && o->choices[k]; k++)
+      if (strcmp(val, o->choices[k]) == 0) {
+        *(const char **)o->dest = o->choices[k];
+        return;
+      }
+    bench_usage_error(prog, "%s expects one of the words listed below, got '%s'", shown, val);
+  }
   if (o->kind == BENCH_OPT_U64) {
     uint64_t v;
     if (!bench_parse_u64(val, &v))
@@ -340,6 +364,9 @@ void bench_json_begin(struct bench_json *j, const struct bench_prog *prog) {
     case BENCH_OPT_FLAG:
       bench_json_put(j, "%s", *(const bool *)o->dest ? "true" : "false");
       break;
+    case BENCH_OPT_CHOICE:
+      bench_json_put(j, "\"%s\"", *(const char *const *)o->dest);
+      break;
     }
   }
 }
@@ -405,4 +432,136 @@ void bench_sleep_seconds(double seconds) {
     ts.tv_nsec = 999999999L;
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
     ;
+}
+
+/* ---- additions for the server-scale workloads (churn, server-mix) ---------------------- */
+
+/* Reads a small /proc file into buf with read(2), so a sampler thread allocates nothing. */
+static ssize_t bench_read_proc(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  size_t len = 0;
+  while (len < cap - 1) {
+    ssize_t n = read(fd, buf + len, cap - 1 - len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    len += (size_t)n;
+  }
+  close(fd);
+  buf[len] = '\0';
+  return (ssize_t)len;
+}
+
+bool bench_statm(uint64_t *size_bytes, uint64_t *resident_bytes) {
+  char buf[128];
+  unsigned long long size_pages = 0, resident_pages = 0;
+  *size_bytes = *resident_bytes = 0;
+  if (bench_read_proc("/proc/self/statm", buf, sizeof buf) <= 0)
+    return false;
+  if (sscanf(buf, "%llu %llu", &size_pages, &resident_pages) != 2)
+    return false;
+  uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+  *size_bytes = (uint64_t)size_pages * page;
+  *resident_bytes = (uint64_t)resident_pages * page;
+  return true;
+}
+
+uint64_t bench_status_kib(const char *key) {
+  char buf[8192];
+  if (bench_read_proc("/proc/self/status", buf, sizeof buf) <= 0)
+    return 0;
+  size_t klen = strlen(key);
+  for (const char *line = buf; line && *line;) {
+    if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+      unsigned long long v = 0;
+      if (sscanf(line + klen + 1, "%llu", &v) == 1)
+        return (uint64_t)v;
+      return 0;
+    }
+    line = strchr(line, '\n');
+    if (line)
+      line++;
+  }
+  return 0;
+}
+
+double bench_cpu_seconds(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+  }
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void bench_json_pair_list(struct bench_json *j, const char *key, const double *xy, size_t n) {
+  bench_json_key(j, key);
+  bench_json_put(j, "[");
+  for (size_t i = 0; i < n; i++) {
+    bench_json_put(j, "%s[", i ? ", " : "");
+    bench_json_number(j, xy[2 * i]);
+    bench_json_put(j, ", ");
+    bench_json_number(j, xy[2 * i + 1]);
+    bench_json_put(j, "]");
+  }
+  bench_json_put(j, "]");
+}
+
+void bench_json_string(struct bench_json *j, const char *key, const char *v) {
+  bench_json_key(j, key);
+  bench_json_put(j, "\"%s\"", v);
+}
+
+void bench_ring_init(const char *prog, struct bench_ring *r, uint64_t capacity) {
+  uint64_t cap = 4 * BENCH_RING_BATCH;
+  while (cap < capacity)
+    cap *= 2;
+  atomic_init(&r->tail, 0);
+  atomic_init(&r->head, 0);
+  r->ptail = r->phead = 0;
+  r->mask = cap - 1;
+  r->slot = malloc(cap * sizeof *r->slot);
+  if (!r->slot)
+    bench_die(prog, "out of memory for a hand-off ring of %llu blocks", (unsigned long long)cap);
+}
+
+void bench_ring_destroy(struct bench_ring *r) {
+  free(r->slot);
+  r->slot = NULL;
+}
+
+bool bench_ring_push(struct bench_ring *r, void *p) {
+  if (r->ptail - r->phead > r->mask) {
+    r->phead = atomic_load_explicit(&r->head, memory_order_acquire);
+    if (r->ptail - r->phead > r->mask) {
+      /* Full: publish what is there, or a consumer waiting for a batch would never see it. */
+      atomic_store_explicit(&r->tail, r->ptail, memory_order_release);
+      return false;
+    }
+  }
+  r->slot[r->ptail & r->mask] = p;
+  r->ptail++;
+  if ((r->ptail & (BENCH_RING_BATCH - 1)) == 0)
+    atomic_store_explicit(&r->tail, r->ptail, memory_order_release);
+  return true;
+}
+
+void bench_ring_flush(struct bench_ring *r) {
+  atomic_store_explicit(&r->tail, r->ptail, memory_order_release);
+}
+
+uint64_t bench_ring_drain(struct bench_ring *r) {
+  uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+  uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed); /* only we write it */
+  if (t == h)
+    return 0;
+  for (uint64_t i = h; i < t; i++)
+    free(r->slot[i & r->mask]);
+  atomic_store_explicit(&r->head, t, memory_order_release);
+  return t - h;
 }

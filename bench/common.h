@@ -18,6 +18,7 @@ enum bench_opt_kind {
   BENCH_OPT_U64,  /* uint64_t, plain decimal, checked against [min, max] */
   BENCH_OPT_REAL, /* double, finite, checked against [rmin, rmax] */
   BENCH_OPT_FLAG, /* bool, takes no value */
+  BENCH_OPT_CHOICE, /* const char *, one of `choices`; written as a JSON string */
 };
 
 struct bench_opt {
@@ -30,6 +31,7 @@ struct bench_opt {
   bool alias;        /* another name for an earlier option: not repeated in the JSON params */
   const char *help;
   const char *default_text; /* shown as the default in the usage instead of the value, or NULL */
+  const char *const *choices; /* BENCH_OPT_CHOICE: the accepted words, NULL-terminated */
 };
 
 struct bench_prog {
@@ -104,5 +106,46 @@ void bench_json_real_list(struct bench_json *j, const char *key, const double *v
 void bench_json_u64_list(struct bench_json *j, const char *key, const uint64_t *v, size_t n);
 /* Closes the object, prints it on its own line, flushes stdout, frees the buffer. */
 void bench_json_end(struct bench_json *j);
+
+/* ---- additions for the server-scale workloads (churn, server-mix) ---------------------- */
+
+/* /proc/self/statm: address space (VmSize) and resident set in bytes, read without allocating.
+ * Returns false (and zeroes) when the file cannot be read. */
+bool bench_statm(uint64_t *size_bytes, uint64_t *resident_bytes);
+/* One "Key:  N kB" line of /proc/self/status (VmHWM, VmPeak, VmSize, VmRSS, ...) in KiB, read
+ * without allocating; 0 when absent. */
+uint64_t bench_status_kib(const char *key);
+/* CPU time of the whole process (user + system, every thread), seconds. */
+double bench_cpu_seconds(void);
+
+/* A list of [x, y] pairs, xy holding x0, y0, x1, y1, ...: "key": [[x0, y0], [x1, y1], ...]. */
+void bench_json_pair_list(struct bench_json *j, const char *key, const double *xy, size_t n);
+/* A string figure or parameter (plain ASCII without quotes or backslashes). */
+void bench_json_string(struct bench_json *j, const char *key, const char *v);
+
+/* A single-producer single-consumer ring of blocks handed from the thread that allocated them
+ * to the thread that frees them. The producer publishes its tail every BENCH_RING_BATCH pushes
+ * (and on flush), the consumer frees everything published at once: the hand-off costs a few
+ * plain stores per block and one shared cache-line transfer per batch, so it does not dominate
+ * what the workload measures. Head and tail sit on their own cache lines. */
+#define BENCH_RING_BATCH 32
+struct bench_ring {
+  _Alignas(64) _Atomic uint64_t tail; /* published by the producer */
+  _Alignas(64) _Atomic uint64_t head; /* published by the consumer */
+  _Alignas(64) uint64_t ptail;        /* producer's private tail and cached head */
+  uint64_t phead;
+  void **slot;
+  uint64_t mask; /* capacity - 1, capacity a power of two */
+};
+/* Capacity rounded up to a power of two, at least 4 * BENCH_RING_BATCH; exits 1 when out of
+ * memory (the slot array is allocated here, before any measured phase). */
+void bench_ring_init(const char *prog, struct bench_ring *r, uint64_t capacity);
+void bench_ring_destroy(struct bench_ring *r);
+/* Producer: false when the ring is full (the caller drains its own inbound ring and retries). */
+bool bench_ring_push(struct bench_ring *r, void *p);
+/* Producer: publishes every push so far. */
+void bench_ring_flush(struct bench_ring *r);
+/* Consumer: frees every published block; returns how many. */
+uint64_t bench_ring_drain(struct bench_ring *r);
 
 #endif

@@ -5,7 +5,9 @@
       PROG runs with ARGS and must exit 0 with one JSON object on its last stdout line:
       {"name": NAME, "params": {...}, "figures": {...}}. Checks:
         --params k1,k2        these keys exist in params
-        --figures k1,k2       these keys exist in figures (numbers, or lists of numbers)
+        --figures k1,k2       these keys exist in figures (numbers, lists of numbers, or
+                              lists of [x, y] pairs of numbers)
+        --nullable k1,k2      these figures may be null (a figure the run was too short for)
         --param k=v           params[k] == v (v parsed as JSON)
         --figure k=v          figures[k] == v (numbers compared to 1e-9 relative)
         --positive k1,k2      figures[k] > 0
@@ -59,6 +61,10 @@ def is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def is_pair(v):
+    return isinstance(v, list) and len(v) == 2 and all(is_number(x) for x in v)
+
+
 def keys(s):
     return [k for k in s.split(",") if k]
 
@@ -94,10 +100,14 @@ def check_run(o, args):
     p, f = doc["params"], doc["figures"]
     if not isinstance(p, dict) or not isinstance(f, dict):
         fail("params and figures must be objects")
+    nullable = set(keys(o.nullable))
     for k, v in f.items():
-        ok = is_number(v) or (isinstance(v, list) and all(is_number(x) for x in v))
+        ok = is_number(v) or (isinstance(v, list) and (all(is_number(x) for x in v)
+                                                       or all(is_pair(x) for x in v)))
+        if v is None and k in nullable:
+            ok = True
         if not ok:
-            fail("figure %s is not a finite number or list of numbers: %r" % (k, v))
+            fail("figure %s is not a finite number or list of numbers or pairs: %r" % (k, v))
     for k in keys(o.params):
         if k not in p:
             fail("params lack %r: %r" % (k, p))
@@ -174,6 +184,7 @@ def main():
     ap.add_argument("--param", action="append", default=[])
     ap.add_argument("--figure", action="append", default=[])
     ap.add_argument("--positive", default="")
+    ap.add_argument("--nullable", default="")
     ap.add_argument("--len", action="append", default=[])
     ap.add_argument("--expr", action="append", default=[])
     o = ap.parse_args(groups[0])

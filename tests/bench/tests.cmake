@@ -162,3 +162,69 @@ bench_check(blowup blowup
          "--expr=f['blowup'] >= 0.9"
   ARGS -t 3 --blocks 20000 --size 64 --rounds 3)
 bench_bad(blowup -- --blocks 0 -- --rounds x)
+
+# ---- churn (issue 8): a large live heap replaced at random ----
+set(CHURN_FIGS cpu_ns_per_op,ops,ops_per_cpu_s,ops_per_s,cpu_s,wall_s,fill_s,remote_frees,minflt,peak_rss_kib,rss_kib,mapped_kib,mapped_peak_kib)
+set(CHURN_PARAMS threads,live,min_size,max_size,mix,ops,seconds,remote_share,seed,touch)
+# Fixed count, two threads handing a quarter of their frees to each other: every thread does
+# exactly --ops replacements; the CPU figures are one another's arithmetic; about a quarter of
+# the frees went through the ring; the process held at least the live blocks (2 x 5000 x ~16 B).
+bench_check(churn.remote churn
+  CHECKS --params ${CHURN_PARAMS} --figures ${CHURN_FIGS}
+         --param threads=2 --param ops=20000 --param mix=\"small\" --param remote_share=0.25
+         --figure ops=40000 --positive cpu_ns_per_op,ops_per_cpu_s,cpu_s,wall_s,peak_rss_kib,rss_kib,mapped_kib
+         "--expr=abs(f['cpu_ns_per_op'] * f['ops'] * 1e-9 - f['cpu_s']) < 1e-6 * f['cpu_s'] + 1e-9"
+         "--expr=abs(f['ops_per_cpu_s'] * f['cpu_s'] - f['ops']) < 1e-6 * f['ops']"
+         "--expr=0.2 * f['ops'] <= f['remote_frees'] <= 0.3 * f['ops']"
+         "--expr=f['peak_rss_kib'] >= f['rss_kib'] and f['mapped_peak_kib'] >= f['mapped_kib']"
+         "--expr=f['mapped_kib'] >= f['rss_kib']"
+  ARGS -t 2 --live 5000 --ops 20000 --remote-share 0.25 --mix small)
+# Timed, one thread whose remote share goes to a helper thread, large blocks with every page
+# written: the phase lasts at least --seconds, half the frees are remote, and the blocks were
+# really written (RSS holds most of 300 live blocks of 150 KiB on average, 44 MiB).
+bench_check(churn.timed churn
+  CHECKS --figures ${CHURN_FIGS} --param touch=true --param ops=0 --param seconds=0.3
+         --positive ops,remote_frees
+         "--expr=f['wall_s'] >= 0.3"
+         "--expr=0.4 * f['ops'] <= f['remote_frees'] <= 0.6 * f['ops']"
+         "--expr=f['rss_kib'] >= 0.5 * 300 * 150000 / 1024"
+  ARGS --live 300 --seconds 0.3 --remote-share 0.5 --min-size 1000 --max-size 300000 --touch)
+# No remote share: no ring, no remote frees.
+bench_check(churn.local churn
+  CHECKS --figure remote_frees=0 --figure ops=30000 --param min_size=256 --param max_size=256
+         --param mix=\"uniform\" --param threads=1
+  ARGS --live 10000 --ops 30000)
+bench_bad(churn -- --mix big -- --mix -- --min-size 300 --max-size 100 -- --remote-share 1.5
+          -- --remote-share -0.1 -- --live 0 -- --seconds 0 -- --touch=1 -- --ops x)
+
+# ---- server-mix (issue 9): a server's RSS over work, idle and thread exit ----
+set(SM_FIGS ops,ops_per_s,remote_frees,large_allocs,rss_start_kib,peak_rss_kib,rss_5s_kib,rss_end_work_kib,rss_after_free_kib,rss_after_idle_kib,rss_after_exit_kib,mapped_peak_kib,mapped_kib,idle_calls,work_begin_s,work_end_s,idle_end_s,exit_s,samples,rss_series)
+set(SM_PARAMS threads,working_set,max_size,seconds,remote_share,idle_seconds,idle_calls,exit_wait_ms,sample_ms,seed)
+# Short run with idle calls: the phases come in order and last what was asked; three idle
+# calls in 0.3 s; work shorter than 5 s, so rss_5s_kib is null; the series is [t, kib] pairs in
+# time order; the peak is at least every reading.
+bench_check(server-mix server-mix
+  CHECKS --params ${SM_PARAMS} --figures ${SM_FIGS} --nullable rss_5s_kib
+         --param threads=2 --param idle_calls=true --figure idle_calls=3
+         --positive ops,remote_frees,large_allocs,peak_rss_kib,mapped_kib
+         "--expr=f['rss_5s_kib'] is None"
+         "--expr=f['work_end_s'] - f['work_begin_s'] >= 0.5 and f['idle_end_s'] - f['work_end_s'] >= 0.3 and f['exit_s'] >= f['idle_end_s']"
+         "--expr=all(a[0] < b[0] for a, b in zip(f['rss_series'], f['rss_series'][1:]))"
+         "--expr=len(f['rss_series']) >= 20 and f['rss_series'][0][0] < f['work_begin_s'] + 0.1"
+         "--expr=f['peak_rss_kib'] >= max(y for t, y in f['rss_series']) and f['peak_rss_kib'] >= f['rss_end_work_kib']"
+         "--expr=f['mapped_peak_kib'] >= f['mapped_kib'] or f['samples'] == 0"
+  ARGS -t 2 --seconds 0.5 --idle-seconds 0.3 --idle-calls --exit-wait-ms 50 --sample-ms 20 --working-set 64)
+# Many samples are thinned to at most 400 points, the last one kept.
+bench_check(server-mix.thinned server-mix
+  CHECKS --figures ${SM_FIGS} --nullable rss_5s_kib --figure idle_calls=0
+         "--expr=f['samples'] > 400 and 200 <= len(f['rss_series']) <= 401"
+         "--expr=f['rss_series'][-1][0] >= f['exit_s']"
+  ARGS -t 1 --remote-share 0.5 --seconds 0.6 --idle-seconds 0.1 --exit-wait-ms 50 --sample-ms 1 --working-set 32)
+# Past 5 s of work rss_5s_kib is a reading (one thread, small working set: about 5 s of one core).
+bench_check(server-mix.5s server-mix
+  CHECKS --figures ${SM_FIGS} --positive rss_5s_kib
+         "--expr=f['rss_5s_kib'] <= f['peak_rss_kib']"
+  TIMEOUT 60
+  ARGS -t 1 --remote-share 0 --seconds 5.1 --idle-seconds 0 --exit-wait-ms 0 --working-set 32)
+bench_bad(server-mix -- --max-size 1000 -- --remote-share 2 -- --idle-calls=yes -- --sample-ms 0
+          -- --working-set 0 -- --idle-seconds -1 -- --seconds 0)
