@@ -18,3 +18,7 @@ endif()
 # ---- misuse of pointers: static, stack, foreign mmap, wild; double and interior frees;
 # realloc of freed blocks (each in a child; message with the address and SIGABRT) ----
 alloc_test(alloc_misuse_pointers SOURCES alloc/misuse_pointers.c PRELOAD TIMEOUT 120)
+
+# ---- fork from a SIGALRM handler in a single-threaded process, 1,000 times (deadline 20 s
+# inside the test, which kills the stuck process and reports the deadlock) ----
+alloc_test(alloc_misuse_fork_signal SOURCES alloc/misuse_fork_signal.c PRELOAD TIMEOUT 60)
