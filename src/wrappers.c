@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define LD_PUBLIC __attribute__((visibility("default")))
@@ -69,6 +70,40 @@ LD_PUBLIC struct mallinfo mallinfo(void) {
   mi.fordblks = (int)m2.fordblks;
   mi.usmblks = (int)m2.usmblks;
   return mi;
+}
+
+/* glibc's malloc_info: the same XML shape (<malloc version="1">, <total>, <system>, <aspace>)
+ * with larder's figures from larder_stats_get. glibc writes one <heap> per arena; larder's
+ * per-thread heaps are not listed one by one, so there is no <heap> element, only the totals,
+ * and a <larder> element with larder's own counters. "rest" is memory held but not in use
+ * (larder does not count free blocks, so that total has a size and no count); "mmap" is the
+ * large spans in use; there are no fast bins. Like glibc: EINVAL unless options is 0. */
+LD_PUBLIC int malloc_info(int options, FILE *fp) {
+  if (options != 0) {
+    errno = EINVAL;
+    return EINVAL;
+  }
+  if (!fp) {
+    errno = EINVAL;
+    return EINVAL;
+  }
+  larder_stats_t st;
+  larder_stats_get(&st);
+  size_t free_bytes = st.bytes_held > st.bytes_in_use ? st.bytes_held - st.bytes_in_use : 0;
+  fprintf(fp, "<malloc version=\"1\">\n");
+  fprintf(fp, "<total type=\"fast\" count=\"0\" size=\"0\"/>\n");
+  fprintf(fp, "<total type=\"rest\" size=\"%zu\"/>\n", free_bytes);
+  fprintf(fp, "<total type=\"mmap\" size=\"%zu\"/>\n", st.large_bytes_in_use);
+  fprintf(fp, "<system type=\"current\" size=\"%zu\"/>\n", st.bytes_held);
+  fprintf(fp, "<aspace type=\"total\" size=\"%zu\"/>\n", st.bytes_mapped);
+  fprintf(fp, "<larder version=\"%s\" in_use=\"%zu\" held=\"%zu\" mapped=\"%zu\" mallocs=\"%zu\" "
+              "frees=\"%zu\" remote_frees=\"%zu\" reallocs=\"%zu\" large_allocs=\"%zu\" "
+              "large_cached=\"%zu\" mmap_calls=\"%zu\" munmap_calls=\"%zu\" madvise_calls=\"%zu\"/>\n",
+          larder_version(), st.bytes_in_use, st.bytes_held, st.bytes_mapped, st.mallocs, st.frees,
+          st.remote_frees, st.reallocs, st.large_allocs, st.large_bytes_cached, st.mmap_calls,
+          st.munmap_calls, st.madvise_calls);
+  fprintf(fp, "</malloc>\n");
+  return 0;
 }
 
 /* glibc's own names, which some programs and debuggers call directly. */
