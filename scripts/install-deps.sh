@@ -4,9 +4,17 @@
 set -euo pipefail
 
 # build and tests: compilers, clang's libFuzzer runtime, strace for the syscall-count pass,
-# sqlite3 as a real program to trace; benchmarks: the allocators larder is compared with.
+# sqlite3 as a real program to trace, pkg-config for the install test; benchmarks: the
+# allocators larder is compared with.
 packages=(cmake ninja-build make gcc g++ clang libclang-rt-14-dev strace python3-venv sqlite3
-          libmimalloc2.0 libjemalloc2 libgoogle-perftools4)
+          pkg-config libmimalloc2.0 libjemalloc2 libgoogle-perftools4)
+
+# The Rust crate's tests (rust/larder) need cargo. A rustup toolchain in ~/.cargo/bin counts;
+# without one, Debian's cargo (and rustc) is installed.
+if ! command -v cargo >/dev/null 2>&1 && [ ! -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; then
+  echo "install-deps: cargo is missing (the Rust crate's tests need it); adding Debian's cargo"
+  packages+=(cargo)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
