@@ -1,21 +1,54 @@
 /* Messages from inside the allocator: formatted on the stack and written straight to stderr,
- * because the allocator cannot call anything that might allocate while it reports. */
+ * because the allocator cannot call anything that might allocate while it reports.
+ *
+ * Two promises (issue 12):
+ *   - a message cut at the length limit still ends its line: the cut is marked with "..." and
+ *     the newline the message was written with is kept, so the program's next output does not
+ *     glue itself to the warning;
+ *   - a message comes out even when the calling thread has a cancellation pending: write(2)
+ *     is a cancellation point, so cancellation is disabled around the write (deferred
+ *     cancellation would otherwise unwind the thread inside the allocator, halfway through a
+ *     report, and a fatal message would be lost before abort()). */
 #define _GNU_SOURCE
 #include "internal.h"
 #include "os.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#define REPORT_MAX 512
+
+/* Writes all of buf to fd with cancellation disabled for the duration of the write. */
+static void report_write(int fd, const char *buf, size_t len) {
+  int old;
+  int rc = pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+  ld_os_write(fd, buf, len);
+  if (rc == 0) pthread_setcancelstate(old, NULL);
+}
 
 void ld_message(const char *fmt, ...) {
-  char buf[512];
+  char buf[REPORT_MAX];
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
   if (n < 0) return;
-  ld_os_write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+  size_t len = (size_t)n;
+  if (len >= sizeof buf) {
+    /* Cut: vsnprintf kept sizeof buf - 1 characters. Mark the cut, and end the line when the
+     * message was a line (every message of larder's is, but a caller may build one in parts). */
+    static const char cut_line[] = "...\n", cut[] = "...";
+    size_t fl = strlen(fmt);
+    int line = fl > 0 && fmt[fl - 1] == '\n';
+    const char *mark = line ? cut_line : cut;
+    size_t ml = line ? sizeof cut_line - 1 : sizeof cut - 1;
+    len = sizeof buf - 1;
+    memcpy(buf + len - ml, mark, ml);
+  }
+  report_write(2, buf, len);
 }
 
 /* An invalid or double free: continuing would corrupt the heap, so the program stops here,

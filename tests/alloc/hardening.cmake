@@ -22,3 +22,8 @@ alloc_test(alloc_misuse_pointers SOURCES alloc/misuse_pointers.c PRELOAD TIMEOUT
 # ---- fork from a SIGALRM handler in a single-threaded process, 1,000 times (deadline 20 s
 # inside the test, which kills the stuck process and reports the deadlock) ----
 alloc_test(alloc_misuse_fork_signal SOURCES alloc/misuse_fork_signal.c PRELOAD TIMEOUT 60)
+
+# ---- larder's output: with a cancellation pending (malloc_stats, warnings), and a warning
+# cut at the length limit keeps its newline ----
+alloc_test(alloc_misuse_cancel SOURCES alloc/misuse_cancel.c PRELOAD TIMEOUT 60)
+alloc_test(alloc_misuse_message_cut SOURCES alloc/misuse_message_cut.c PRELOAD TIMEOUT 60)
