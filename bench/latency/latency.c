@@ -311,7 +311,7 @@ static double lat_pct(const uint32_t *sorted, uint64_t n, double q) {
 
 /* ---------------------------------------------------------------- JSON */
 
-static char lat_json[4096];
+static char lat_json[16384];
 static size_t lat_jlen;
 static void lat_j(const char *fmt, ...) {
   va_list ap;
@@ -505,11 +505,13 @@ int main(int argc, char **argv) {
   double frag = w.peak_live ? (double)heap_peak / (double)w.peak_live : 0;
   printf("latency: %s workload, %s, %" PRIu64 " ops (%" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64 " reallocs)\n",
          w.source, use_pool ? "larder pool" : "malloc", w.nops, na, nf, nr);
-  printf("  malloc ns: p50 %.0f p99 %.0f p99.99 %.0f max %.0f\n", lat_pct(t_alloc, na, 0.5) * ns_per_tick,
-         lat_pct(t_alloc, na, 0.99) * ns_per_tick, lat_pct(t_alloc, na, 0.9999) * ns_per_tick,
+  printf("  malloc ns: p50 %.0f p99 %.0f p99.9 %.0f p99.99 %.0f max %.0f\n", lat_pct(t_alloc, na, 0.5) * ns_per_tick,
+         lat_pct(t_alloc, na, 0.99) * ns_per_tick, lat_pct(t_alloc, na, 0.999) * ns_per_tick,
+         lat_pct(t_alloc, na, 0.9999) * ns_per_tick,
          lat_pct(t_alloc, na, 1.0) * ns_per_tick);
-  printf("  free ns:   p50 %.0f p99 %.0f p99.99 %.0f max %.0f\n", lat_pct(t_free, nf, 0.5) * ns_per_tick,
-         lat_pct(t_free, nf, 0.99) * ns_per_tick, lat_pct(t_free, nf, 0.9999) * ns_per_tick,
+  printf("  free ns:   p50 %.0f p99 %.0f p99.9 %.0f p99.99 %.0f max %.0f\n", lat_pct(t_free, nf, 0.5) * ns_per_tick,
+         lat_pct(t_free, nf, 0.99) * ns_per_tick, lat_pct(t_free, nf, 0.999) * ns_per_tick,
+         lat_pct(t_free, nf, 0.9999) * ns_per_tick,
          lat_pct(t_free, nf, 1.0) * ns_per_tick);
   printf("  peak live %" PRIu64 " B, peak heap RSS %" PRIu64 " B, fragmentation %.4f (%.2f%% excess)\n",
          w.peak_live, heap_peak, frag, (frag - 1) * 100);
@@ -532,12 +534,21 @@ int main(int argc, char **argv) {
   uint64_t sums[3] = {sum_alloc, sum_free, sum_realloc};
   for (int k = 0; k < 3; k++) {
     if (k == 2 && nr == 0) continue;
-    lat_j("\"%s_ops\": %" PRIu64 ", \"%s_p50_ns\": %.1f, \"%s_p99_ns\": %.1f, \"%s_p9999_ns\": %.1f, "
-          "\"%s_max_ns\": %.1f, \"%s_mean_ns\": %.2f, ",
+    lat_j("\"%s_ops\": %" PRIu64 ", \"%s_p50_ns\": %.1f, \"%s_p99_ns\": %.1f, \"%s_p999_ns\": %.1f, "
+          "\"%s_p9999_ns\": %.1f, \"%s_max_ns\": %.1f, \"%s_mean_ns\": %.2f, ",
           names[k], ns[k], names[k], lat_pct(arrs[k], ns[k], 0.5) * ns_per_tick, names[k],
-          lat_pct(arrs[k], ns[k], 0.99) * ns_per_tick, names[k], lat_pct(arrs[k], ns[k], 0.9999) * ns_per_tick,
+          lat_pct(arrs[k], ns[k], 0.99) * ns_per_tick, names[k], lat_pct(arrs[k], ns[k], 0.999) * ns_per_tick,
+          names[k], lat_pct(arrs[k], ns[k], 0.9999) * ns_per_tick,
           names[k], lat_pct(arrs[k], ns[k], 1.0) * ns_per_tick, names[k],
           ns[k] ? (double)sums[k] * ns_per_tick / (double)ns[k] : 0.0);
+    /* The distribution for a CDF plot: [quantile, ns] pairs, denser in the tail. */
+    static const double cdf_q[] = {0,    0.01,  0.05,  0.1,    0.2,    0.3,     0.4,     0.5,  0.6,
+                                   0.7,  0.8,   0.9,   0.95,   0.98,   0.99,    0.995,   0.998, 0.999,
+                                   0.9995, 0.9998, 0.9999, 0.99995, 0.99999, 0.999999, 1.0};
+    lat_j("\"%s_cdf_ns\": [", names[k]);
+    for (size_t q = 0; q < sizeof cdf_q / sizeof cdf_q[0]; q++)
+      lat_j("%s[%g, %.1f]", q ? ", " : "", cdf_q[q], lat_pct(arrs[k], ns[k], cdf_q[q]) * ns_per_tick);
+    lat_j("], ");
   }
   lat_j("\"alloc_free_s\": %.6f, \"elapsed_s\": %.6f, \"timer_overhead_ns\": %.1f, \"ns_per_tick\": %.6f, ",
         (double)(sum_alloc + sum_free + sum_realloc) * ns_per_tick / 1e9, (double)(ns1 - ns0) / 1e9,

@@ -29,6 +29,7 @@ class Allocator:
     version: str | None = None
     found: bool = True
     missing: str | None = None  # why it was skipped
+    profile_of: str | None = None  # a profile: the allocator it tunes (its own env is on top)
 
     def child_env(self, base: dict | None = None, extra: dict | None = None) -> dict:
         env = dict(os.environ if base is None else base)
@@ -45,7 +46,7 @@ class Allocator:
         return {
             "name": self.name, "path": self.path, "env": dict(self.env),
             "package": self.package, "version": self.version,
-            "found": self.found, "missing": self.missing,
+            "found": self.found, "missing": self.missing, "profile_of": self.profile_of,
         }
 
 
@@ -158,7 +159,53 @@ def _finish_user(a: Allocator, where: str) -> Allocator:
             a.found = False
             hint = f"; install it with `sudo apt-get install {a.package}`" if a.package else ""
             a.missing = f"{where}: {a.path} not found{hint}"
+        else:
+            why = not_an_allocator(a.path)
+            if why:
+                a.found = False
+                a.missing = f"{where}: {a.path} is not an allocator: {why}"
     return _with_version(a) if a.found else a
+
+
+def dynamic_symbols(path: str) -> set[str] | None:
+    """Names a shared object defines in its dynamic symbol table (.dynsym), read from the
+    ELF file itself; None if it is not a 64-bit little-endian ELF file."""
+    import struct
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return None
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    out: set[str] = set()
+    for sh in sections:
+        if sh[1] != 11:  # SHT_DYNSYM
+            continue
+        _, _, _, _, off, size, link, _, _, entsize = sh
+        stroff = sections[link][4]
+        for k in range(size // (entsize or 24)):
+            name, info, _, shndx, value, _ = struct.unpack_from("<IBBHQQ", data, off + k * (entsize or 24))
+            if shndx == 0 or (info & 0xF) != 2:  # undefined, or not a function
+                continue
+            end = data.index(b"\0", stroff + name)
+            out.add(data[stroff + name:end].decode(errors="replace"))
+    return out
+
+
+def not_an_allocator(path: str) -> str | None:
+    """Why a .so cannot replace malloc (None when it can): it must define malloc and free.
+    A library without them would be preloaded without effect and measured as glibc."""
+    syms = dynamic_symbols(path)
+    if syms is None:
+        return "not an ELF shared object"
+    missing = [f for f in ("malloc", "free") if f not in syms]
+    if missing:
+        return f"it defines no {' and no '.join(missing)} (preloading it would measure glibc)"
+    return None
 
 
 def load_config(path: str | os.PathLike) -> list[Allocator]:
@@ -200,6 +247,88 @@ def load_config(path: str | os.PathLike) -> list[Allocator]:
         pkg = body.get("package")
         out.append(_finish_user(Allocator(name, apath or None, env={k: str(v) for k, v in env.items()},
                                           package=pkg), where))
+    return out
+
+
+# ---- profiles: an allocator plus its settings ----
+@dataclass
+class Profile:
+    name: str
+    base: str
+    env: dict = field(default_factory=dict)
+    note: str = ""
+
+
+def parse_profile(spec: str) -> Profile:
+    """`NAME=BASE [VAR=VALUE ...]` from --profile, split like a shell line (quote a value with
+    spaces); a value is everything after the variable's first '=', so commas, colons and
+    equals signs pass through: jem-nodecay=jemalloc MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0"""
+    import shlex
+    try:
+        words = shlex.split(spec)
+    except ValueError as e:
+        raise AllocatorError(f"--profile {spec!r}: {e}") from None
+    if not words or "=" not in words[0]:
+        raise AllocatorError(f"--profile {spec!r}: expected NAME=ALLOCATOR [VAR=VALUE ...]")
+    name, base = (x.strip() for x in words[0].split("=", 1))
+    if not name or "/" in name or "," in name or not base:
+        raise AllocatorError(f"--profile {spec!r}: bad profile name {name!r} or allocator {base!r}")
+    env = {}
+    for w in words[1:]:
+        if "=" not in w:
+            raise AllocatorError(f"--profile {spec!r}: {w!r} is not VAR=VALUE")
+        k, v = w.split("=", 1)
+        _check_env_name(k, f"--profile {name}")
+        env[k] = v
+    return Profile(name, base, env)
+
+
+def load_profiles(path: str | os.PathLike) -> list[Profile]:
+    """[profiles.NAME] tables of the config file: allocator = "glibc", env = { ... }."""
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except OSError as e:
+        raise AllocatorError(f"config {p}: cannot read: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise AllocatorError(f"config {p}: not valid TOML: {e}") from None
+    table = data.get("profiles", {})
+    if not isinstance(table, dict):
+        raise AllocatorError(f"config {p}: [profiles] must be a table")
+    out = []
+    for name, body in table.items():
+        where = f"config {p}: profiles.{name}"
+        if not isinstance(body, dict) or not isinstance(body.get("allocator"), str):
+            raise AllocatorError(f"{where}: needs allocator = \"NAME\" (and optionally env = {{...}}, note = \"...\")")
+        unknown = set(body) - {"allocator", "env", "note"}
+        if unknown:
+            raise AllocatorError(f"{where}: unknown keys {sorted(unknown)} (known: allocator, env, note)")
+        env = body.get("env", {})
+        if not isinstance(env, dict):
+            raise AllocatorError(f"{where}: env must be a table of strings")
+        for k, v in env.items():
+            _check_env_name(k, where)
+            if not isinstance(v, (str, int, float)):
+                raise AllocatorError(f"{where}: env.{k} must be a string or number")
+        out.append(Profile(name, body["allocator"], {k: str(v) for k, v in env.items()}, str(body.get("note", ""))))
+    return out
+
+
+def apply_profiles(allocs: list[Allocator], profiles: list[Profile]) -> list[Allocator]:
+    """Each profile becomes an allocator of its own name: its base's library and environment
+    with the profile's variables on top. A profile of a missing allocator is missing too."""
+    byname = {a.name: a for a in allocs}
+    out = list(allocs)
+    for pr in profiles:
+        base = byname.get(pr.base)
+        if base is None:
+            raise AllocatorError(f"profile {pr.name}: unknown allocator {pr.base!r}; known: {', '.join(byname)}")
+        a = Allocator(pr.name, base.path, env={**base.env, **pr.env}, package=base.package,
+                      install_hint=base.install_hint, version=base.version, found=base.found,
+                      missing=(f"profile of {base.name}, which is missing: {base.missing}" if not base.found else None),
+                      profile_of=base.profile_of or base.name)
+        byname[pr.name] = a
+        out = [x for x in out if x.name != pr.name] + [a]
     return out
 
 

@@ -35,11 +35,15 @@ def main(args) -> int:
         if a.found:
             ver = f" {a.package} {a.version}" if a.package and a.version else (f" {a.version}" if a.version else "")
             env = " " + " ".join(f"{k}={v}" for k, v in a.env.items()) if a.env else ""
-            print(f"  {a.name:<12} found    {a.path or '(no preload)'}{ver}{env}")
+            prof = f" (profile of {a.profile_of})" if a.profile_of else ""
+            print(f"  {a.name:<12} found    {a.path or '(no preload)'}{ver}{env}{prof}")
         else:
             print(f"  {a.name:<12} MISSING  {a.missing}")
     print("Suites:")
     for s in suites.suite_names():
         es = [e for e in suites.SUITES if e.suite == s]
         print(f"  {s:<8} {len(es)} series: {', '.join(e.series for e in es)}")
+        profs = suites.profiles_for(s)
+        if profs:
+            print(f"           profiles: {', '.join(p.name for p in profs)}")
     return 0

@@ -5,7 +5,8 @@ import sys
 from pathlib import Path
 
 from . import allocators as A
-from . import report, results, runner, suites
+from . import measure, report, results, runner, suites
+from .workloads import binary
 from .common import add_allocator_options, allocators_from_args, error
 
 
@@ -43,6 +44,18 @@ def _overrides(items: list[str]) -> dict:
     return out
 
 
+def _metrics(items: list[str]) -> dict:
+    out = {}
+    for it in items:
+        if "=" not in it:
+            raise ValueError(f"--metric {it!r}: expected WORKLOAD|SERIES=FIGURE")
+        w, m = (x.strip() for x in it.split("=", 1))
+        if not w or not m:
+            raise ValueError(f"--metric {it!r}: expected WORKLOAD|SERIES=FIGURE")
+        out[w] = m
+    return out
+
+
 def register(sub) -> None:
     p = sub.add_parser("run", help="run a suite and write results/<timestamp>/",
                        description="Run a suite of workloads over the allocators found (or named), "
@@ -61,6 +74,13 @@ def register(sub) -> None:
                    help="system-call counting pass: the largest case of each series (last), every case, or none")
     p.add_argument("--set", action="append", default=[], metavar="WORKLOAD|SERIES:--FLAG=VALUE",
                    help="override a flag in every entry of that workload, or in one series by its name (repeatable)")
+    p.add_argument("--metric", action="append", default=[], metavar="WORKLOAD|SERIES=FIGURE",
+                   help="compare this series (or every series of a workload) by another figure, e.g. "
+                        "larson=ops_per_cpu_s (ops over user+sys CPU seconds measured by wait4); repeatable")
+    p.add_argument("--rss-interval", type=float, default=measure.RSS_INTERVAL_MS, metavar="MS",
+                   help=f"sample every run's resident set this often (default {measure.RSS_INTERVAL_MS:g} ms; 0: off)")
+    p.add_argument("--no-suite-profiles", action="store_true",
+                   help="leave out the profiles a suite adds (the tuning suite's seed 003 profiles)")
     p.add_argument("--fail-on-error", action="store_true",
                    help="exit with status 3 when any run failed (default: report it and exit 0)")
     add_allocator_options(p)
@@ -77,10 +97,20 @@ def main(args) -> int:
             raise ValueError("--timeout must be positive")
         entries = suites.select(args.suite, _csv(args.workloads) if args.workloads else None, threads,
                                 args.scale, overrides)
-        allocs = allocators_from_args(args)
+        entries = suites.with_metrics(entries, _metrics(args.metric))
+        if args.rss_interval < 0:
+            raise ValueError("--rss-interval must be 0 (off) or positive")
+        measure.RSS_INTERVAL_MS = args.rss_interval
+        allocs = allocators_from_args(args, [] if args.no_suite_profiles else suites.profiles_for(args.suite))
         allocs = A.select(allocs, _csv(args.allocators) if args.allocators else None)
     except (ValueError, A.AllocatorError, suites.SuiteError) as e:
         return error(str(e))
+    build = Path(args.build_dir)
+    if not any(binary(build, e.workload).is_file() for e in entries):
+        where = "does not exist" if not build.is_dir() else "holds none of this suite's programs"
+        return error(f"nothing to run: build folder {build} {where} (bin/{entries[0].workload if entries else '...'}, ...). "
+                     f"Build first: `make build`, or `cmake -S . -B {build} -G Ninja -DCMAKE_BUILD_TYPE=Release && "
+                     f"cmake --build {build}`; or name another build with --build-dir")
     found = [a for a in allocs if a.found]
     for a in allocs:
         if not a.found:
@@ -92,12 +122,11 @@ def main(args) -> int:
         return error(f"--baseline {args.baseline}: not among the allocators run ({', '.join(names)})")
     baseline = args.baseline or ("glibc" if "glibc" in names else names[0])
 
-    build = Path(args.build_dir)
     out_dir = runner.new_results_dir(Path(args.output_dir))
     print(f"larder-bench: suite {args.suite}, {len(entries)} series, allocators {', '.join(names)}; "
           f"writing {out_dir}", file=sys.stderr)
     meta = {"suite": args.suite, "command": ["larder-bench"] + sys.argv[1:], "baseline": baseline,
-            "repeats": args.repeats, "scale": args.scale}
+            "repeats": args.repeats, "scale": args.scale, "rss_interval_ms": args.rss_interval}
 
     saved = []
 

@@ -19,6 +19,9 @@ def add_allocator_options(p) -> None:
                                     "default ./larder-bench.toml when it exists")
     p.add_argument("--allocator", action="append", default=[], metavar="NAME=PATH[,ENV=VAL...]",
                    help="add an allocator by its .so path (repeatable; NAME= alone means no preload)")
+    p.add_argument("--profile", action="append", default=[], metavar="'NAME=ALLOCATOR VAR=VALUE ...'",
+                   help="add a tuning profile: an allocator with environment settings, shown under its own "
+                        "name; values may hold commas, colons and '=' (quote the whole spec; repeatable)")
 
 
 def error(msg: str) -> int:
@@ -26,8 +29,9 @@ def error(msg: str) -> int:
     return 2
 
 
-def allocators_from_args(args) -> list[A.Allocator]:
-    """Built-in detection, then the config file, then --allocator (later names win)."""
+def allocators_from_args(args, suite_profiles: list | None = None) -> list[A.Allocator]:
+    """Built-in detection, then the config file, then --allocator (later names win); then
+    profiles: the suite's own, the config file's [profiles], then --profile."""
     found = A.detect(args.build_dir)
     cfg = args.config
     if cfg is None and Path("larder-bench.toml").is_file():
@@ -35,4 +39,9 @@ def allocators_from_args(args) -> list[A.Allocator]:
     if cfg is not None:
         found = A.merge(found, A.load_config(cfg))
     extra = [A.parse_spec(s) for s in args.allocator]
-    return A.merge(found, extra)
+    allocs = A.merge(found, extra)
+    profiles = list(suite_profiles or [])
+    if cfg is not None:
+        profiles += A.load_profiles(cfg)
+    profiles += [A.parse_profile(s) for s in getattr(args, "profile", []) or []]
+    return A.apply_profiles(allocs, profiles)

@@ -82,7 +82,8 @@ def launcher() -> tuple[str | None, str]:
             if cc is None:
                 raise OSError("no C compiler (cc) found")
             tmp = cache / f".larder-spawn-{digest}.{os.getpid()}"
-            r = subprocess.run([cc, "-O2", "-o", str(tmp), str(src)], capture_output=True, text=True, timeout=120)
+            r = subprocess.run([cc, "-O2", "-pthread", "-o", str(tmp), str(src)], capture_output=True, text=True,
+                               timeout=120)
             if r.returncode != 0:
                 raise OSError(f"cc failed: {r.stderr.strip()[:300]}")
             tmp.replace(exe)
@@ -96,17 +97,52 @@ def launcher() -> tuple[str | None, str]:
 
 def _parse_report(text: str) -> dict:
     out = {}
-    for tok in text.split():
+    lines = text.splitlines()
+    for tok in (lines[0].split() if lines else []):
         if "=" in tok:
             k, v = tok.split("=", 1)
             out[k] = v
     if text.startswith("error="):
-        out["error"] = text[len("error="):].strip()
+        out["error"] = lines[0][len("error="):].strip()
+    for line in lines[1:]:
+        if line.startswith("rss"):
+            series = []
+            for tok in line.split()[1:]:
+                t, _, kib = tok.partition(":")
+                try:
+                    series.append([round(float(t), 3), int(kib)])
+                except ValueError:
+                    continue
+            out["rss_series"] = series
     return out
 
 
-def run_child(argv: list[str], env: dict, timeout: float, use_launcher: bool = True) -> dict:
-    """Run argv; return a record with status ok|timeout|signal|exit|no-json|preload-failed|spawn-failed."""
+# Resident-set sampling interval for every run (ms; 0 turns it off). The CLI sets it.
+RSS_INTERVAL_MS = 20.0
+
+
+def rss_summary(series: list) -> dict:
+    """Peak, time-weighted mean and final RSS of a sampled series (KiB)."""
+    if not series:
+        return {}
+    peak = max(k for _, k in series)
+    if len(series) == 1:
+        mean = float(series[0][1])
+    else:
+        area = sum((t1 - t0) * k0 for (t0, k0), (t1, _) in zip(series, series[1:]))
+        span = series[-1][0] - series[0][0]
+        mean = area / span if span > 0 else float(series[-1][1])
+    return {"rss_peak_kb": peak, "rss_mean_kb": round(mean, 1), "rss_final_kb": series[-1][1],
+            "rss_samples": len(series)}
+
+
+def run_child(argv: list[str], env: dict, timeout: float, use_launcher: bool = True,
+              rss_ms: float | None = None) -> dict:
+    """Run argv; return a record with status ok|timeout|signal|exit|no-json|preload-failed|spawn-failed.
+
+    With the launcher, the program's resident set is sampled every rss_ms milliseconds
+    (default RSS_INTERVAL_MS) into rec["rss_series"] = [[t_s, KiB], ...]."""
+    rss_ms = RSS_INTERVAL_MS if rss_ms is None else rss_ms
     rec: dict = {"argv": list(argv), "status": "ok", "message": ""}
     if "/" not in argv[0] and shutil.which(argv[0]):
         argv = [shutil.which(argv[0])] + list(argv[1:])
@@ -117,7 +153,8 @@ def run_child(argv: list[str], env: dict, timeout: float, use_launcher: bool = T
             if spawner:
                 env = dict(env)
                 pre = env.pop("LD_PRELOAD", None)
-                cmd = [spawner] + (["--preload", pre] if pre else []) + list(argv)
+                cmd = [spawner] + (["--preload", pre] if pre else []) + \
+                    (["--rss-ms", f"{rss_ms:g}"] if rss_ms and rss_ms > 0 else []) + list(argv)
                 pid = _spawn(cmd, env, out.fileno(), err.fileno(), rep.fileno())
             else:
                 pid = _spawn(list(argv), env, out.fileno(), err.fileno(), None)
@@ -181,6 +218,10 @@ def run_child(argv: list[str], env: dict, timeout: float, use_launcher: bool = T
         rec.update(wall_s=float(report["wall"]), user_s=float(report["utime"]), sys_s=float(report["stime"]),
                    maxrss_kb=int(report["maxrss"]), minflt=int(report["minflt"]), majflt=int(report["majflt"]),
                    nvcsw=int(report["nvcsw"]), nivcsw=int(report["nivcsw"]), rusage_source="launcher")
+        if report.get("rss_series"):
+            rec["rss_series"] = report["rss_series"]
+            rec["rss_interval_ms"] = rss_ms
+            rec.update(rss_summary(report["rss_series"]))
     err_text = _tail(stderr)
     if err_text.strip():
         rec["stderr"] = err_text
@@ -210,6 +251,11 @@ def run_child(argv: list[str], env: dict, timeout: float, use_launcher: bool = T
         line = _last_line(out_text)
         try:
             obj = json.loads(line)
+            if isinstance(obj, dict) and "figures" not in obj:
+                # A flat result line ({"name", "params", figure: value, ...}): the figures are
+                # every other key.
+                obj = {"params": obj.get("params", {}),
+                       "figures": {k: v for k, v in obj.items() if k not in ("name", "params")}}
             if not isinstance(obj, dict) or not isinstance(obj.get("figures"), dict):
                 raise ValueError("no figures object")
         except ValueError:
@@ -244,23 +290,115 @@ def parse_strace_summary(text: str) -> dict:
     return counts
 
 
-def run_strace(argv: list[str], env: dict, timeout: float, strace: str = "strace") -> dict:
-    """A separate pass under `strace -f -c` counting the memory-mapping system calls.
+# Entry points of the malloc family: a mapping call with one of them (or the preloaded
+# library) on its stack is the allocator's; any other is the program's or the loader's.
+MALLOC_SYMBOLS = {
+    "malloc", "__libc_malloc", "calloc", "__libc_calloc", "realloc", "__libc_realloc", "free", "__libc_free",
+    "cfree", "posix_memalign", "__posix_memalign", "memalign", "__libc_memalign", "aligned_alloc", "valloc",
+    "__libc_valloc", "pvalloc", "__libc_pvalloc", "reallocarray", "__libc_reallocarray", "malloc_trim",
+    "__malloc_trim", "_Znwm", "_Znam", "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm", "_ZnwmRKSt9nothrow_t",
+    "_ZnamRKSt9nothrow_t",
+}
+_STACK_SUPPORT: list = []
 
-    LD_PRELOAD is handed to the traced program with -E so strace itself is not run
-    on the allocator under test."""
+
+def strace_stacks(strace: str) -> bool:
+    """Does this strace print stacks (-k, needs libunwind or libdw)?"""
+    if not _STACK_SUPPORT:
+        try:
+            r = subprocess.run([strace, "-f", "-k", "-e", "trace=brk", "-o", os.devnull, "true"],
+                               capture_output=True, timeout=30)
+            _STACK_SUPPORT.append(r.returncode == 0)
+        except (OSError, subprocess.TimeoutExpired):
+            _STACK_SUPPORT.append(False)
+    return _STACK_SUPPORT[0]
+
+
+def _frame_is_allocator(frame: str, libs: set) -> bool:
+    # " > /usr/lib/x86_64-linux-gnu/libc.so.6(malloc+0x99) [0x989c9]"
+    body = frame.strip()[1:].strip()
+    path, _, rest = body.partition("(")
+    if os.path.basename(path) in libs:
+        return True
+    sym = rest.split(")", 1)[0].split("+", 1)[0]
+    return sym in MALLOC_SYMBOLS
+
+
+def parse_strace_stacks(lines, libs: set) -> tuple[dict, dict]:
+    """Counts from `strace -f -k` output: (all calls, the allocator's calls) per system call.
+    A call is counted when it completes (a plain line, or "<... NAME resumed>"); the stack
+    lines that follow it decide whose it is."""
+    import re
+    total: dict[str, int] = {}
+    alloc: dict[str, int] = {}
+    call_re = re.compile(r"^\d+\s+(?:<\.\.\. (\w+) resumed>|(\w+)\()")
+    current = None
+    is_alloc = False
+
+    def close():
+        if current is not None and is_alloc:
+            alloc[current] = alloc.get(current, 0) + 1
+
+    for line in lines:
+        if line.startswith(" > "):
+            if current is not None and not is_alloc and _frame_is_allocator(line, libs):
+                is_alloc = True
+            continue
+        m = call_re.match(line)
+        if not m:
+            continue
+        if line.rstrip().endswith("<unfinished ...>"):
+            continue
+        close()
+        current = m.group(1) or m.group(2)
+        is_alloc = False
+        total[current] = total.get(current, 0) + 1
+    close()
+    return total, alloc
+
+
+def run_strace(argv: list[str], env: dict, timeout: float, strace: str = "strace") -> dict:
+    """A separate pass under strace counting the memory-mapping system calls.
+
+    With stacks (strace -k) every call is attributed: the allocator's when a malloc-family
+    entry point or the preloaded library is on its stack, else the program's own (the
+    loader mapping libraries, thread stacks, the replayer's tables). Without -k support,
+    totals only (strace -c). LD_PRELOAD is handed to the traced program with -E so
+    strace itself is not run on the allocator under test."""
     env = dict(env)
     preload = env.pop("LD_PRELOAD", None)
+    stacks = strace_stacks(strace)
     with tempfile.TemporaryDirectory() as td:
-        summary = Path(td) / "strace.txt"
-        cmd = [strace, "-f", "-c", "-o", str(summary), "-e", "trace=" + ",".join(SYSCALLS)]
+        out = Path(td) / "strace.txt"
+        cmd = [strace, "-f", "-o", str(out), "-e", "trace=" + ",".join(SYSCALLS)]
+        cmd += ["-k"] if stacks else ["-c"]
         if preload:
             cmd += ["-E", f"LD_PRELOAD={preload}"]
-        rec = run_child(cmd + ["--"] + list(argv), env, timeout)
-        text = summary.read_text() if summary.exists() else ""
+        rec = run_child(cmd + ["--"] + list(argv), env, timeout, rss_ms=0)
+        alloc_counts = None
+        if not out.exists():
+            text_ok = False
+            counts = {}
+        elif stacks:
+            libs = set()
+            for lib in (preload or "").split(":"):
+                if lib:
+                    libs |= {os.path.basename(lib), os.path.basename(os.path.realpath(lib))}
+            with open(out, errors="replace") as f:
+                counts, alloc_counts = parse_strace_stacks(f, libs)
+            text_ok = out.stat().st_size > 0
+        else:
+            text = out.read_text()
+            counts = parse_strace_summary(text)
+            text_ok = bool(text.strip())
     rec["argv"] = list(argv)
-    counts = parse_strace_summary(text)
     rec["syscalls"] = {name: counts.get(name, 0) for name in SYSCALLS}
-    if rec["status"] == "ok" and not text.strip():
-        rec.update(status="no-json", message="strace wrote no summary")
+    if alloc_counts is not None:
+        rec["syscalls_alloc"] = {name: alloc_counts.get(name, 0) for name in SYSCALLS}
+        rec["syscalls_program"] = {name: counts.get(name, 0) - alloc_counts.get(name, 0) for name in SYSCALLS}
+        rec["strace_attribution"] = "stack"
+    else:
+        rec["strace_attribution"] = "none"
+    if rec["status"] == "ok" and not text_ok:
+        rec.update(status="no-json", message="strace wrote no output")
     return rec

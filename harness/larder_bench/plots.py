@@ -12,6 +12,8 @@ from .results import Series  # noqa: E402
 from .stats import ratio, speedup  # noqa: E402
 
 _STYLE = {}
+# Workloads whose memory over time tells a story (issue 10): every series of them gets an RSS plot.
+RSS_STORY_WORKLOADS = ("server-mix", "trace-replay", "larson", "blowup", "churn")
 
 
 def _color(alloc: str):
@@ -34,10 +36,57 @@ def _variants(s: Series) -> list:
 
 def _save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=90, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def _legend(ax, **kw) -> None:
+    """Outside the axes, on the right: a legend never covers data."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=7, **kw)
+
+
+def _int_ticks(ax, xs) -> None:
+    """Thread (and worker, round) axes: integer ticks at the measured values only."""
+    vals = sorted({int(x) for x in xs if isinstance(x, (int, float))})
+    if vals and len(vals) <= 16:
+        ax.set_xticks(vals)
+        ax.set_xticklabels([str(v) for v in vals])
+    else:
+        from matplotlib.ticker import MaxNLocator
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def metric_label(metric: str) -> str:
+    """What a figure is, with its unit, for an axis."""
+    special = {"minflt": "minor page faults", "blowup": "blowup (peak RSS / peak live; 1 = none)",
+               "fragmentation_pct": "fragmentation: (peak heap / peak live − 1), %",
+               "wall_s": "wall time (s)", "maxrss_kb": "peak RSS (KiB)"}
+    if metric in special:
+        return special[metric]
+    if metric.endswith("_per_cpu_s"):
+        return f"{metric[:-len('_per_cpu_s')]} per CPU-second (user+sys)"
+    if metric.endswith("_per_s"):
+        return f"{metric[:-len('_per_s')]} per second"
+    if metric.endswith("_ns"):
+        return f"{metric} (ns)"
+    if metric.endswith("_s"):
+        return f"{metric} (s)"
+    if metric.endswith(("_kib", "_kb")):
+        return f"{metric} (KiB)"
+    if metric.endswith("_pct"):
+        return f"{metric} (%)"
+    return metric
+
+
+def is_time_metric(metric: str) -> bool:
+    return metric.endswith("_s") and not metric.endswith(("_per_s", "_per_cpu_s"))
+
+
+def is_rate_metric(metric: str) -> bool:
+    return metric.endswith(("_per_s", "_per_cpu_s"))
 
 
 def _errbar(ax, xs, cells, label, color, style="-o"):
@@ -74,11 +123,11 @@ def speedup_plot(s: Series, path: Path, cores: int | None = None) -> Path | None
         ax.plot(xs, [min(x, cores) for x in xs], ":", color="grey", label=f"ideal ({cores} cores)")
     else:
         ax.plot(xs, xs, ":", color="grey", label="ideal")
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    _int_ticks(ax, xs)
     ax.set_xlabel(s.entry["axis"].lstrip("-"))
-    ax.set_ylabel("speedup over 1 thread")
-    ax.set_title(f"{s.name}: speedup")
-    ax.legend(fontsize=8)
+    ax.set_ylabel(f"speedup over 1 {s.entry['axis'].lstrip('-').rstrip('s')} (×)")
+    ax.set_title(f"{s.name}: speedup, from the medians of {s.entry['metric']}", fontsize=10)
+    _legend(ax)
     return _save(fig, path)
 
 
@@ -96,10 +145,13 @@ def axis_plot(s: Series, path: Path, logx: bool = False) -> Path | None:
             _errbar(ax, xs, [s.cell(v, x, a) for x in xs], label, _color(a), styles[i % len(styles)])
     if logx:
         ax.set_xscale("log", base=2)
+    elif s.entry.get("axis") in ("--threads", "--workers", "--rounds", "-t"):
+        _int_ticks(ax, [x for v in variants for x in _xs(s, v)])
     ax.set_xlabel(s.entry["axis"].lstrip("-") if s.entry.get("axis") else "")
-    ax.set_ylabel(s.entry["metric"])
-    ax.set_title(s.name)
-    ax.legend(fontsize=7)
+    ax.set_ylabel(metric_label(s.entry["metric"]))
+    better = "higher is better" if s.entry.get("higher_is_better") else "lower is better"
+    ax.set_title(f"{s.name}: {s.entry['metric']} ({better}); median, bars min–max", fontsize=10)
+    _legend(ax)
     return _save(fig, path)
 
 
@@ -117,9 +169,9 @@ def heap_leak_plot(s: Series, preds: dict, path: Path) -> Path | None:
             ax.plot(xs, [p(t, x) for x in xs], "--", color=_color(a), alpha=0.6, label=f"{a} predictor")
     ax.set_xlabel("rounds")
     ax.set_ylabel("minor page faults (whole process)")
-    ax.set_title(f"{s.name}: {t} thread(s); dashed: recalibrated lower bound", fontsize=10)
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.legend(fontsize=7)
+    ax.set_title(f"{s.name}: minor faults by round, {t} thread(s); dashed: recalibrated lower bound", fontsize=10)
+    _int_ticks(ax, xs)
+    _legend(ax)
     return _save(fig, path)
 
 
@@ -143,18 +195,22 @@ def blowup_plot(s: Series, path: Path) -> Path | None:
     ax.set_xticks([j + width * (len(s.allocators) - 1) / 2 for j in range(len(xs))])
     ax.set_xticklabels([f"{s.entry['axis'].lstrip('-')}={x}" for x in xs])
     ax.axhline(1.0, color="grey", linestyle=":")
-    ax.set_ylabel(s.entry["metric"])
-    ax.set_title(f"{s.name}: blowup (1 = ideal)")
-    ax.legend(fontsize=7)
+    ax.set_ylabel(metric_label(s.entry["metric"]))
+    ax.set_title(f"{s.name}: blowup (1 = ideal); median, bars min–max", fontsize=10)
+    _legend(ax)
     return _save(fig, path)
 
 
 def time_rss_plot(series: list[Series], base: str | None, path: Path) -> Path | None:
-    """Every series at its largest case: figure and peak RSS as ratios to the baseline."""
+    """Every timed series at its largest case: time for the same work (a rate inverted) and
+    peak RSS, as ratios to the baseline. Series compared by another kind of figure (faults,
+    fragmentation, blowup, latency, RSS) are left out: each has its own plot."""
     rows = []
     allocs: list[str] = []
     for s in series:
-        if not s.cases or s.entry["kind"] == "sensitivity":
+        if not s.cases or s.entry["kind"] in ("sensitivity", "latency", "tuning"):
+            continue
+        if not (is_time_metric(s.entry["metric"]) or is_rate_metric(s.entry["metric"])):
             continue
         v0 = s.cases[0][0]
         x = _xs(s, v0)[-1]
@@ -180,17 +236,94 @@ def time_rss_plot(series: list[Series], base: str | None, path: Path) -> Path | 
         return None
     fig, axes = plt.subplots(2, 1, figsize=(max(7, len(rows) * 0.8), 7), sharex=True)
     width = 0.8 / len(allocs)
-    for k, (ax, title) in enumerate(zip(axes, [f"time (or 1/throughput) relative to {base}",
-                                              f"peak RSS relative to {base}"])):
+    for k, (ax, title) in enumerate(zip(axes, [f"time for the same work relative to {base} (rates inverted; "
+                                              f"lower is better)",
+                                              f"peak RSS relative to {base} (lower is better)"])):
         for i, a in enumerate(allocs):
             vals = [(r[1 + k].get(a) or 0) for r in rows]
             ax.bar([j + i * width for j in range(len(rows))], vals, width, label=a, color=_color(a))
         ax.axhline(1.0, color="grey", linestyle=":")
-        ax.set_title(title)
+        ax.set_title(title, fontsize=10)
         ax.set_yscale("log", base=2)
+        ax.set_ylabel(f"ratio to {base} (log scale)")
     axes[1].set_xticks([j + width * (len(allocs) - 1) / 2 for j in range(len(rows))])
     axes[1].set_xticklabels([r[0] for r in rows], rotation=40, ha="right", fontsize=8)
-    axes[0].legend(fontsize=7, ncol=min(len(allocs), 6))
+    _legend(axes[0])
+    return _save(fig, path)
+
+
+def _rep_run(cell):
+    """The run whose figure is the median one (the plotted example of its case)."""
+    runs = [r for r in cell.runs if r.get("pass", "measure") == "measure" and r.get("status") == "ok"
+            and r.get("rss_series")]
+    if not runs:
+        return None
+    runs.sort(key=lambda r: r.get("rss_peak_kb") or 0)
+    return runs[len(runs) // 2]
+
+
+def rss_time_plot(s: Series, path: Path) -> Path | None:
+    """RSS over time of one run per allocator (the run of median peak) at each variant's
+    largest case, sampled by the launcher."""
+    variants = _variants(s)
+    cases = [(v, _xs(s, v)[-1]) for v in variants]
+    fig, axes = plt.subplots(len(cases), 1, figsize=(7.5, 3.2 * len(cases)), squeeze=False)
+    drew = False
+    for ax, (v, x) in zip(axes[:, 0], cases):
+        for a in s.allocators:
+            c = s.cell(v, x, a)
+            r = _rep_run(c) if c else None
+            if r is None:
+                continue
+            ts = [p[0] for p in r["rss_series"]]
+            ks = [p[1] / 1024 for p in r["rss_series"]]
+            ax.plot(ts, ks, "-", label=a, color=_color(a), linewidth=1.2)
+            drew = True
+        case = " ".join(p for p in (str(v) if v else "", f"{s.entry['axis'].lstrip('-')}={x}" if s.entry.get("axis") else "") if p)
+        ax.set_title(f"{s.name} {case}: resident set over time (one run each, the median peak)", fontsize=10)
+        ax.set_xlabel("time since start (s)")
+        ax.set_ylabel("RSS (MiB)")
+        ax.set_ylim(bottom=0)
+        _legend(ax)
+    if not drew:
+        plt.close(fig)
+        return None
+    return _save(fig, path)
+
+
+def latency_cdf_plot(s: Series, path: Path) -> Path | None:
+    """Latency distribution per allocator and operation (the median-run's quantiles): x the
+    latency on a log scale, y the share of calls at most that slow, on a "nines" scale."""
+    import math
+    v0 = s.cases[0][0]
+    x = _xs(s, v0)[-1]
+    ops = [op for op in ("malloc", "free", "realloc")
+           if any((r.get("figures") or {}).get(f"{op}_cdf_ns") for a in s.allocators
+                  for r in (s.cell(v0, x, a).runs if s.cell(v0, x, a) else []))]
+    if not ops:
+        return None
+    fig, axes = plt.subplots(1, len(ops), figsize=(4.2 * len(ops) + 1.5, 4), squeeze=False)
+    for ax, op in zip(axes[0], ops):
+        for a in s.allocators:
+            c = s.cell(v0, x, a)
+            runs = [r for r in (c.runs if c else []) if r.get("status") == "ok" and (r.get("figures") or {}).get(f"{op}_cdf_ns")]
+            if not runs:
+                continue
+            runs.sort(key=lambda r: r["figures"].get(f"{op}_p99_ns") or 0)
+            pts = [(ns, q) for q, ns in runs[len(runs) // 2]["figures"][f"{op}_cdf_ns"] if ns > 0 and q < 1]
+            if not pts:
+                continue
+            ax.plot([p[0] for p in pts], [-math.log10(1 - p[1]) for p in pts], "-o", markersize=2,
+                    label=a, color=_color(a))
+        ax.set_xscale("log")
+        ticks = [0, 1, 2, 3, 4, 5]
+        ax.set_yticks(ticks)
+        ax.set_yticklabels(["0", "90%", "99%", "99.9%", "99.99%", "99.999%"])
+        ax.set_xlabel(f"{op} latency (ns, log scale)")
+        ax.set_ylabel("share of calls at most this slow")
+        ax.set_title(f"{s.name}: {op} latency CDF", fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+    _legend(axes[0][-1])
     return _save(fig, path)
 
 
@@ -216,7 +349,11 @@ def make_all(series: list[Series], base: str | None, plot_dir: Path, preds: dict
             out.append(heap_leak_plot(s, preds, plot_dir / f"heap_leak_{name}.png"))
         elif kind == "blowup":
             out.append(blowup_plot(s, plot_dir / f"blowup_{name}.png"))
-        elif kind in ("scaling", "compare"):
-            out.append(axis_plot(s, plot_dir / f"{name}.png", logx=s.entry.get("axis") == "--size"))
+        elif kind in ("scaling", "compare", "tuning"):
+            out.append(axis_plot(s, plot_dir / f"{name}.png", logx=s.entry.get("axis") in ("--size", "--live")))
+        elif kind == "latency":
+            out.append(latency_cdf_plot(s, plot_dir / f"latency_cdf_{name}.png"))
+        if s.entry.get("rss_plot") or s.entry.get("workload") in RSS_STORY_WORKLOADS:
+            out.append(rss_time_plot(s, plot_dir / f"rss_time_{name}.png"))
         made[s.name] = [p for p in out if p is not None]
     return made

@@ -33,7 +33,8 @@ class Progress:
         took = f" {seconds:.2f}s" if seconds is not None else ""
         if status != "ok":
             self._clear()
-            print(f"  FAILED {label}: {message}", file=self.stream, flush=True)
+            what = "INVALID (left out of medians)" if status == "invalid" else "FAILED"
+            print(f"  {what} {label}: {message}", file=self.stream, flush=True)
         if self.tty:
             text = f"\r{self._bar()} {label[:40]:<40}"
             print(text, end="", file=self.stream, flush=True)

@@ -25,7 +25,11 @@ def fmt(v, metric: str = "") -> str:
     if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
         return "–"
     a = abs(v)
-    if (metric.endswith("_s") and not metric.endswith("_per_s")) or metric in _UNITS:
+    if metric.endswith(("_kib", "_kb")):
+        return f"{v / 1024:.1f} MiB" if a >= 1024 else f"{v:.0f} KiB"
+    if metric.endswith("_ns"):
+        return f"{v:.0f} ns" if a < 1000 else (f"{v / 1e3:.2f} µs" if a < 1e6 else f"{v / 1e6:.2f} ms")
+    if (metric.endswith("_s") and not metric.endswith(("_per_s", "_per_cpu_s"))) or metric in _UNITS:
         if a < 1e-3:
             return f"{v * 1e6:.0f} µs"
         if a < 1:
@@ -44,6 +48,22 @@ def fmt(v, metric: str = "") -> str:
 
 def fmt_ratio(r) -> str:
     return "–" if r is None else f"×{r:.2f}"
+
+
+def is_pct(metric: str) -> bool:
+    """A percentage over something (fragmentation_pct = (heap/live − 1) × 100): compared by
+    difference in percentage points, never as a ratio of two percentages."""
+    return metric.endswith("_pct")
+
+
+def compare_text(value, base, metric: str) -> str:
+    """How one allocator's median compares with the baseline's: a ratio, or for a percentage
+    the difference in percentage points."""
+    if value is None or base is None:
+        return "–"
+    if is_pct(metric):
+        return f"{value - base:+.1f} pp"
+    return fmt_ratio(ratio(value, base))
 
 
 def cell_text(summary, metric: str) -> str:
@@ -144,24 +164,26 @@ def _metric_table(s: Series, base: str | None) -> tuple[list, list]:
     hdr = ["case"] + [f"{a}" for a in s.allocators]
     others = [a for a in s.allocators if a != base]
     if base in s.allocators and others:
-        hdr += [f"{a} / {base}" for a in others]
+        hdr += [f"{a} − {base} (pp)" if is_pct(metric) else f"{a} / {base}" for a in others]
     rows = []
     for v, x in s.cases:
         row = [case_name(s, v, x)]
         for a in s.allocators:
             c = s.cell(v, x, a)
             txt = cell_text(c.metric if c else None, metric)
-            if c and c.failed and c.ok == 0:
+            if c and c.failed and c.ok == 0 and not c.invalid:
                 txt = "FAILED"
             elif c and c.failed:
                 txt += f" [{len([r for r in c.failed if r.get('pass') == 'measure'])} failed]"
+            if c and c.invalid:
+                txt = ("INVALID" if c.ok == 0 else txt) + f" [{len(c.invalid)} invalid, left out]"
             row.append(txt)
         if base in s.allocators and others:
             bc = s.cell(v, x, base)
             bm = bc.metric.median if bc and bc.metric else None
             for a in others:
                 c = s.cell(v, x, a)
-                row.append(fmt_ratio(ratio(c.metric.median if c and c.metric else None, bm)))
+                row.append(compare_text(c.metric.median if c and c.metric else None, bm, metric))
         rows.append(row)
     return hdr, rows
 
@@ -225,6 +247,91 @@ def _false_share_table(s: Series) -> tuple[list, list] | None:
     return hdr, rows
 
 
+def false_share_contradictions(s: Series, limit: float = 1.2) -> str | None:
+    """Seed 000 §5.3 found its largest penalty where small objects pack into one shared line
+    (up to ×2 with two threads, ×4 with four). Where this run measures no penalty there
+    (malloc'd/aligned below `limit` for objects under 32 bytes), the report says so."""
+    xs = [x for v, x in s.cases if v == "malloc" and isinstance(x, (int, float)) and x < 32]
+    found = []
+    for x in xs:
+        parts = []
+        for a in s.allocators:
+            m, al = s.cell("malloc", x, a), s.cell("aligned", x, a)
+            r = ratio(m.metric.median if m and m.metric else None, al.metric.median if al and al.metric else None)
+            if r is not None:
+                parts.append((a, r))
+        if parts and all(r < limit for _, r in parts):
+            found.append(f"size={x}: " + ", ".join(f"{a} ×{r:.2f}" for a, r in parts))
+    if not found:
+        return None
+    t = s.entry["params"].get("--threads", "?")
+    return (f"CONTRADICTS the source document: seed 000 §5.3 measured malloc'd objects smaller than a cache line "
+            f"up to ×2 slower than aligned ones with two threads (×4 with four), because they share a line; on "
+            f"this machine with {t} threads there is no such penalty (malloc'd/aligned below ×{limit}): "
+            + "; ".join(found) + ". docs/results.md discusses why.")
+
+
+def fmt_ns(v) -> str:
+    if v is None:
+        return "–"
+    if v < 1000:
+        return f"{v:.0f} ns"
+    if v < 1e6:
+        return f"{v / 1e3:.2f} µs"
+    return f"{v / 1e6:.2f} ms"
+
+
+LATENCY_OPS = ("malloc", "free", "realloc")
+LATENCY_PCTS = (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9"), ("p9999", "p99.99"), ("max", "max"))
+
+
+def latency_table(s: Series) -> tuple[list, list] | None:
+    """Per allocator and operation: p50, p99, p99.9, p99.99 and max (each the median over
+    the repeats), with units."""
+    v0 = s.cases[0][0]
+    x = [xx for v, xx in s.cases if v == v0][-1]
+    hdr = ["allocator", "operation", "calls"] + [label for _, label in LATENCY_PCTS] + ["mean"]
+    rows = []
+    for a in s.allocators:
+        c = s.cell(v0, x, a)
+        if not c or not c.figures:
+            continue
+        for op in LATENCY_OPS:
+            if f"{op}_p50_ns" not in c.figures:
+                continue
+            g = lambda k: c.figures[k].median if k in c.figures else None  # noqa: E731
+            rows.append([a, op, fmt(g(f"{op}_ops"))] + [fmt_ns(g(f"{op}_{k}_ns")) for k, _ in LATENCY_PCTS]
+                        + [fmt_ns(g(f"{op}_mean_ns"))])
+    return (hdr, rows) if rows else None
+
+
+def tuning_tables(s: Series) -> list[tuple[str, list, list]]:
+    """Seed 003 §6.7-6.8's tables in one per thread count: time, peak heap, fragmentation and
+    the allocator's own mmap and brk calls, one row per allocator or profile."""
+    out = []
+    v0 = s.cases[0][0]
+    for v, x in s.cases:
+        if v != v0:
+            continue
+        hdr = ["allocator / profile", "time", "peak heap RSS", "peak live", "fragmentation",
+               "mmap (allocator's / all)", "brk (allocator's / all)", "munmap (allocator's / all)"]
+        rows = []
+        for a in s.allocators:
+            c = s.cell(v, x, a)
+            if c is None:
+                continue
+            f = c.figures
+            g = lambda k: f[k] if k in f else None  # noqa: E731
+            heap, live, frag, t = g("peak_heap_rss_bytes"), g("peak_live_bytes"), g("fragmentation_pct"), g("time_s")
+            rows.append([a, cell_text(t, "time_s") if t else "–",
+                         f"{heap.median / 2**20:.2f} MiB" if heap else "–",
+                         f"{live.median / 2**20:.2f} MiB" if live else "–",
+                         f"{frag.median:.2f}%" if frag else "–",
+                         _syscall_cell(c, "mmap"), _syscall_cell(c, "brk"), _syscall_cell(c, "munmap")])
+        out.append((f"{s.entry['axis'].lstrip('-')}={x}" if s.entry.get("axis") else "", hdr, rows))
+    return out
+
+
 def _heap_leak_table(s: Series, preds: dict) -> tuple[list, list] | None:
     """Seed 000 §5.2's reading of Figures 6-8: growth per round against the predictor's
     b·t, the offset above the lower bound, and the min-max spread relative to the minimum."""
@@ -249,9 +356,21 @@ def _heap_leak_table(s: Series, preds: dict) -> tuple[list, list] | None:
     return (hdr, rows) if rows else None
 
 
+def _kib(summary) -> str:
+    return f"{summary.median / 1024:.1f} MiB" if summary else "–"
+
+
+def _syscall_cell(c, name: str) -> str:
+    if not c.syscalls:
+        return "–"
+    if c.syscalls_alloc is not None:
+        return f"{fmt(c.syscalls_alloc.get(name))} / {fmt(c.syscalls.get(name))}"
+    return fmt(c.syscalls.get(name))
+
+
 def _resource_table(s: Series) -> tuple[list, list]:
-    hdr = ["case", "allocator", "wall", "user", "sys", "peak RSS", "minor faults", "vol. cs", "invol. cs",
-           "mmap", "munmap", "brk", "mremap", "madvise"]
+    hdr = ["case", "allocator", "wall", "user", "sys", "peak RSS", "mean RSS", "final RSS", "minor faults",
+           "vol. cs", "invol. cs", "mmap", "munmap", "brk", "mremap", "madvise"]
     rows = []
     # The last axis value of each variant (where the system-call pass also ran).
     last = {}
@@ -267,11 +386,11 @@ def _resource_table(s: Series) -> tuple[list, list]:
             rows.append([case_name(s, v, x), a,
                          cell_text(r.get("wall_s"), "wall_s"), fmt(r["user_s"].median, "user_s") if "user_s" in r else "–",
                          fmt(r["sys_s"].median, "sys_s") if "sys_s" in r else "–",
-                         f"{r['maxrss_kb'].median / 1024:.1f} MiB" if "maxrss_kb" in r else "–",
+                         _kib(r.get("maxrss_kb")), _kib(r.get("rss_mean_kb")), _kib(r.get("rss_final_kb")),
                          fmt(r["minflt"].median) if "minflt" in r else "–",
                          fmt(r["nvcsw"].median) if "nvcsw" in r else "–",
                          fmt(r["nivcsw"].median) if "nivcsw" in r else "–"]
-                        + [fmt(sc.get(k)) if c.syscalls else "–" for k in ("mmap", "munmap", "brk", "mremap", "madvise")])
+                        + [_syscall_cell(c, k) for k in ("mmap", "munmap", "brk", "mremap", "madvise")])
     return hdr, rows
 
 
@@ -306,6 +425,20 @@ def failures(doc: dict) -> list[str]:
                 order.append(key)
             cnt[key] += 1
     lines += [k + (f" (x{cnt[k]})" if cnt[k] > 1 else "") for k in order]
+    from .results import run_invalid
+    inv: Counter = Counter()
+    inv_order = []
+    for r in doc["runs"]:
+        why = run_invalid(r)
+        if why:
+            x = f" {r['axis'].lstrip('-')}={r['x']}" if r.get("axis") else ""
+            v = f" {r['variant']}" if r.get("variant") else ""
+            key = f"{r['series']}{v}{x} [{r['allocator']}]"
+            if key not in inv:
+                inv_order.append((key, why))
+            inv[key] += 1
+    lines += [f"{k}: INVALID, left out of the medians ({inv[k]} run{'s' if inv[k] > 1 else ''}): {why}"
+              for k, why in inv_order]
     return lines
 
 
@@ -328,10 +461,10 @@ def build(doc: dict, out_dir: Path, baseline: str | None = None) -> Doc:
                                                            "git_commit", "build_dir")]
             + [[f"build: {k}", v] for k, v in (env.get("build_flags") or {}).items()])
     d.h(2, "Allocators")
-    d.table(["name", "status", "path", "package", "version", "environment"],
+    d.table(["name", "status", "path", "package", "version", "environment", "profile of"],
             [[a["name"], "found" if a.get("found", True) else f"MISSING: {a.get('missing')}", a.get("path") or "(none: glibc)",
               a.get("package") or "–", a.get("version") or "–",
-              " ".join(f"{k}={v}" for k, v in (a.get("env") or {}).items()) or "–"]
+              " ".join(f"{k}={v}" for k, v in (a.get("env") or {}).items()) or "–", a.get("profile_of") or "–"]
              for a in doc.get("allocators", [])])
     fl = failures(doc)
     d.h(2, f"Problems ({len(fl)})")
@@ -342,7 +475,9 @@ def build(doc: dict, out_dir: Path, baseline: str | None = None) -> Doc:
         d.p("None: every run exited 0 with its JSON result.")
 
     d.h(2, "Summary")
-    d.p("Each series at its largest case: the baseline's median and every allocator's ratio to it.")
+    d.p("Each series at its largest case: the baseline's median and every allocator's ratio to it; a "
+        "percentage (fragmentation_pct = (heap/live − 1) × 100) is compared by its difference in percentage "
+        "points (pp), never as a ratio of percentages.")
     hdr, rows = summary_table(series, base)
     d.table(hdr, rows)
 
@@ -375,6 +510,22 @@ def build(doc: dict, out_dir: Path, baseline: str | None = None) -> Doc:
                 d.p("Penalty of sharing: time with malloc'd objects over time with cache-line aligned ones "
                     "(seed 000 §5.3 found up to ×2 with two threads and ×4 with four).")
                 d.table(*ft)
+                note = false_share_contradictions(s)
+                if note:
+                    d.p(note)
+        if e["kind"] == "latency":
+            lt = latency_table(s)
+            if lt:
+                d.p("Latency of single calls, timed one by one with the CPU's timestamp counter (bench/latency); "
+                    "each percentile is the median over the repeats. The CDF plot shows the whole distribution.")
+                d.table(*lt)
+        if e["kind"] == "tuning":
+            d.p("Seed 003 §6.7-6.8 tables: each allocator and each tuning profile (an allocator plus environment "
+                "settings, listed under Allocators) replaying the trace. System calls are the allocator's own, "
+                "attributed by stack (see Resources); the thesis's figures are in docs/results.md.")
+            for label, hdr, rows in tuning_tables(s):
+                d.p(f"{label}:")
+                d.table(hdr, rows)
         if e["kind"] == "heap-leak" and preds:
             ht = _heap_leak_table(s, preds)
             if ht:
@@ -401,7 +552,11 @@ def build(doc: dict, out_dir: Path, baseline: str | None = None) -> Doc:
             d.p("This series gives the predictor's constant a (seed 000 §5.2).")
         for p in made.get(e["series"], []):
             d.img(f"plots/{p.name}", p.stem)
-        d.p("Resources at the largest case (medians; system calls from one run under strace -f -c):")
+        d.p("Resources at the largest case (medians). Peak RSS is ru_maxrss from wait4; mean and final RSS come "
+            "from the launcher's samples of the program's resident set (time-weighted mean; the last sample). "
+            "System calls from one run under strace -f -k: the allocator's calls / all calls (a call is the "
+            "allocator's when a malloc-family function or the preloaded library is on its stack; the rest are the "
+            "loader mapping libraries, thread stacks and the program's own mappings).")
         d.table(*_resource_table(s))
     return d
 
@@ -458,7 +613,7 @@ def _summary_row(s: Series, v, x, base, allocs) -> list:
             # No baseline in this series (e.g. larder's own tunables): the value itself.
             row.append(fmt(c.metric.median, metric))
         else:
-            row.append(fmt_ratio(ratio(c.metric.median, bm)))
+            row.append(compare_text(c.metric.median, bm, metric))
     return row
 
 
@@ -480,7 +635,8 @@ def terminal_summary(doc: dict, baseline: str | None = None) -> str:
     widths = [max(len(str(r[i])) if i < len(r) else 0 for r in table) for i in range(len(hdr))]
     lines = ["  ".join(str(c).ljust(widths[i]) for i, c in enumerate(r)) for r in table]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    lines.append(f"(baseline column: {base}'s median; other columns: ratio to it; ↓ lower is better, ↑ higher is better)")
+    lines.append(f"(baseline column: {base}'s median; other columns: ratio to it, or for a percentage (_pct) the "
+                 f"difference in percentage points; ↓ lower is better, ↑ higher is better)")
     fl = failures(doc)
     if fl:
         lines.append(f"{len(fl)} problem(s):")

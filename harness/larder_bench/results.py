@@ -9,8 +9,10 @@ from pathlib import Path
 from .heapleak import Predictor, calibrate
 from .measure import SYSCALLS
 from .stats import Summary, summarize
+from .workloads import invalid_reason
 
-RESOURCES = ("wall_s", "user_s", "sys_s", "maxrss_kb", "minflt", "nvcsw", "nivcsw")
+RESOURCES = ("wall_s", "user_s", "sys_s", "maxrss_kb", "minflt", "nvcsw", "nivcsw",
+             "rss_peak_kb", "rss_mean_kb", "rss_final_kb")
 _BASE_COLS = ["series", "workload", "kind", "variant", "axis", "x", "allocator", "repeat", "pass", "status",
               "message", "exit_code", "signal"] + list(RESOURCES) + ["majflt"]
 
@@ -68,11 +70,27 @@ def write_csv(doc: dict, path: Path) -> None:
 
 def metric_value(run: dict, metric: str):
     """The program's own figure when it reports one (heap-leak's minflt is its own
-    getrusage), else the harness's measurement of the same name (wall_s, maxrss_kb, ...)."""
-    v = (run.get("figures") or {}).get(metric)
+    getrusage), else the harness's measurement of the same name (wall_s, maxrss_kb, ...),
+    else a figure derived from both (ops_per_cpu_s = ops / (user + sys) from wait4)."""
+    figs = run.get("figures") or {}
+    v = figs.get(metric)
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return v
-    return run.get(metric) if metric in RESOURCES else None
+    if metric in RESOURCES:
+        return run.get(metric)
+    if metric == "ops_per_cpu_s":
+        ops, cpu = figs.get("ops"), (run.get("user_s") or 0) + (run.get("sys_s") or 0)
+        if isinstance(ops, (int, float)) and cpu > 0:
+            return ops / cpu
+    return None
+
+
+def run_invalid(run: dict) -> str | None:
+    """Why a run that exited cleanly is not a valid measurement (stored with the run by the
+    runner; recomputed for results written before that)."""
+    if run.get("status") != "ok":
+        return None
+    return run.get("invalid") or invalid_reason(run.get("workload", ""), run.get("figures"))
 
 
 @dataclass
@@ -82,8 +100,10 @@ class Cell:
     resources: dict = field(default_factory=dict)   # name -> Summary
     figures: dict = field(default_factory=dict)      # numeric figure -> Summary
     syscalls: dict | None = None
+    syscalls_alloc: dict | None = None                # the allocator's share (strace -k attribution)
     ok: int = 0
     failed: list = field(default_factory=list)       # failing run records
+    invalid: list = field(default_factory=list)      # runs that exited 0 but are not valid (left out)
     runs: list = field(default_factory=list)
 
 
@@ -128,7 +148,8 @@ def group(doc: dict) -> list[Series]:
         for k, rs in raw.items():
             c = Cell(runs=rs)
             meas = [r for r in rs if r.get("pass", "measure") == "measure"]
-            good = [r for r in meas if r.get("status") == "ok"]
+            good = [r for r in meas if r.get("status") == "ok" and not run_invalid(r)]
+            c.invalid = [r for r in meas if run_invalid(r)]
             c.ok = len(good)
             c.failed = [r for r in rs if r.get("status") != "ok"]
             c.metric = summarize(metric_value(r, metric) for r in good)
@@ -145,6 +166,7 @@ def group(doc: dict) -> list[Series]:
             tr = [r for r in rs if r.get("pass") == "strace" and r.get("status") == "ok"]
             if tr:
                 c.syscalls = tr[0].get("syscalls")
+                c.syscalls_alloc = tr[0].get("syscalls_alloc")
             cells[k] = c
         out.append(Series(entry=e, allocators=allocs, cases=cases, cells=cells))
     return out

@@ -12,7 +12,7 @@ from .allocators import Allocator
 from .progress import Progress
 from .stats import interleave
 from .suites import Entry, argv_for, format_setup
-from .workloads import binary
+from .workloads import binary, invalid_reason
 
 SCHEMA = 1
 DEFAULT_REPEATS = 5  # quick suite: five interleaved repeats give a usable median on a noisy machine
@@ -138,10 +138,16 @@ def run_entries(entries: list[Entry], allocators: list[Allocator], build_dir: Pa
     total = 0
     for e, allocs, cases, reps in plan:
         total += len(cases) * len(allocs) * reps
-        if strace_mode != "none":
-            total += len(_strace_cases(e, cases, strace_mode)) * len(allocs)
+        smode = e.strace or strace_mode
+        if smode != "none":
+            total += len(_strace_cases(e, cases, smode)) * len(allocs)
     prog = Progress(total, progress_stream)
     strace = measure.strace_available()
+    if strace is not None and any((e.strace or strace_mode) != "none" for e in entries) \
+            and not measure.strace_stacks(strace):
+        doc["problems"].append({"series": None, "allocator": None,
+                                "message": "this strace cannot print stacks (-k): system calls are counted in "
+                                           "total only, not split into the allocator's and the program's"})
     if strace_mode != "none" and strace is None:
         doc["problems"].append({"series": None, "allocator": None,
                                 "message": "strace not found: no system-call counts (install it with `sudo apt-get install strace`)"})
@@ -161,8 +167,9 @@ def run_entries(entries: list[Entry], allocators: list[Allocator], build_dir: Pa
         if skip is not None:
             doc["problems"].append({"series": e.series, "allocator": None, "message": skip})
             prog.note(f"  SKIPPED {skip}")
-            n = len(cases) * len(allocs) * reps + (len(_strace_cases(e, cases, strace_mode)) * len(allocs)
-                                                   if strace_mode != "none" else 0)
+            smode = e.strace or strace_mode
+            n = len(cases) * len(allocs) * reps + (len(_strace_cases(e, cases, smode)) * len(allocs)
+                                                   if smode != "none" else 0)
             for _ in range(n):
                 prog.done += 1
             continue
@@ -173,11 +180,16 @@ def run_entries(entries: list[Entry], allocators: list[Allocator], build_dir: Pa
             env = alloc.child_env(extra=variant.env)
             rec = measure.run_child(argv, env, t_out)
             rec.update(_run_keys(e, variant.label, x, alloc, rep, "measure", variant.env))
+            why = invalid_reason(e.workload, rec.get("figures")) if rec["status"] == "ok" else None
+            if why:
+                rec["invalid"] = why
             doc["runs"].append(rec)
             label = f"{case_label(e, variant.label, x)} [{alloc.name}]"
-            prog.step(label, rec["status"], rec.get("message", ""), rec.get("wall_s"))
-        if strace_mode != "none" and strace is not None:
-            for variant, x in _strace_cases(e, cases, strace_mode):
+            prog.step(label, rec["status"] if not why else "invalid", rec.get("message", "") or (why or ""),
+                      rec.get("wall_s"))
+        smode = e.strace or strace_mode
+        if smode != "none" and strace is not None:
+            for variant, x in _strace_cases(e, cases, smode):
                 for alloc in allocs:
                     argv = argv_for(e, variant, x, exe, subst)
                     env = alloc.child_env(extra=variant.env)

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .allocators import Profile
 from .workloads import info
 
 
@@ -46,6 +47,8 @@ class Entry:
     repeats: int | None = None       # default repeats for this entry (the seed's own count)
     timeout: float | None = None     # seconds per run; default from the command line
     setup: tuple = ()                # argv run once before the entry (e.g. make an input file)
+    strace: str | None = None        # this entry's system-call pass (last, all, none); default: the command line's
+    rss_plot: bool = False           # the report draws RSS over time for this series
 
     @property
     def metric_name(self) -> str:
@@ -104,7 +107,13 @@ SUITES: list[Entry] = [
     Entry(_Q, "trace-replay", "trace-replay",
           "seed 003 ch. 6: replay of a real recording (traces/python-threads.ltr.gz); fragmentation by method 4",
           {"--trace": "{repo}/traces/python-threads.ltr.gz", "--iterations": 1}, values=(1, 2, 4), kind="compare",
-          metric="fragmentation_pct", higher_is_better=False, work=("--iterations",)),
+          metric="fragmentation_pct", higher_is_better=False, work=("--iterations",), rss_plot=True),
+    Entry(_Q, "churn", "churn", "a live heap of 10,000 blocks of 256 B replaced at random, CPU per replacement",
+          {"--live": 10000, "--min-size": 256, "--max-size": 256, "--ops": 200_000}, values=(1,), kind="compare",
+          work=("--ops",), rss_plot=True),
+    Entry(_Q, "server-mix", "server-mix", "a server's work phase (1 s, 2 threads, 1% large blocks), then 1 s idle: "
+          "RSS over time and after idle", {"--threads": 2, "--seconds": 1, "--idle-seconds": 1, "--working-set": 2000},
+          axis=None, kind="compare", work=("--seconds",), repeats=2, rss_plot=True),
 
     # ---- seeds: each experiment of the source documents with its series (seed parameters;
     #      shrink the work with --scale on a small machine) ----
@@ -171,6 +180,103 @@ SUITES: list[Entry] = [
         ("larson", {"--seconds": 30, "--chunks": 10000, "--min-size": 10, "--max-size": 100}, ("--seconds",)),
     ]
 ]
+
+_SV = "server"
+_LAT = "latency"
+_TU = "tuning"
+_TRACES = (("python-threads", "{repo}/traces/python-threads.ltr.gz"), ("sqlite", "{repo}/traces/sqlite.ltr.gz"))
+SUITES += [
+    # ---- server: long-running server shapes (live heaps, remote frees, memory over time) ----
+    Entry(_SV, "churn-256", "churn", "churn: 10k-1M live 256-byte blocks, one thread, 2M random replacements",
+          {"--min-size": 256, "--max-size": 256, "--ops": 2_000_000}, axis="--live", values=(10_000, 100_000, 1_000_000),
+          kind="compare", work=("--ops",), repeats=3, rss_plot=True),
+    Entry(_SV, "churn-small", "churn", "churn: 10k-1M live blocks of the 16 B-4 KiB mix, one thread",
+          {"--mix": "small", "--ops": 2_000_000}, axis="--live", values=(10_000, 100_000, 1_000_000),
+          kind="compare", work=("--ops",), repeats=3),
+    Entry(_SV, "churn-remote", "churn", "churn: 2 threads, a quarter of the frees done by the other thread, 256 B",
+          {"--threads": 2, "--min-size": 256, "--max-size": 256, "--ops": 1_000_000, "--remote-share": 0.25},
+          axis="--live", values=(10_000, 100_000, 1_000_000), kind="compare", work=("--ops",), repeats=3),
+    Entry(_SV, "churn-medium", "churn", "medium blocks: 64 live blocks of 64 KiB-2 MiB, 20,000 replacements",
+          {"--live": 64, "--min-size": 65536, "--max-size": 2_097_152, "--ops": 20_000}, values=(1,),
+          kind="compare", work=("--ops",), repeats=3, rss_plot=True),
+    Entry(_SV, "churn-buffers", "churn", "a loop of one 5-25 MiB buffer, allocated and freed 2,000 times",
+          {"--live": 1, "--min-size": 5_242_880, "--max-size": 26_214_400, "--ops": 2000}, values=(1,),
+          kind="compare", work=("--ops",), repeats=3, rss_plot=True),
+    Entry(_SV, "larson-server", "larson", "Larson as a server: 2 threads, 8-1000 B, 5000 blocks per chain, "
+          "100 rounds per thread generation; operations per CPU-second (user+sys from wait4)",
+          {"--threads": 2, "--min-size": 8, "--max-size": 1000, "--chunks": 5000, "--rounds": 100, "--seconds": 5},
+          axis=None, kind="compare", metric="ops_per_cpu_s", higher_is_better=True, work=("--seconds",), repeats=3,
+          rss_plot=True),
+    Entry(_SV, "free-contention", "free-contention", "seed 002 free() contention, 1-8 producer/consumer pairs",
+          {"--seconds": 2, "--size": 64}, axis="--workers", values=(1, 2, 4, 8), kind="speedup",
+          work=("--seconds",), repeats=3),
+    Entry(_SV, "shbench", "shbench", f"{_HOARD} shbench, 8-100 bytes", {"--iterations": 10_000_000, "--min-size": 8,
+          "--max-size": 100}, values=(1, 2), kind="speedup", work=("--iterations",), repeats=3),
+    Entry(_SV, "threadtest", "threadtest", f"{_HOARD} threadtest, 8-byte objects",
+          {"--iterations": 50, "--objects": 100000, "--size": 8}, values=(1, 2), kind="speedup",
+          work=("--iterations",), repeats=3),
+    Entry(_SV, "server-mix", "server-mix", "a server's day: 20 s of work (1% blocks of 100 KiB-2 MiB, a quarter "
+          "freed remotely), then 5 s idle; RSS over time, at 5 s, at the end of work, after idle",
+          {"--seconds": 20, "--idle-seconds": 5, "--remote-share": 0.25}, values=(2, 4), kind="compare",
+          work=("--seconds",), repeats=2, timeout=120, rss_plot=True),
+] + [
+    Entry(_SV, f"replay-{name}", "trace-replay", f"seed 003 ch. 6 replay of traces/{name}.ltr.gz, 1 and 2 threads; "
+          "fragmentation by method 4", {"--trace": path, "--iterations": 2}, values=(1, 2), kind="compare",
+          metric="fragmentation_pct", higher_is_better=False, work=("--iterations",), repeats=3, rss_plot=True)
+    for name, path in _TRACES
+] + [
+    # ---- latency: per-operation latency percentiles, one thread, for any allocator or profile ----
+    Entry(_LAT, f"latency-{name}", "latency", f"per-call latency replaying traces/{name}.ltr.gz in its merged order "
+          "on one thread (malloc includes calloc and aligned allocations)", {"--trace": path}, axis=None,
+          kind="latency", repeats=3)
+    for name, path in _TRACES
+] + [
+    Entry(_LAT, "latency-synthetic", "latency", "per-call latency of the synthetic ramp/peak/plateau/teardown "
+          "sequence (bench/latency, 1M operations, up to 64 MiB live)", {"--ops": 1_000_000}, axis=None,
+          kind="latency", work=("--ops",), repeats=3),
+] + [
+    # ---- tuning: seed 003 §6.7-6.8 profiles over the committed traces ----
+    Entry(_TU, f"tuning-{name}", "trace-replay", f"seed 003 §6.7-6.8 tuning profiles replaying traces/{name}.ltr.gz "
+          "(Tables 6-17 to 6-25: time, peak heap, fragmentation, mmap and brk calls)",
+          {"--trace": path, "--iterations": 2}, values=(1, 2, 4), kind="tuning", metric="time_s",
+          higher_is_better=False, work=("--iterations",), repeats=3, strace="all", rss_plot=True)
+    for name, path in _TRACES
+]
+
+# Profiles a suite adds to the allocators (seed 003 Table 6-17 and §6.8; the nearest settings
+# for the others). A profile whose allocator is missing is skipped with it.
+_GT = "GLIBC_TUNABLES"
+SUITE_PROFILES: dict[str, list[Profile]] = {
+    _TU: [
+        Profile("glibc-cpu", "glibc", {
+            _GT: "glibc.malloc.mxfast=80:glibc.malloc.trim_threshold=18446744073709551615:"
+                 "glibc.malloc.mmap_max=0:glibc.malloc.top_pad=1073741824"},
+                "seed 003 Table 6-17 CPUProfile: MXFAST 80, no trimming, no mmap, 1 GiB top pad "
+                "(the thesis also disabled its driver's malloc_trim; trace-replay never calls it)"),
+        Profile("glibc-memory", "glibc", {_GT: "glibc.malloc.trim_threshold=1:glibc.malloc.top_pad=0"},
+                "seed 003 Table 6-17 MemoryProfile: trim threshold 1, top pad 0 (the thesis's driver also "
+                "called malloc_trim, which trace-replay does not)"),
+        Profile("tcmalloc-skip-mmap", "tcmalloc", {"TCMALLOC_SKIP_MMAP": "1"}, "seed 003 §6.8 SKIP_MMAP"),
+        Profile("tcmalloc-skip-sbrk", "tcmalloc", {"TCMALLOC_SKIP_SBRK": "1"}, "seed 003 §6.8 SKIP_SBRK"),
+        Profile("jemalloc-cpu", "jemalloc", {"MALLOC_CONF": "dirty_decay_ms:-1,muzzy_decay_ms:-1"},
+                "nearest to the CPUProfile: never give pages back"),
+        Profile("jemalloc-memory", "jemalloc", {"MALLOC_CONF": "dirty_decay_ms:0,muzzy_decay_ms:0"},
+                "nearest to the MemoryProfile: give freed pages back at once"),
+        Profile("mimalloc-cpu", "mimalloc", {"MIMALLOC_EAGER_COMMIT": "1", "MIMALLOC_RESET_DELAY": "1000000"},
+                "nearest to the CPUProfile: commit eagerly, (almost) never reset pages"),
+        Profile("mimalloc-memory", "mimalloc", {"MIMALLOC_PAGE_RESET": "1", "MIMALLOC_RESET_DELAY": "0"},
+                "nearest to the MemoryProfile: reset freed pages at once"),
+        Profile("larder-cpu", "larder", {"LARDER_PURGE_DELAY_MS": "3600000", "LARDER_LARGE_CACHE_MB": "1024"},
+                "nearest to the CPUProfile: keep empty memory and large spans"),
+        Profile("larder-memory", "larder", {"LARDER_PURGE_DELAY_MS": "0", "LARDER_LARGE_CACHE_MB": "0"},
+                "nearest to the MemoryProfile: return empty memory at once, cache no large spans"),
+    ],
+}
+
+
+def profiles_for(suite: str) -> list[Profile]:
+    return list(SUITE_PROFILES.get(suite, []))
+
 
 # Defaults of the work flags that an entry scales but does not set (docs/benchmarks.md).
 WORK_DEFAULTS = {("active-false", "--iterations"): 10000, ("passive-false", "--iterations"): 10000}
@@ -245,6 +351,19 @@ def select(suite: str, workloads: list[str] | None = None, threads: tuple | None
         if threads and e.is_threads_axis and e.kind not in ("threads-vs-processes",):
             values = tuple(threads)
         out.append(replace(e, params=params, values=values))
+    return out
+
+
+def with_metrics(entries: list[Entry], metrics: dict) -> list[Entry]:
+    """--metric WORKLOAD|SERIES=FIGURE: compare those series by another figure. A rate
+    (*_per_s, *_per_cpu_s) is higher-is-better, anything else lower-is-better."""
+    out = []
+    for e in entries:
+        m = metrics.get(e.series) or metrics.get(e.workload)
+        if m:
+            hib = m.endswith(("_per_s", "_per_cpu_s")) or m.startswith("ops_per")
+            e = replace(e, metric=m, higher_is_better=hib)
+        out.append(e)
     return out
 
 

@@ -40,7 +40,32 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              "Producer/consumer pairs, every free remote (seed 002)"),
     Workload("blowup", "blowup", False, "--threads",
              "Round-robin producer-consumer: RSS growth over peak live bytes (seed 004 §2.2, §6)"),
+    Workload("trace-replay", "time_s", False, "--threads",
+             "Replay of a recorded trace, seed 003's driver (docs/traces.md)"),
+    Workload("churn", "ops_per_cpu_s", True, "--threads",
+             "A large live heap replaced at random, CPU per replacement (a cache, an in-memory database)"),
+    Workload("server-mix", "rss_after_idle_kib", False, "--threads",
+             "A server's day: mostly small blocks, 1% of 100 KiB-2 MiB, then idle: RSS over time and after idle"),
+    Workload("latency", "malloc_p99_ns", False, "--threads",
+             "Per-operation latency percentiles of malloc, free and realloc, one thread (bench/latency)"),
 ]}
+
+# Figures a workload's run reports that make the run invalid: a function of the figures that
+# returns why, or None. Invalid runs are flagged, left out of medians and counted.
+def _malloc_test_invalid(fig: dict) -> str | None:
+    null, timed = fig.get("null_loop_s"), fig.get("elapsed_s")
+    if isinstance(null, (int, float)) and isinstance(timed, (int, float)) and null >= timed:
+        return (f"the null loop ({null * 1e3:.3g} ms) took as long as the timed loop ({timed * 1e3:.3g} ms): "
+                f"net_s would be clamped to zero")
+    return None
+
+
+INVALID = {"malloc-test": _malloc_test_invalid}
+
+
+def invalid_reason(workload: str, figures: dict | None) -> str | None:
+    f = INVALID.get(workload)
+    return f(figures or {}) if f else None
 
 WALL = "wall_s"  # the harness's own measurement, available for every program
 

@@ -54,6 +54,22 @@ void free(void *p) { if (p) abort(); }
 
 CRASH_CTOR = r"""
 #include <stdlib.h>
-/* An allocator whose initialisation fails before main. */
+/* An allocator whose initialisation fails before main (it forwards to glibc until then). */
+extern void *__libc_malloc(size_t);
+extern void __libc_free(void *);
+void *malloc(size_t n) { return __libc_malloc(n); }
+void free(void *p) { __libc_free(p); }
 __attribute__((constructor)) static void larder_test_ctor(void) { abort(); }
+"""
+
+# A shared object that defines malloc and free (never preloaded by the tests that use it).
+FAKE_ALLOC = r"""
+#include <stddef.h>
+void *malloc(size_t n) { (void)n; return NULL; }
+void free(void *p) { (void)p; }
+"""
+
+# A shared object that defines no malloc: refused as an allocator.
+NOT_ALLOC = r"""
+int larder_test_not_an_allocator(int x) { return x + 1; }
 """

@@ -2,7 +2,7 @@
 each is recorded with a clear message in the report, and the other runs go on."""
 from pathlib import Path
 
-from conftest import CRASH_CTOR, CRASH_MALLOC, build_so
+from conftest import CRASH_CTOR, CRASH_MALLOC, FAKE_ALLOC, build_so
 
 from larder_bench import allocators as A
 from larder_bench import report, results, runner
@@ -58,11 +58,17 @@ def test_failures_are_reported_and_the_suite_goes_on(tmp_path, bench_build, cc):
     assert "FAILED" in report.terminal_summary(doc, "glibc")
 
 
-def test_preload_that_cannot_load_is_not_measured_as_glibc(tmp_path, bench_build):
+def test_preload_that_cannot_load_is_not_measured_as_glibc(tmp_path, bench_build, cc):
     # ld.so ignores an unloadable preload and runs with glibc; the harness must say so.
-    bogus = tmp_path / "libnot-elf.so"
-    bogus.write_text("not an ELF file")
+    # An allocator library built for another machine (its ELF e_machine patched): it defines
+    # malloc and free, so it is accepted, but ld.so cannot preload it and runs glibc instead.
+    lib = build_so(cc, tmp_path, "fake", FAKE_ALLOC)
+    data = bytearray(lib.read_bytes())
+    data[18:20] = (0xB7).to_bytes(2, "little")  # EM_AARCH64
+    bogus = tmp_path / "libotherarch.so"
+    bogus.write_bytes(bytes(data))
     allocs = [A.parse_spec(f"broken={bogus}")]
+    assert allocs[0].found
     entries = [Entry("t", "good", "heap-leak", "x", {"--objects": 10, "--rounds": 1}, values=(1,))]
     doc = runner.run_entries(entries, allocs, bench_build, tmp_path, repeats=1, strace_mode="none")
     r = doc["runs"][0]

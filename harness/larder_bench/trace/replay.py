@@ -105,14 +105,21 @@ def tables(doc: dict, ts: dict) -> str:
                          f"{(t.median / best - 1) * 100:.1f}% |")
         sc = {a: next((r["syscalls"] for r in straced if r["x"] == x and r["allocator"] == a and "syscalls" in r), None)
               for a in at}
+        sca = {a: next((r.get("syscalls_alloc") for r in straced if r["x"] == x and r["allocator"] == a
+                        and "syscalls" in r), None) for a in at}
         if any(sc.values()):
-            lines += ["", "System calls of one run (Table 6-3 form; strace -f -c, whole process "
-                      "including loading the trace):", "",
+            split = any(v is not None for v in sca.values())
+            lines += ["", "System calls of one run (Table 6-3 form; " + (
+                      "strace -f -k: the allocator's calls (a malloc-family function or the preloaded library on the "
+                      "stack) / all calls, which include the loader, the replayer's tables and thread stacks):"
+                      if split else "strace -f -c, whole process including loading the trace):"), "",
                       "| | mmap | munmap | brk | madvise | mremap |", "|---|---:|---:|---:|---:|---:|"]
             for a, c in sc.items():
                 if c:
-                    lines.append(f"| {a} | {c.get('mmap', 0)} | {c.get('munmap', 0)} | {c.get('brk', 0)} | "
-                                 f"{c.get('madvise', 0)} | {c.get('mremap', 0)} |")
+                    al = sca.get(a)
+                    cell = (lambda k: f"{al.get(k, 0)} / {c.get(k, 0)}") if al is not None else (lambda k: f"{c.get(k, 0)}")
+                    lines.append(f"| {a} | {cell('mmap')} | {cell('munmap')} | {cell('brk')} | "
+                                 f"{cell('madvise')} | {cell('mremap')} |")
         plot = plot_timeseries(ts, x, doc.get("_out_dir"))
         if plot:
             lines += ["", f"![live and heap memory over time, {label}]({plot.name})"]
@@ -145,10 +152,9 @@ def plot_timeseries(ts: dict, x, out_dir) -> Path | None:
     ax.set_ylabel("KiB")
     ax.set_title(f"Memory usage over live memory ({x or 'faithful'} thread(s)), seed 003 Figure 6-1 form")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     out = Path(out_dir) / f"trace-memory-t{x or 'rec'}.png"
-    fig.savefig(out)
+    fig.savefig(out, bbox_inches="tight")
     plt.close(fig)
     return out
 
