@@ -27,3 +27,7 @@ alloc_test(alloc_misuse_fork_signal SOURCES alloc/misuse_fork_signal.c PRELOAD T
 # cut at the length limit keeps its newline ----
 alloc_test(alloc_misuse_cancel SOURCES alloc/misuse_cancel.c PRELOAD TIMEOUT 60)
 alloc_test(alloc_misuse_message_cut SOURCES alloc/misuse_message_cut.c PRELOAD TIMEOUT 60)
+
+# ---- multithreaded fork while other threads hold stdio locks and allocate (three patterns;
+# a stuck process is killed after 20 s and reported) ----
+alloc_test(alloc_misuse_fork_stdio SOURCES alloc/misuse_fork_stdio.c PRELOAD TIMEOUT 120)
