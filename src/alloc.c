@@ -3,26 +3,24 @@
  * The allocation path, from fast to slow:
  *   1. Fast path (larder_malloc, below): the thread's heap, reached through an initial-exec
  *      thread-local pointer, keeps one "current" superblock per size class; pop the head of its
- *      LIFO free list, count the block in sb->used and heap->u, return it. No lock, no atomic.
- *   2. Refill (heap.c, ld_heap_refill): the current superblock is out of blocks. Take back the
- *      blocks other threads freed into it (one atomic exchange), else carve untouched blocks
- *      from its tail, else file it as full and switch to the fullest superblock of that class
- *      the heap already holds (Hoard §3.1, fullness groups).
- *   3. Superblock from the global heap (heap.c, global_take): the heap holds none with room;
- *      under the global lock, take one the global heap holds for this class, else an empty
- *      superblock of any class, re-formatted.
- *   4. New superblock from a segment, and a new segment from the OS (heap.c, segment_carve).
- *   Sizes above the largest class go to large spans (large.c), with a cache of freed spans.
+ *      LIFO free list and return it. No lock, no atomic, no heap counter.
+ *   2. Refill (heap.c, ld_heap_refill): the current superblock is out of blocks. Collect the
+ *      superblocks on the heap's pending list (those into which frees were announced, found
+ *      without a scan), carve untouched blocks from the current one, else file it as full and
+ *      switch to the fullest superblock of that class the heap holds (Hoard §3.1, fullness
+ *      groups: the head of a list, no search).
+ *   3. Superblock from the global heap (global.c, ld_global_take): the heap holds none with
+ *      room; under the global lock, the head of the global heap's list for this class.
+ *   4. New superblock from a segment (segment.c, a free chunk), and a new segment from the OS.
+ *   Sizes above the largest class are medium spans (runs of chunks in segments, up to 2 MiB)
+ *   or large spans (a mapping each, with a cache of freed ones): large.c.
  *
  * The free path: a block of the calling thread's current superblock for its class goes on
- * the local free list (fast path below). A block of the thread's other superblocks is freed
- * in batches under its heap's lock, which no other thread holds unless it is reclaiming an
- * idle heap (heap.c, ld_heap_free_local): outside the current superblocks, a heap changes
- * only under that lock, so a thread that needs memory can collect an idle thread's frees.
- * A block of another heap's superblock (free_slow) is pushed with a CAS on the superblock's
- * remote list, and the free returns: it never waits for the owner (seed 002).
- * A free that takes the class below Hoard's emptiness threshold may give a superblock to the
- * global heap.
+ * the local free list (fast path below). Any other block of a superblock (the thread's own or
+ * another's) is pushed on that superblock's remote list with a CAS, and the first such free
+ * since the owner last looked puts the superblock on the owner's pending list (free_slow,
+ * heap.c ld_heap_free_other). No free waits for a lock (seed 002). A free that takes the class
+ * below Hoard's emptiness threshold may give a superblock to the global heap.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -85,7 +83,7 @@ static LD_NOINLINE void *malloc_slow(heap_t *heap, size_t size) {
     bool zeroed;
     void *p = ld_large_alloc(size, LD_MIN_ALIGN, &zeroed);
     if (p) {
-      LD_STAT_INC(heap, large_allocs);
+      LD_STAT_INC(heap, large_allocs); /* medium spans included; medium_allocs counts those */
       LD_STAT_INC(heap, mallocs);
     }
     return p;
@@ -124,8 +122,9 @@ static LD_NOINLINE void free_slow(void *p) {
   sb_t *sb = ld_sb_of(p);
   if (sb->magic != LD_SB_MAGIC) ld_fatal_bad_free("invalid free (not a block from larder)", p);
   if (sb->kind != LD_KIND_SMALL) {
-    if (sb->kind == LD_KIND_LARGE_CACHED) ld_fatal_bad_free("double free", p);
-    if (sb->kind != LD_KIND_LARGE || p != sb->data) ld_fatal_bad_free("invalid free (not the start of a block)", p);
+    if (sb->kind == LD_KIND_LARGE_CACHED || sb->kind == LD_KIND_FREED) ld_fatal_bad_free("double free", p);
+    if ((sb->kind != LD_KIND_LARGE && sb->kind != LD_KIND_MEDIUM) || p != sb->data)
+      ld_fatal_bad_free("invalid free (not the start of a block)", p);
     ld_large_free(sb);
     return;
   }
@@ -144,16 +143,8 @@ static LD_NOINLINE void free_slow(void *p) {
   if (heap->current[sb->size_class] == sb && (char *)p >= sb->bump)
     ld_fatal_bad_free("invalid free (block was never allocated)", p);
   ld_stat_count(heap, offsetof(ld_stats_t, frees));
-  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap) {
-    ld_heap_free_local(heap, b);
-    return;
-  }
-  ld_free_remote(sb, b);
-  ld_stat_count(heap, offsetof(ld_stats_t, remote_frees));
-  if (LD_UNLIKELY(++heap->remote_since_help >= LD_HELP_EVERY) && heap != &ld_heap_empty) {
-    heap->remote_since_help = 0;
-    ld_heap_help_owner(heap, sb);
-  }
+  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap) ld_stat_count(heap, offsetof(ld_stats_t, remote_frees));
+  ld_heap_free_other(heap, sb, b);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -164,7 +155,7 @@ size_t larder_usable_size(const void *p) {
   sb_t *sb = ld_sb_of(p);
   if (sb->magic != LD_SB_MAGIC) return 0;
   if (sb->kind == LD_KIND_SMALL) return sb->block_size;
-  if (sb->kind == LD_KIND_LARGE) return sb->usable;
+  if (sb->kind == LD_KIND_LARGE || sb->kind == LD_KIND_MEDIUM) return sb->usable;
   return 0;
 }
 
@@ -189,7 +180,9 @@ void *larder_calloc(size_t count, size_t size) {
 }
 
 /* The same memory is kept when the new size still belongs to it: within the block, and not
- * so much smaller that keeping it would waste more than half. */
+ * so much smaller that keeping it would waste more than half. A medium or large block is
+ * resized in place where it can be (free chunks after a medium span, mremap for a large one),
+ * and a large one grows by moving its pages, never by copying them. */
 void *larder_realloc(void *p, size_t size) {
   if (!p) return larder_malloc(size);
   if (size == 0) { /* glibc's behaviour: free and return NULL */
@@ -197,13 +190,28 @@ void *larder_realloc(void *p, size_t size) {
     return NULL;
   }
   size_t usable = larder_usable_size(p);
-  if (usable == 0) ld_fatal_bad_free("realloc of a pointer larder did not allocate", p);
+  if (usable == 0) {
+    sb_t *sb = ld_sb_of(p);
+    if (sb->magic == LD_SB_MAGIC && (sb->kind == LD_KIND_LARGE_CACHED || sb->kind == LD_KIND_FREED))
+      ld_fatal_bad_free("realloc after free (use after free or double free)", p);
+    ld_fatal_bad_free("realloc of a pointer larder did not allocate", p);
+  }
   if (size <= usable && size >= usable / 2) return p;
+  sb_t *sb = ld_sb_of(p);
+  heap_t *heap = ld_heap_tls;
+  if (sb->kind != LD_KIND_SMALL && size > ld_small_max && p == sb->data) {
+    void *q = ld_large_realloc_in_place(sb, size);
+    if (!q && size > usable) q = ld_large_realloc_move(sb, size);
+    if (q) {
+      if (heap != &ld_heap_empty) LD_STAT_INC(heap, reallocs);
+      return q;
+    }
+  }
   void *q = larder_malloc(size);
   if (!q) return NULL; /* the old block stays valid, as C requires */
   memcpy(q, p, size < usable ? size : usable);
   larder_free(p);
-  heap_t *heap = ld_heap_tls;
+  heap = ld_heap_tls;
   if (heap != &ld_heap_empty) LD_STAT_INC(heap, reallocs);
   return q;
 }
@@ -275,8 +283,5 @@ void *larder_malloc_shared(size_t size) {
 
 int larder_trim(size_t pad) {
   (void)pad; /* larder keeps no heap top to pad: every empty page is given back */
-  ld_init_if_needed();
-  int released = ld_global_trim();
-  released |= ld_large_trim();
-  return released;
+  return ld_purge_trim();
 }

@@ -1,10 +1,19 @@
-/* Large objects: sizes above the largest size class, each in a span of whole pages mapped on
- * its own. The span starts with a header laid out like a superblock's, at an S-aligned
- * address, so free() finds it with the same mask (internal.h, ld_sb_of).
+/* Objects above the largest size class.
  *
- * Freed spans go to a small cache instead of back to the OS, so that a program that mallocs
- * and frees large buffers in a loop does not pay an mmap and a page fault per buffer. Spans
- * idle longer than the purge delay are purged; malloc_trim unmaps them all.
+ * Medium spans (up to ld_medium_max, 2 MiB): runs of chunks carved from segments
+ * (segment.c), so they cost no mmap, and freed ones coalesce with their free neighbours and
+ * serve the next request of any similar size. realloc grows one in place when the chunks after
+ * it are free.
+ *
+ * Large spans (above that, or aligned to S or more): each a mapping of its own. Freed ones go
+ * to a small cache instead of back to the OS, so that a program that mallocs and frees large
+ * buffers in a loop does not pay an mmap and a page fault per buffer; cached spans stay
+ * resident until they have been idle for the purge delay (purge.c), so the cache never purges
+ * a span it is about to hand out. realloc grows one with mremap: in place when the address
+ * space after it is free, else by moving its pages to a new mapping, never by copying.
+ *
+ * Every span starts with a header laid out like a superblock's, at an S-aligned address, so
+ * free() finds it with the same mask (internal.h, ld_sb_of).
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -15,6 +24,9 @@
 #include <stdint.h>
 
 #define LARGE_CACHE_MAX_SPANS 32
+#define MEDIUM_MAX ((size_t)2 << 20)
+
+size_t ld_medium_max = MEDIUM_MAX;
 
 static struct {
   pthread_mutex_t lock;
@@ -22,20 +34,16 @@ static struct {
   size_t count, bytes;
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static _Atomic size_t large_in_use;
-
-/* Spans carved from segments (block_size field set to 1) go back as empty superblocks;
- * spans of their own mapping are unmapped. */
-static void span_release(sb_t *span) {
-  if (span->block_size == 1) ld_segment_give_span(span->map_base, span->map_bytes / ld_sb_size);
-  else ld_os_unmap(span->map_base, span->map_bytes);
-}
-/* When the oldest cached span that still holds pages went idle (0: none): lets the small
- * paths check for expired spans without taking the cache lock. */
-static _Atomic uint64_t cache_oldest_resident_ns;
+static _Atomic size_t large_in_use, medium_in_use;
 
 void ld_large_lock(void) { pthread_mutex_lock(&cache.lock); }
-void ld_large_unlock(void) { pthread_mutex_unlock(&cache.lock); }
+void ld_large_unlock(bool reinit) {
+  if (reinit) pthread_mutex_init(&cache.lock, NULL);
+  else pthread_mutex_unlock(&cache.lock);
+}
+
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) & ~(to - 1); }
+static size_t chunks_for(size_t bytes) { return (bytes + ld_sb_size - 1) / ld_sb_size; }
 
 static void cache_remove(sb_t *span) {
   if (span->prev) span->prev->next = span->next; else cache.head = span->next;
@@ -46,7 +54,8 @@ static void cache_remove(sb_t *span) {
 }
 
 /* The smallest cached span that holds `need` bytes without wasting more than three quarters,
- * preferring one whose pages are still resident (no page faults to reuse it). */
+ * preferring one whose pages are still resident (no page faults to reuse it). At most
+ * LARGE_CACHE_MAX_SPANS are looked at. */
 static sb_t *cache_take(size_t need) {
   sb_t *best = NULL;
   for (sb_t *s = cache.head; s; s = s->next) {
@@ -57,27 +66,29 @@ static sb_t *cache_take(size_t need) {
   return best;
 }
 
-/* On a miss the cache does not fit what the program asks for now: spans smaller than the
- * request go back to the OS (it has outgrown them), and spans too big to serve it give their
- * pages back but stay mapped (a later large request reuses them with page faults but no mmap).
- * Otherwise they would stay resident beside the new span until the purge delay. */
-static void cache_on_miss(size_t need) {
-  size_t page = ld_os_page_size();
-  sb_t *s = cache.head;
-  while (s) {
-    sb_t *next = s->next;
-    if (s->map_bytes < need) {
-      cache_remove(s);
-      span_release(s);
-    } else if (!s->purged) {
-      if (s->map_bytes > page) ld_os_purge((char *)s + page, s->map_bytes - page);
-      s->purged = 1;
-    }
-    s = next;
-  }
+static void span_init(sb_t *span, char *user, int kind) {
+  span->magic = LD_SB_MAGIC;
+  span->kind = (uint8_t)kind;
+  span->data = user;
+  span->usable = (size_t)((char *)span->map_base + span->map_bytes - user);
+  span->size_class = LD_CLASS_LARGE;
+  span->purged = 0;
+  atomic_store_explicit(&span->owner, NULL, memory_order_relaxed);
 }
 
-static size_t round_up(size_t x, size_t to) { return (x + to - 1) & ~(to - 1); }
+static void *medium_alloc(size_t offset, size_t size, bool *zeroed) {
+  size_t chunks = chunks_for(offset + size);
+  bool clean;
+  sb_t *span = ld_segment_alloc(chunks, &clean);
+  if (!span) return NULL;
+  span->map_base = span;
+  span->map_bytes = chunks * ld_sb_size;
+  span_init(span, (char *)span + offset, LD_KIND_MEDIUM);
+  atomic_fetch_add_explicit(&medium_in_use, span->map_bytes, memory_order_relaxed);
+  ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, medium_allocs));
+  *zeroed = clean;
+  return span->data;
+}
 
 void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
   size_t page = ld_os_page_size();
@@ -88,36 +99,31 @@ void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
     errno = ENOMEM;
     return NULL;
   }
+  *zeroed = false;
   sb_t *span = NULL;
   char *user;
-  *zeroed = false;
+  ld_purge_check(ld_os_now_coarse_ns());
   if (align < ld_sb_size) {
     size_t offset = round_up(LD_SB_HEADER, align);
+    if (offset + size <= ld_medium_max) return medium_alloc(offset, size, zeroed);
     size_t need = round_up(offset + size, page);
     if (ld_options.large_cache_mb > 0) {
       ld_large_lock();
       span = cache_take(need);
-      if (!span) cache_on_miss(need);
-      ld_large_unlock();
+      ld_large_unlock(false);
     }
-    if (!span) {
+    if (span) {
+      ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, large_cache_hits));
+    } else {
       void *base;
-      size_t chunks = (need + ld_sb_size - 1) / ld_sb_size;
-      uint32_t from_segment = 0;
-      if (chunks <= LD_MEDIUM_MAX_CHUNKS && (base = ld_segment_take_span(chunks)) != NULL) {
-        need = chunks * ld_sb_size; /* fresh segment memory: untouched pages cost nothing */
-        from_segment = 1;
-      } else if (ld_os_map_aligned(need, ld_sb_size, &base) != 0) {
+      if (ld_os_map_aligned(need, ld_sb_size, &base) != 0) {
         errno = ENOMEM;
         return NULL;
       }
       span = base;
       span->map_base = base;
       span->map_bytes = need;
-      span->block_size = from_segment;
       *zeroed = true;
-    } else {
-      ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, large_cache_hits));
     }
     user = (char *)span + offset;
   } else {
@@ -133,45 +139,28 @@ void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
     span = (sb_t *)(user - ld_sb_size);
     span->map_base = base;
     span->map_bytes = total;
-    span->block_size = 0;
     *zeroed = true;
   }
-  span->magic = LD_SB_MAGIC;
-  span->kind = LD_KIND_LARGE;
-  span->data = user;
-  span->usable = (size_t)((char *)span->map_base + span->map_bytes - user);
-  span->size_class = LD_CLASS_LARGE;
-  span->purged = 0;
-  atomic_store_explicit(&span->owner, NULL, memory_order_relaxed);
+  span_init(span, user, LD_KIND_LARGE);
   atomic_fetch_add_explicit(&large_in_use, span->map_bytes, memory_order_relaxed);
   return user;
-}
-
-/* Called with the cache lock held. */
-static void cache_purge_expired(uint64_t now, bool all) {
-  uint64_t delay = (uint64_t)ld_options.purge_delay_ms * 1000000u;
-  size_t page = ld_os_page_size();
-  uint64_t oldest = 0;
-  for (sb_t *s = cache.tail; s; s = s->prev) { /* oldest first */
-    if (s->purged) continue;
-    if (!all && now - s->idle_since_ns < delay) {
-      oldest = s->idle_since_ns;
-      break;
-    }
-    if (s->map_bytes > page) ld_os_purge((char *)s + page, s->map_bytes - page);
-    s->purged = 1;
-  }
-  atomic_store_explicit(&cache_oldest_resident_ns, oldest, memory_order_relaxed);
 }
 
 void ld_large_free(sb_t *span) {
   ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, frees));
   size_t bytes = span->map_bytes;
+  if (span->kind == LD_KIND_MEDIUM) {
+    atomic_fetch_sub_explicit(&medium_in_use, bytes, memory_order_relaxed);
+    span->kind = LD_KIND_FREED;
+    ld_segment_free(span, bytes / ld_sb_size);
+    ld_purge_check(ld_os_now_coarse_ns());
+    return;
+  }
   atomic_fetch_sub_explicit(&large_in_use, bytes, memory_order_relaxed);
   size_t limit = (size_t)ld_options.large_cache_mb << 20;
   if ((void *)span != span->map_base || bytes > limit) {
-    span->kind = LD_KIND_LARGE_CACHED; /* a header that survives (segment spans) reads as freed */
-    span_release(span);
+    span->kind = LD_KIND_LARGE_CACHED;
+    ld_os_unmap(span->map_base, bytes);
     return;
   }
   uint64_t now = ld_os_now_ns();
@@ -185,54 +174,106 @@ void ld_large_free(sb_t *span) {
   cache.head = span;
   cache.count++;
   cache.bytes += bytes;
-  while (cache.count > LARGE_CACHE_MAX_SPANS || cache.bytes > limit) {
+  while (cache.count > LARGE_CACHE_MAX_SPANS || cache.bytes > limit) { /* the oldest go first */
     sb_t *old = cache.tail;
     cache_remove(old);
-    span_release(old);
+    ld_os_unmap(old->map_base, old->map_bytes);
   }
-  /* Resident budget: the span just freed, plus a quarter of the large bytes in use. Older
-   * spans beyond it give their pages back now rather than after the purge delay, so the
-   * cache saves mmap calls without holding a peak's worth of memory resident. */
-  size_t budget = atomic_load_explicit(&large_in_use, memory_order_relaxed) / 4, resident = 0;
-  size_t page = ld_os_page_size();
-  for (sb_t *s = cache.head->next; s; s = s->next) {
-    if (s->purged) continue;
-    resident += s->map_bytes;
-    if (resident > budget) {
-      if (s->map_bytes > page) ld_os_purge((char *)s + page, s->map_bytes - page);
-      s->purged = 1;
-      resident -= s->map_bytes;
-    }
-  }
-  cache_purge_expired(now, ld_options.purge_delay_ms == 0);
-  ld_large_unlock();
+  ld_large_unlock(false);
+  ld_purge_note_free_memory(now);
+  ld_purge_check(now);
 }
 
-int ld_large_trim(void) {
-  ld_large_lock();
-  int released = cache.count > 0;
-  while (cache.tail) {
-    sb_t *old = cache.tail;
-    cache_remove(old);
-    span_release(old);
+void *ld_large_realloc_in_place(sb_t *span, size_t size) {
+  size_t offset = (size_t)(span->data - (char *)span);
+  if (span->kind == LD_KIND_MEDIUM) {
+    if (offset + size > ld_medium_max) return NULL;
+    size_t chunks = span->map_bytes / ld_sb_size, want = chunks_for(offset + size);
+    if (!ld_segment_resize(span, chunks, want)) return NULL;
+    size_t bytes = want * ld_sb_size;
+    if (bytes > span->map_bytes) atomic_fetch_add_explicit(&medium_in_use, bytes - span->map_bytes, memory_order_relaxed);
+    else atomic_fetch_sub_explicit(&medium_in_use, span->map_bytes - bytes, memory_order_relaxed);
+    span->map_bytes = bytes;
+    span->usable = bytes - offset;
+    return span->data;
   }
-  ld_large_unlock();
+  if (span->kind != LD_KIND_LARGE || (void *)span != span->map_base || offset + size <= ld_medium_max) return NULL;
+  size_t bytes = round_up(offset + size, ld_os_page_size());
+  void *out;
+  if (ld_os_remap(span->map_base, span->map_bytes, bytes, NULL, &out) != 0) return NULL;
+  if (bytes > span->map_bytes) atomic_fetch_add_explicit(&large_in_use, bytes - span->map_bytes, memory_order_relaxed);
+  else atomic_fetch_sub_explicit(&large_in_use, span->map_bytes - bytes, memory_order_relaxed);
+  span->map_bytes = bytes;
+  span->usable = bytes - offset;
+  return span->data;
+}
+
+void *ld_large_realloc_move(sb_t *span, size_t size) {
+  size_t offset = (size_t)(span->data - (char *)span);
+  if (span->kind != LD_KIND_LARGE || (void *)span != span->map_base || offset + size <= ld_medium_max) return NULL;
+  size_t bytes = round_up(offset + size, ld_os_page_size());
+  if (bytes <= span->map_bytes) return NULL;
+  void *dest;
+  if (ld_os_map_aligned(bytes, ld_sb_size, &dest) != 0) return NULL;
+  size_t old_bytes = span->map_bytes; /* span is unmapped once its pages have moved */
+  void *out;
+  if (ld_os_remap(span->map_base, old_bytes, bytes, dest, &out) != 0) {
+    ld_os_unmap(dest, bytes);
+    return NULL;
+  }
+  atomic_fetch_add_explicit(&large_in_use, bytes - old_bytes, memory_order_relaxed);
+  sb_t *moved = out;
+  moved->map_base = out;
+  moved->map_bytes = bytes;
+  moved->data = (char *)out + offset;
+  moved->usable = bytes - offset;
+  return moved->data;
+}
+
+/* Spans idle for the purge delay give their pages back (the header page stays, so the span
+ * is reused at once); all: trim, every cached span is unmapped. */
+size_t ld_large_purge(uint64_t now, bool all) {
+  uint64_t delay = (uint64_t)ld_options.purge_delay_ms * 1000000u;
+  size_t page = ld_os_page_size(), released = 0;
+  ld_large_lock();
+  if (all) {
+    while (cache.tail) {
+      sb_t *old = cache.tail;
+      cache_remove(old);
+      if (!old->purged) released += old->map_bytes;
+      ld_os_unmap(old->map_base, old->map_bytes);
+    }
+  } else {
+    for (sb_t *s = cache.tail; s; s = s->prev) { /* oldest first */
+      if (s->purged) continue;
+      if (s->idle_since_ns + delay > now) break;
+      if (s->map_bytes > page) ld_os_purge((char *)s + page, s->map_bytes - page);
+      s->purged = 1;
+      released += s->map_bytes - page;
+    }
+  }
+  ld_large_unlock(false);
   return released;
 }
 
-void ld_large_purge_expired(uint64_t now) {
-  uint64_t oldest = atomic_load_explicit(&cache_oldest_resident_ns, memory_order_relaxed);
-  if (!oldest || now - oldest < (uint64_t)ld_options.purge_delay_ms * 1000000u) return;
+uint64_t ld_large_next_expiry(void) {
+  uint64_t t = 0;
   ld_large_lock();
-  cache_purge_expired(now, false);
-  ld_large_unlock();
+  for (sb_t *s = cache.tail; s; s = s->prev)
+    if (!s->purged) {
+      t = s->idle_since_ns + (uint64_t)ld_options.purge_delay_ms * 1000000u;
+      break;
+    }
+  ld_large_unlock(false);
+  return t;
 }
 
 size_t ld_large_bytes_in_use(void) { return atomic_load_explicit(&large_in_use, memory_order_relaxed); }
+size_t ld_medium_bytes_in_use(void) { return atomic_load_explicit(&medium_in_use, memory_order_relaxed); }
 
 size_t ld_large_bytes_cached(void) {
   ld_large_lock();
   size_t b = cache.bytes;
-  ld_large_unlock();
+  ld_large_unlock(false);
   return b;
 }

@@ -16,6 +16,7 @@
   X(k,               4,     1,    1e6,   1, 0, "Hoard K >= 1: superblocks of slack per class (K=0 would break the invariant at a heap's first block)") \
   X(superblock_size, 65536, 16384, 1048576, 1, 1, "bytes per superblock S, a power of two")               \
   X(purge_delay_ms,  1000,  0,    3.6e6, 1, 0, "empty memory is returned to the OS after this delay; 0: at once") \
+  X(purge_thread,    2,     0,    2,     1, 0, "background purge thread: 0 never, 1 always, 2 once a second thread allocates") \
   X(large_cache_mb,  64,    0,    1e6,   1, 0, "freed large spans kept for reuse, in MiB")               \
   X(stats,           0,     0,    2,     1, 0, "print statistics at exit: 1 table, 2 JSON")             \
   X(verbose,         0,     0,    1,     1, 0, "report settings and warnings on stderr")               \

@@ -3,6 +3,7 @@
 #include "os.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -50,6 +51,22 @@ int ld_os_unmap(void *addr, size_t bytes) {
   return 0;
 }
 
+int ld_os_remap(void *old, size_t old_bytes, size_t new_bytes, void *dest, void **out) {
+  void *p = dest ? mremap(old, old_bytes, new_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, dest)
+                 : mremap(old, old_bytes, new_bytes, 0);
+  if (p == MAP_FAILED) return errno ? errno : ENOMEM;
+  if (dest) {
+    /* dest was mapped (and counted) by the caller; the old range is gone */
+    os_count(&os_munmap_calls, &os_munmap_bytes, old_bytes);
+  } else if (new_bytes > old_bytes) {
+    os_count(&os_mmap_calls, &os_mmap_bytes, new_bytes - old_bytes);
+  } else if (new_bytes < old_bytes) {
+    os_count(&os_munmap_calls, &os_munmap_bytes, old_bytes - new_bytes);
+  }
+  *out = p;
+  return 0;
+}
+
 int ld_os_purge(void *addr, size_t bytes) {
   if (madvise(addr, bytes, MADV_DONTNEED) != 0) return errno ? errno : EINVAL;
   os_count(&os_madvise_calls, &os_madvise_bytes, bytes);
@@ -76,6 +93,12 @@ uint64_t ld_os_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t ld_os_now_coarse_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 int ld_os_thread_id(void) { return (int)syscall(SYS_gettid); }
 
 int ld_os_thread_alive(int tid) {
@@ -83,16 +106,27 @@ int ld_os_thread_alive(int tid) {
   return !(syscall(SYS_tgkill, (int)getpid(), tid, 0) != 0 && errno == ESRCH);
 }
 
+void ld_os_sleep_ms(unsigned ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
 void ld_os_write(int fd, const char *buf, size_t len) {
+  /* write() is a cancellation point: a thread with a pending cancellation would otherwise be
+   * cancelled inside malloc_stats() with nothing printed. */
+  int old_state;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old_state);
   while (len > 0) {
     ssize_t n = write(fd, buf, len);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return;
+      break;
     }
     buf += n;
     len -= (size_t)n;
   }
+  pthread_setcancelstate(old_state, NULL);
 }
 
 void ld_os_counts(ld_os_counts_t *out) {

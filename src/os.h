@@ -14,15 +14,20 @@ int      ld_os_map(size_t bytes, void **out);
 /* Maps `bytes` starting at an address that is a multiple of `align` (a power of two >= page). */
 int      ld_os_map_aligned(size_t bytes, size_t align, void **out);
 int      ld_os_unmap(void *addr, size_t bytes);
+/* Resizes a mapping: in place only (dest NULL), or by moving its pages to dest, a mapping of
+ * new_bytes the caller made, which it replaces (no copy, no page fault). */
+int      ld_os_remap(void *old, size_t old_bytes, size_t new_bytes, void *dest, void **out);
 /* Gives the pages back to the OS; the range stays mapped and reads as zero when touched again. */
 int      ld_os_purge(void *addr, size_t bytes);
 
 size_t   ld_os_page_size(void);
 int      ld_os_cpu_count(void);
 uint64_t ld_os_now_ns(void);          /* monotonic clock */
+uint64_t ld_os_now_coarse_ns(void);   /* the same, to a few ms, for deadlines on slow paths */
 int      ld_os_thread_id(void);       /* the kernel's id of the calling thread */
 int      ld_os_thread_alive(int tid); /* 0 once that thread of this process has exited */
 
+void     ld_os_sleep_ms(unsigned ms);
 /* Writes all of buf to fd without allocating (messages from inside the allocator). */
 void     ld_os_write(int fd, const char *buf, size_t len);
 

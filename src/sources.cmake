@@ -2,12 +2,17 @@
 # relative to src/. Kept apart from CMakeLists.txt so that other builds (the Rust crate) can
 # read the same list.
 set(LARDER_CORE_SOURCES
-  alloc.c      # malloc/free fast paths, the rest of the interface
-  heap.c       # heaps, superblocks, the global heap, Hoard's threshold, validation
-  large.c      # large spans and their cache
-  options.c    # the tunables table
-  os.c         # the one seam to the OS
-  report.c     # messages and fatal errors
-  stats.c      # statistics and validation API
-  wrappers.c   # the standard names and the C++ operators
+  alloc.c       # malloc/free fast paths (top of the file), the rest of the interface
+  superblock.c  # size classes, superblock layout, carving, the remote free list
+  heap.c        # thread heaps: refill, pending frees, Hoard's threshold, heap lifecycle
+  global.c      # the global heap (Hoard's heap 0)
+  segment.c     # segments cut into chunks; free runs by length, coalesced, purged by age
+  large.c       # medium spans (runs of chunks) and large spans (own mappings, cache)
+  purge.c       # memory back to the OS: deadlines, the background thread, trim
+  init.c        # start-up, fork handlers, statistics at exit, debug validation rate
+  options.c     # the tunables table
+  os.c          # the one seam to the OS
+  report.c      # messages and fatal errors
+  stats.c       # statistics and validation API
+  wrappers.c    # the standard names and the C++ operators
 )

@@ -13,23 +13,33 @@
   X(mallocs) X(frees) X(remote_frees) X(reallocs) X(bytes_in_use) X(bytes_held) X(bytes_mapped) \
   X(superblocks_to_global) X(superblocks_from_global) X(large_allocs) X(large_cache_hits)      \
   X(large_bytes_in_use) X(large_bytes_cached) X(mmap_calls) X(munmap_calls) X(madvise_calls) X(mmap_bytes)           \
-  X(munmap_bytes) X(madvise_bytes)
+  X(munmap_bytes) X(madvise_bytes) X(refills) X(superblocks_examined) X(free_lock_acquisitions)             \
+  X(validations) X(medium_allocs) X(medium_bytes_in_use) X(segments) X(bytes_free_dirty) X(bytes_purged)     \
+  X(bytes_refaulted) X(purge_thread_runs) X(purge_thread_bytes)
 
 void larder_stats_get(larder_stats_t *out) {
   ld_init_if_needed();
+  ld_heap_collect_pending(ld_heap_tls);
   ld_stats_t counts;
-  int64_t in_use, held;
-  ld_stats_merge(&counts, &in_use, &held);
+  int64_t in_use, held, global_in_use, global_held;
+  ld_heaps_stats(&counts, &in_use, &held);
+  ld_global_stats(&global_in_use, &global_held);
+  in_use += global_in_use;
+  held += global_held;
   ld_os_counts_t os;
   ld_os_counts(&os);
+  ld_segment_stats_t seg;
+  ld_segment_stats(&seg);
+  ld_purge_stats_t purge;
+  ld_purge_stats(&purge);
   memset(out, 0, sizeof *out);
   out->mallocs = counts.mallocs;
   out->frees = counts.frees;
   out->remote_frees = counts.remote_frees;
   out->reallocs = counts.reallocs;
-  size_t large = ld_large_bytes_in_use(), cached = ld_large_bytes_cached();
-  out->bytes_in_use = (size_t)(in_use > 0 ? in_use : 0) + large;
-  out->bytes_held = (size_t)(held > 0 ? held : 0) + large + cached;
+  size_t large = ld_large_bytes_in_use(), cached = ld_large_bytes_cached(), medium = ld_medium_bytes_in_use();
+  out->bytes_in_use = (size_t)(in_use > 0 ? in_use : 0) + large + medium;
+  out->bytes_held = (size_t)(held > 0 ? held : 0) + large + cached + medium;
   out->bytes_mapped = os.mmap_bytes - os.munmap_bytes;
   out->superblocks_to_global = counts.superblocks_to_global;
   out->superblocks_from_global = counts.superblocks_from_global;
@@ -43,12 +53,24 @@ void larder_stats_get(larder_stats_t *out) {
   out->mmap_bytes = os.mmap_bytes;
   out->munmap_bytes = os.munmap_bytes;
   out->madvise_bytes = os.madvise_bytes;
+  out->refills = counts.refills;
+  out->superblocks_examined = counts.superblocks_examined;
+  out->free_lock_acquisitions = counts.free_lock_acquisitions;
+  out->validations = atomic_load_explicit(&ld_validations, memory_order_relaxed);
+  out->medium_allocs = counts.medium_allocs;
+  out->medium_bytes_in_use = medium;
+  out->segments = seg.segments;
+  out->bytes_free_dirty = seg.bytes_free_dirty;
+  out->bytes_purged = seg.bytes_purged;
+  out->bytes_refaulted = seg.bytes_refaulted;
+  out->purge_thread_runs = purge.thread_runs;
+  out->purge_thread_bytes = purge.thread_bytes;
 }
 
 void larder_stats_print(int fd) {
   larder_stats_t st;
   larder_stats_get(&st);
-  char buf[2048];
+  char buf[4096];
   size_t n = (size_t)snprintf(buf, sizeof buf, "larder statistics%s\n",
 #ifdef LARDER_STATS
                               ""
@@ -66,7 +88,7 @@ void larder_stats_print(int fd) {
 void larder_stats_print_json(int fd) {
   larder_stats_t st;
   larder_stats_get(&st);
-  char buf[2048];
+  char buf[4096];
   size_t n = (size_t)snprintf(buf, sizeof buf, "{\"allocator\": \"larder\"");
 #define STATS_JSON(f) \
   if (n < sizeof buf) n += (size_t)snprintf(buf + n, sizeof buf - n, ", \"%s\": %zu", #f, st.f);
@@ -76,8 +98,15 @@ void larder_stats_print_json(int fd) {
   ld_os_write(fd, buf, n < sizeof buf ? n : sizeof buf - 1);
 }
 
+/* What one thread can check without stopping the others: its own heap (other live heaps
+ * change without a lock under their threads' fast paths, so each thread checks its own), the
+ * abandoned heaps, the global heap, and the segments. */
 int larder_validate(void) {
+  ld_init_if_needed();
   int violations = 0;
-  ld_heap_validate_all(&violations);
+  atomic_fetch_add_explicit(&ld_validations, 1, memory_order_relaxed);
+  ld_heap_validate(ld_heap_tls, &violations);
+  ld_global_validate(&violations);
+  ld_segment_validate(&violations);
   return violations;
 }

@@ -1,0 +1,165 @@
+/* The global heap, Hoard's heap 0 (seed 004 §3): it receives superblocks that a heap's
+ * emptiness threshold gives back and the superblocks of exited threads, and hands them to
+ * heaps that run out. Empty superblocks are not kept here: they go back to the segments
+ * (segment.c), where they coalesce with their neighbours, serve any size class or a medium
+ * span, and are purged by age.
+ *
+ * Superblocks with room wait in a list per class; full ones (from exited threads) in one list,
+ * until frees into them are announced on the global heap's pending list, as for any heap. So
+ * taking a superblock looks at one list head, never at every superblock held.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "os.h"
+
+#include <string.h>
+
+typedef struct sb_list_s {
+  sb_t *head;
+  size_t count;
+} sb_list_t;
+
+heap_t ld_global_heap = {.is_global = true};
+
+static struct {
+  pthread_mutex_t lock;
+  int64_t u, a;                        /* Hoard's u_0 and a_0 */
+  sb_list_t by_class[LD_CLASS_COUNT];  /* superblocks with room */
+  sb_list_t full;                      /* no room: waiting for frees */
+} global = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void ld_global_lock(void) { pthread_mutex_lock(&global.lock); }
+void ld_global_unlock(void) { pthread_mutex_unlock(&global.lock); }
+void ld_global_reinit_lock(void) { pthread_mutex_init(&global.lock, NULL); }
+
+static void list_push(sb_list_t *list, sb_t *sb) {
+  sb->prev = NULL;
+  sb->next = list->head;
+  if (list->head) list->head->prev = sb;
+  list->head = sb;
+  list->count++;
+}
+static void list_remove(sb_list_t *list, sb_t *sb) {
+  if (sb->prev) sb->prev->next = sb->next; else list->head = sb->next;
+  if (sb->next) sb->next->prev = sb->prev;
+  sb->next = sb->prev = NULL;
+  list->count--;
+}
+/* The list sb belongs on by its fullness, and the one it is on (recorded in sb->group). */
+static inline sb_list_t *list_for(const sb_t *sb) {
+  return sb->used >= (int32_t)sb->capacity ? &global.full : &global.by_class[sb->size_class];
+}
+static inline sb_list_t *list_of(const sb_t *sb) {
+  return sb->group == LD_GROUP_FULL ? &global.full : &global.by_class[sb->size_class];
+}
+static void list_file(sb_t *sb) {
+  sb->group = sb->used >= (int32_t)sb->capacity ? LD_GROUP_FULL : 0;
+  list_push(list_for(sb), sb);
+}
+
+/* An empty superblock that no freer can still announce goes back to the segments. */
+static bool give_back_if_empty(sb_t *sb) {
+  if (sb->used != 0 || ld_sb_is_announced(sb)) return false;
+  list_remove(list_of(sb), sb);
+  global.a -= (int64_t)ld_sb_size;
+  sb->kind = LD_KIND_FREED;
+  ld_segment_free(sb, 1);
+  return true;
+}
+
+void ld_global_put_locked(sb_t *sb) {
+  atomic_store_explicit(&sb->owner, &ld_global_heap, memory_order_release);
+  sb->floor = 0;
+  global.a += (int64_t)ld_sb_size;
+  global.u += (int64_t)sb->used * sb->block_size;
+  list_file(sb);
+  give_back_if_empty(sb);
+}
+
+/* Collects the frees announced on superblocks the global heap holds; each entry was paid for
+ * by the free that announced it. Global lock held. */
+static void global_tidy_locked(void) {
+  if (!atomic_load_explicit(&ld_global_heap.pending, memory_order_relaxed)) return;
+  sb_t *sb = atomic_exchange_explicit(&ld_global_heap.pending, NULL, memory_order_acquire);
+  atomic_store_explicit(&ld_global_heap.pending_count, 0, memory_order_relaxed);
+  while (sb) {
+    sb_t *next = sb->pending_next;
+    if (atomic_load_explicit(&sb->owner, memory_order_acquire) != &ld_global_heap) {
+      ld_heap_announce(sb); /* it changed hands after it was announced: tell its owner */
+    } else {
+      int n = ld_sb_collect(sb, true);
+      global.u -= (int64_t)n * sb->block_size;
+      if (!give_back_if_empty(sb) && list_for(sb) != list_of(sb)) {
+        list_remove(list_of(sb), sb);
+        list_file(sb);
+      }
+    }
+    sb = next;
+  }
+}
+
+void ld_global_tidy(void) {
+  ld_global_lock();
+  global_tidy_locked();
+  ld_global_unlock();
+}
+
+sb_t *ld_global_take(heap_t *heap, unsigned cls) {
+  ld_global_lock();
+  global_tidy_locked();
+  sb_t *sb = global.by_class[cls].head;
+  if (sb) {
+    list_remove(&global.by_class[cls], sb);
+    global.a -= (int64_t)ld_sb_size;
+    global.u -= (int64_t)sb->used * sb->block_size;
+    atomic_store_explicit(&sb->owner, heap, memory_order_release);
+    LD_STAT_INC(heap, superblocks_from_global);
+  }
+  ld_global_unlock();
+  LD_STAT_INC(heap, superblocks_examined);
+  if (sb) return sb;
+  bool clean;
+  sb = ld_segment_alloc(1, &clean);
+  if (!sb) return NULL;
+  ld_sb_format(sb, cls);
+  sb->purged = clean;
+  atomic_store_explicit(&sb->owner, heap, memory_order_release);
+  return sb;
+}
+
+void ld_global_stats(int64_t *in_use, int64_t *held) {
+  ld_global_lock();
+  *in_use = global.u;
+  *held = global.a;
+  ld_global_unlock();
+}
+
+#define VIOLATION(...) (ld_message("larder: validate: " __VA_ARGS__), (*violations)++)
+
+static void list_validate(const sb_list_t *list, int cls, int64_t *u, int64_t *a, int *violations) {
+  size_t n = 0;
+  const sb_t *prev = NULL;
+  for (sb_t *sb = list->head; sb; prev = sb, sb = sb->next) {
+    if (sb->prev != prev) VIOLATION("global heap: broken back link at %p\n", (void *)sb);
+    ld_sb_validate(sb, &ld_global_heap, violations);
+    if (cls >= 0 && (sb->size_class != cls || sb->used >= (int32_t)sb->capacity))
+      VIOLATION("global heap: superblock %p (class %u, %d used) filed under class %d\n", (void *)sb, sb->size_class, sb->used, cls);
+    if (cls < 0 && sb->used < (int32_t)sb->capacity)
+      VIOLATION("global heap: superblock %p on the full list has room\n", (void *)sb);
+    *u += (int64_t)sb->used * sb->block_size;
+    *a += (int64_t)ld_sb_size;
+    if (++n > list->count) break;
+  }
+  if (n != list->count) VIOLATION("global heap: list count %zu, found %zu\n", list->count, n);
+}
+
+void ld_global_validate(int *violations) {
+  ld_global_lock();
+  int64_t u = 0, a = 0;
+  for (int c = 0; c < LD_CLASS_COUNT; c++) list_validate(&global.by_class[c], c, &u, &a, violations);
+  list_validate(&global.full, -1, &u, &a, violations);
+  if (u != global.u || a != global.a)
+    VIOLATION("global heap: u=%lld a=%lld, superblocks add up to u=%lld a=%lld\n", (long long)global.u,
+              (long long)global.a, (long long)u, (long long)a);
+  ld_global_unlock();
+}

@@ -1,0 +1,450 @@
+/* Segments: large mappings cut into S-sized chunks. A run of chunks is a superblock (one
+ * chunk) or a medium span (several); free runs are kept by length and coalesced with their
+ * free neighbours when a run is freed, so freed medium memory serves the next medium request
+ * of any similar size and small-object refills alike (DESIGN §1, medium objects).
+ *
+ * The bookkeeping of every chunk lives in the segment's header (the first chunks of the
+ * segment), never in the chunks themselves: a purged free run is not written again until it is
+ * handed out (issue "memory at server scale").
+ *
+ * Every operation is O(1) in the number of segments, runs and chunks: free runs sit in bins by
+ * length (exact up to 32 chunks, then 8 bins per doubling, as TLSF's second level does) with a
+ * bitmap of non-empty bins, and finding a fit is two find-first-set instructions. Dirty free
+ * runs (pages still resident) are also on a list ordered by the time they were freed: the
+ * purge takes runs from its old end once they have been idle for the purge delay (a decay in
+ * the manner of jemalloc's), and a segment that is wholly free and purged is unmapped.
+ *
+ * Segments are aligned to LD_SEGMENT_ALIGN so that a chunk finds its segment with a mask.
+ * Their size grows with the process (4 MiB at first, up to 64 MiB), so that a small program
+ * maps little and a large one maps few times.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "os.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define LD_SEGMENT_ALIGN ((size_t)64 << 20)
+#define SEGMENT_MIN      ((size_t)4 << 20)
+#define SEGMENT_MAGIC    0x5e6e3e47u
+
+enum { CHUNK_FREE = 1, CHUNK_USED = 2, CHUNK_HEADER = 3 };
+
+typedef struct chunk_s {
+  uint32_t run;                   /* at a run's first and last chunk: its length in chunks */
+  uint32_t index;                 /* position in the segment */
+  uint8_t state;                  /* CHUNK_*, at a run's first and last chunk */
+  uint8_t dirty;                  /* free run: some pages may be resident */
+  uint8_t purged;                 /* free run: holds pages that were purged after use */
+  uint8_t bin;
+  struct chunk_s *next, *prev;    /* free run: its bin */
+  struct chunk_s *dnext, *dprev;  /* dirty free run: the decay list, newest at the head */
+  uint64_t freed_ns;
+} chunk_t;
+
+typedef struct segment_s {
+  uint32_t magic;
+  uint32_t chunk_count, header_chunks, used_chunks;
+  size_t bytes;
+  struct segment_s *next, *prev;
+  chunk_t chunks[];
+} segment_t;
+
+#define BIN_EXACT 32
+#define BIN_COUNT 128
+
+static struct {
+  pthread_mutex_t lock;
+  chunk_t *bins[BIN_COUNT];
+  uint64_t bitmap[BIN_COUNT / 64];
+  chunk_t *dirty_head, *dirty_tail;  /* newest first */
+  segment_t *segments;
+  size_t segment_count, segment_bytes;
+  size_t bytes_free_dirty, bytes_free_clean;
+  size_t bytes_purged, bytes_refaulted;
+} seg = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void ld_segment_lock(void) { pthread_mutex_lock(&seg.lock); }
+void ld_segment_unlock(bool reinit) {
+  if (reinit) pthread_mutex_init(&seg.lock, NULL);
+  else pthread_mutex_unlock(&seg.lock);
+}
+
+static inline segment_t *segment_of_chunk(chunk_t *c) {
+  return (segment_t *)((char *)(c - c->index) - offsetof(segment_t, chunks));
+}
+static inline char *chunk_address(chunk_t *c) { return (char *)segment_of_chunk(c) + (size_t)c->index * ld_sb_size; }
+static inline segment_t *segment_of_address(const void *p) {
+  return (segment_t *)((uintptr_t)p & ~(uintptr_t)(LD_SEGMENT_ALIGN - 1));
+}
+
+/* ---- bins ---- */
+static unsigned bin_of(size_t n) { /* the bin holding runs of n chunks (n >= 1) */
+  if (n <= BIN_EXACT) return (unsigned)(n - 1);
+  unsigned level = 63u - (unsigned)__builtin_clzll((unsigned long long)n); /* >= 5 */
+  unsigned sub = (unsigned)(n >> (level - 3)) & 7u;
+  unsigned b = BIN_EXACT + (level - 5) * 8 + sub;
+  return b < BIN_COUNT ? b : BIN_COUNT - 1;
+}
+/* The lowest bin whose every run holds n chunks. */
+static unsigned bin_fit(size_t n) {
+  unsigned b = bin_of(n);
+  if (n <= BIN_EXACT) return b;
+  unsigned level = 63u - (unsigned)__builtin_clzll((unsigned long long)n);
+  size_t lower = ((size_t)8 + ((n >> (level - 3)) & 7u)) << (level - 3);
+  return lower == n ? b : b + 1;
+}
+
+static void bin_insert(chunk_t *c) {
+  unsigned b = bin_of(c->run);
+  c->bin = (uint8_t)b;
+  c->prev = NULL;
+  c->next = seg.bins[b];
+  if (c->next) c->next->prev = c;
+  seg.bins[b] = c;
+  seg.bitmap[b / 64] |= (uint64_t)1 << (b % 64);
+}
+static void bin_remove(chunk_t *c) {
+  unsigned b = c->bin;
+  if (c->prev) c->prev->next = c->next; else seg.bins[b] = c->next;
+  if (c->next) c->next->prev = c->prev;
+  if (!seg.bins[b]) seg.bitmap[b / 64] &= ~((uint64_t)1 << (b % 64));
+  c->next = c->prev = NULL;
+}
+static chunk_t *bin_find(size_t n) {
+  unsigned b = bin_fit(n);
+  if (b >= BIN_COUNT) return NULL;
+  for (unsigned w = b / 64; w < BIN_COUNT / 64; w++) {
+    uint64_t bits = seg.bitmap[w];
+    if (w == b / 64) bits &= ~(uint64_t)0 << (b % 64);
+    if (bits) {
+      chunk_t *c = seg.bins[w * 64 + (unsigned)__builtin_ctzll(bits)];
+      /* the last bin is open-ended: its head may be too short */
+      return c->run >= n ? c : NULL;
+    }
+  }
+  return NULL;
+}
+
+/* ---- the decay list ---- */
+static void dirty_push(chunk_t *c) {
+  /* clocks were read before the lock: keep the list ordered by age anyway */
+  if (seg.dirty_head && seg.dirty_head->freed_ns > c->freed_ns) c->freed_ns = seg.dirty_head->freed_ns;
+  c->dprev = NULL;
+  c->dnext = seg.dirty_head;
+  if (c->dnext) c->dnext->dprev = c; else seg.dirty_tail = c;
+  seg.dirty_head = c;
+}
+static void dirty_remove(chunk_t *c) {
+  if (c->dprev) c->dprev->dnext = c->dnext; else seg.dirty_head = c->dnext;
+  if (c->dnext) c->dnext->dprev = c->dprev; else seg.dirty_tail = c->dprev;
+  c->dnext = c->dprev = NULL;
+}
+/* r takes c's place on the decay list (a split keeps the order by age). */
+static void dirty_replace(chunk_t *c, chunk_t *r) {
+  r->dprev = c->dprev;
+  r->dnext = c->dnext;
+  if (r->dprev) r->dprev->dnext = r; else seg.dirty_head = r;
+  if (r->dnext) r->dnext->dprev = r; else seg.dirty_tail = r;
+  c->dnext = c->dprev = NULL;
+}
+
+/* ---- runs ---- */
+static void run_mark(segment_t *s, uint32_t start, uint32_t len, uint8_t state) {
+  chunk_t *first = &s->chunks[start], *last = &s->chunks[start + len - 1];
+  first->run = last->run = len;
+  first->state = last->state = state;
+}
+
+static void free_run_account(chunk_t *c, int sign) {
+  size_t bytes = (size_t)c->run * ld_sb_size;
+  if (c->dirty) seg.bytes_free_dirty += sign > 0 ? bytes : -bytes;
+  else seg.bytes_free_clean += sign > 0 ? bytes : -bytes;
+}
+
+/* Files the free run that starts at s->chunks[start]. */
+static void free_run_insert(segment_t *s, uint32_t start, uint32_t len, bool dirty, bool purged, uint64_t freed_ns) {
+  run_mark(s, start, len, CHUNK_FREE);
+  chunk_t *c = &s->chunks[start];
+  c->dirty = dirty;
+  c->purged = purged;
+  c->freed_ns = freed_ns;
+  bin_insert(c);
+  if (dirty) dirty_push(c);
+  free_run_account(c, +1);
+}
+static void free_run_remove(chunk_t *c) {
+  bin_remove(c);
+  if (c->dirty) dirty_remove(c);
+  free_run_account(c, -1);
+}
+
+/* Takes the first n chunks of the free run c; the rest stays free, in c's place on the decay
+ * list (it was freed at the same time). Lock held. */
+static void free_run_take_front(segment_t *s, chunk_t *c, size_t n) {
+  uint32_t start = c->index, len = c->run;
+  bin_remove(c);
+  free_run_account(c, -1);
+  if (len > n) {
+    chunk_t *r = &s->chunks[start + n];
+    run_mark(s, start + (uint32_t)n, len - (uint32_t)n, CHUNK_FREE);
+    r->dirty = c->dirty;
+    r->purged = c->purged;
+    r->freed_ns = c->freed_ns;
+    bin_insert(r);
+    if (c->dirty) dirty_replace(c, r);
+    free_run_account(r, +1);
+  } else if (c->dirty) {
+    dirty_remove(c);
+  }
+}
+
+static segment_t *segment_map(size_t need_chunks) {
+  size_t bytes = SEGMENT_MIN;
+  while (bytes < LD_SEGMENT_ALIGN && bytes < seg.segment_bytes / 4) bytes *= 2;
+  size_t header = offsetof(segment_t, chunks);
+  for (;;) {
+    size_t n = bytes / ld_sb_size;
+    size_t header_chunks = (header + n * sizeof(chunk_t) + ld_sb_size - 1) / ld_sb_size;
+    if (n >= header_chunks + need_chunks || bytes >= LD_SEGMENT_ALIGN) break;
+    bytes *= 2;
+  }
+  if (bytes > LD_SEGMENT_ALIGN) bytes = LD_SEGMENT_ALIGN;
+  size_t n = bytes / ld_sb_size;
+  size_t header_chunks = (header + n * sizeof(chunk_t) + ld_sb_size - 1) / ld_sb_size;
+  if (n < header_chunks + need_chunks) return NULL;
+  void *base;
+  if (ld_os_map_aligned(bytes, LD_SEGMENT_ALIGN, &base) != 0) return NULL;
+  segment_t *s = base;
+  s->magic = SEGMENT_MAGIC;
+  s->chunk_count = (uint32_t)n;
+  s->header_chunks = (uint32_t)header_chunks;
+  s->used_chunks = 0;
+  s->bytes = bytes;
+  for (uint32_t i = 0; i < n; i++) s->chunks[i].index = i;
+  run_mark(s, 0, (uint32_t)header_chunks, CHUNK_HEADER);
+  s->prev = NULL;
+  s->next = seg.segments;
+  if (s->next) s->next->prev = s;
+  seg.segments = s;
+  seg.segment_count++;
+  seg.segment_bytes += bytes;
+  free_run_insert(s, (uint32_t)header_chunks, (uint32_t)(n - header_chunks), false, false, 0);
+  return s;
+}
+
+static void segment_unmap(segment_t *s) {
+  if (s->prev) s->prev->next = s->next; else seg.segments = s->next;
+  if (s->next) s->next->prev = s->prev;
+  seg.segment_count--;
+  seg.segment_bytes -= s->bytes;
+  ld_os_unmap(s, s->bytes);
+}
+
+void *ld_segment_alloc(size_t chunks, bool *clean) {
+  ld_segment_lock();
+  chunk_t *c = bin_find(chunks);
+  if (!c) {
+    if (!segment_map(chunks) || !(c = bin_find(chunks))) {
+      ld_segment_unlock(false);
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  segment_t *s = segment_of_chunk(c);
+  uint32_t start = c->index;
+  bool dirty = c->dirty, purged = c->purged;
+  free_run_take_front(s, c, chunks);
+  run_mark(s, start, (uint32_t)chunks, CHUNK_USED);
+  s->used_chunks += (uint32_t)chunks;
+  if (purged && !dirty) seg.bytes_refaulted += chunks * ld_sb_size;
+  ld_segment_unlock(false);
+  *clean = !dirty;
+  return chunk_address(c);
+}
+
+/* Frees chunks [start, start+len) of s and coalesces them with free neighbours. Lock held. */
+static void run_free_locked(segment_t *s, uint32_t start, uint32_t len, uint64_t now) {
+  bool purged = false;
+  if (start > s->header_chunks && s->chunks[start - 1].state == CHUNK_FREE) {
+    chunk_t *p = &s->chunks[start - s->chunks[start - 1].run];
+    purged |= p->purged;
+    free_run_remove(p);
+    len += p->run;
+    start = p->index;
+  }
+  uint32_t end = start + len;
+  if (end < s->chunk_count && s->chunks[end].state == CHUNK_FREE) {
+    chunk_t *q = &s->chunks[end];
+    purged |= q->purged;
+    free_run_remove(q);
+    len += q->run;
+  }
+  free_run_insert(s, start, len, true, purged, now);
+}
+
+void ld_segment_free(void *run, size_t chunks) {
+  segment_t *s = segment_of_address(run);
+  uint32_t start = (uint32_t)(((uintptr_t)run - (uintptr_t)s) / ld_sb_size);
+  uint64_t now = ld_os_now_ns();
+  ld_segment_lock();
+  chunk_t *c = &s->chunks[start];
+  if (s->magic != SEGMENT_MAGIC || start < s->header_chunks || start >= s->chunk_count || c->state != CHUNK_USED ||
+      c->run != chunks) {
+    ld_segment_unlock(false);
+    ld_fatal_bad_free("double free or corrupted span (chunks not in use)", run);
+  }
+  s->used_chunks -= (uint32_t)chunks;
+  run_free_locked(s, start, (uint32_t)chunks, now);
+  ld_segment_unlock(false);
+  ld_purge_note_free_memory(now);
+}
+
+bool ld_segment_resize(void *run, size_t chunks, size_t new_chunks) {
+  if (new_chunks == chunks) return true;
+  segment_t *s = segment_of_address(run);
+  uint32_t start = (uint32_t)(((uintptr_t)run - (uintptr_t)s) / ld_sb_size);
+  uint64_t now = ld_os_now_ns();
+  bool ok = false;
+  ld_segment_lock();
+  if (new_chunks < chunks) {
+    run_mark(s, start, (uint32_t)new_chunks, CHUNK_USED);
+    s->used_chunks -= (uint32_t)(chunks - new_chunks);
+    run_free_locked(s, start + (uint32_t)new_chunks, (uint32_t)(chunks - new_chunks), now);
+    ok = true;
+  } else {
+    uint32_t end = start + (uint32_t)chunks;
+    size_t extra = new_chunks - chunks;
+    chunk_t *q = end < s->chunk_count ? &s->chunks[end] : NULL;
+    if (q && q->state == CHUNK_FREE && q->run >= extra) {
+      bool dirty = q->dirty, purged = q->purged;
+      free_run_take_front(s, q, extra);
+      if (purged && !dirty) seg.bytes_refaulted += extra * ld_sb_size;
+      run_mark(s, start, (uint32_t)new_chunks, CHUNK_USED);
+      s->used_chunks += (uint32_t)extra;
+      ok = true;
+    }
+  }
+  ld_segment_unlock(false);
+  if (ok && new_chunks < chunks) ld_purge_note_free_memory(now);
+  return ok;
+}
+
+size_t ld_segment_purge(uint64_t now, bool all) {
+  uint64_t delay = (uint64_t)ld_options.purge_delay_ms * 1000000u;
+  size_t released = 0;
+  ld_segment_lock();
+  while (seg.dirty_tail && (all || seg.dirty_tail->freed_ns + delay <= now)) {
+    chunk_t *c = seg.dirty_tail;
+    free_run_account(c, -1);
+    dirty_remove(c);
+    size_t bytes = (size_t)c->run * ld_sb_size;
+    ld_os_purge(chunk_address(c), bytes);
+    c->dirty = 0;
+    c->purged = 1;
+    free_run_account(c, +1);
+    released += bytes;
+  }
+  /* A wholly free segment whose run has been purged (idle for the delay) goes back to the OS;
+   * the newest one stays unless this is a trim, so a process that idles keeps one segment's
+   * address space and no resident page. */
+  segment_t *s = seg.segments;
+  while (s) {
+    segment_t *next = s->next;
+    chunk_t *c = &s->chunks[s->header_chunks];
+    if (s->used_chunks == 0 && !c->dirty && (all || s != seg.segments)) {
+      free_run_remove(c);
+      released += s->bytes - (size_t)s->header_chunks * ld_sb_size;
+      segment_unmap(s);
+    }
+    s = next;
+  }
+  seg.bytes_purged += released;
+  ld_segment_unlock(false);
+  return released;
+}
+
+uint64_t ld_segment_next_expiry(void) {
+  ld_segment_lock();
+  uint64_t t = seg.dirty_tail ? seg.dirty_tail->freed_ns + (uint64_t)ld_options.purge_delay_ms * 1000000u : 0;
+  ld_segment_unlock(false);
+  return t;
+}
+
+bool ld_segment_owns(const void *p) {
+  bool found = false;
+  ld_segment_lock();
+  for (segment_t *s = seg.segments; s && !found; s = s->next)
+    found = (uintptr_t)p >= (uintptr_t)s && (uintptr_t)p < (uintptr_t)s + s->bytes;
+  ld_segment_unlock(false);
+  return found;
+}
+
+void ld_segment_stats(ld_segment_stats_t *out) {
+  ld_segment_lock();
+  out->segments = seg.segment_count;
+  out->bytes_free_dirty = seg.bytes_free_dirty;
+  out->bytes_free_clean = seg.bytes_free_clean;
+  out->bytes_purged = seg.bytes_purged;
+  out->bytes_refaulted = seg.bytes_refaulted;
+  ld_segment_unlock(false);
+}
+
+#define VIOLATION(...) (ld_message("larder: validate: " __VA_ARGS__), (*violations)++)
+
+/* Every segment is covered by runs whose ends agree; free runs are never adjacent (they are
+ * coalesced), each is in the bin of its length, and the dirty ones are on the decay list. */
+void ld_segment_validate(int *violations) {
+  ld_segment_lock();
+  size_t free_runs = 0, dirty_runs = 0, binned = 0, listed = 0, dirty_bytes = 0;
+  for (segment_t *s = seg.segments; s; s = s->next) {
+    if (s->magic != SEGMENT_MAGIC) {
+      VIOLATION("segment %p: bad magic\n", (void *)s);
+      continue;
+    }
+    uint32_t i = 0, used = 0;
+    int prev_state = 0;
+    while (i < s->chunk_count) {
+      chunk_t *c = &s->chunks[i];
+      if (c->run == 0 || i + c->run > s->chunk_count) {
+        VIOLATION("segment %p chunk %u: run of %u chunks overruns the segment\n", (void *)s, i, c->run);
+        break;
+      }
+      chunk_t *last = &s->chunks[i + c->run - 1];
+      if (last->run != c->run || last->state != c->state)
+        VIOLATION("segment %p chunk %u: run ends disagree\n", (void *)s, i);
+      if (c->state == CHUNK_FREE) {
+        free_runs++;
+        if (prev_state == CHUNK_FREE) VIOLATION("segment %p chunk %u: two free runs side by side\n", (void *)s, i);
+        if (c->bin != bin_of(c->run)) VIOLATION("segment %p chunk %u: in bin %u, length %u\n", (void *)s, i, c->bin, c->run);
+        if (c->dirty) {
+          dirty_runs++;
+          dirty_bytes += (size_t)c->run * ld_sb_size;
+        }
+      } else if (c->state == CHUNK_USED) {
+        used += c->run;
+      }
+      prev_state = c->state;
+      i += c->run;
+    }
+    if (used != s->used_chunks) VIOLATION("segment %p: %u chunks in use, counted %u\n", (void *)s, used, s->used_chunks);
+  }
+  for (unsigned b = 0; b < BIN_COUNT; b++) {
+    bool any = seg.bins[b] != NULL;
+    if (any != !!(seg.bitmap[b / 64] & ((uint64_t)1 << (b % 64)))) VIOLATION("segment bins: bitmap of bin %u is wrong\n", b);
+    for (chunk_t *c = seg.bins[b]; c; c = c->next) {
+      if (c->state != CHUNK_FREE || c->bin != b) VIOLATION("segment bins: run %p in bin %u is not free there\n", (void *)c, b);
+      if (++binned > free_runs + 1) break;
+    }
+  }
+  for (chunk_t *c = seg.dirty_head; c; c = c->dnext) {
+    if (!c->dirty || c->state != CHUNK_FREE) VIOLATION("decay list: run %p is not a dirty free run\n", (void *)c);
+    if (c->dnext && c->dnext->freed_ns > c->freed_ns) VIOLATION("decay list: out of order at %p\n", (void *)c);
+    if (++listed > dirty_runs + 1) break;
+  }
+  if (binned != free_runs) VIOLATION("segment bins hold %zu runs, segments have %zu free runs\n", binned, free_runs);
+  if (listed != dirty_runs) VIOLATION("decay list holds %zu runs, segments have %zu dirty runs\n", listed, dirty_runs);
+  if (dirty_bytes != seg.bytes_free_dirty) VIOLATION("dirty free bytes %zu, counted %zu\n", dirty_bytes, seg.bytes_free_dirty);
+  ld_segment_unlock(false);
+}
