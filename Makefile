@@ -1,12 +1,14 @@
 # The README's commands. `make bench` builds everything and runs the allocator comparison;
-# `make test` builds everything and runs every test (CTest, then pytest).
+# `make test` builds everything and runs every test (CTest, then pytest);
+# `make install PREFIX=...` installs liblarder (docs/install.md; DESTDIR is honoured).
 BUILD  ?= build
 VENV   ?= .venv
 JOBS   ?= 2
 PYTHON ?= python3
 SUITE  ?= quick
+PREFIX ?= /usr/local
 
-.PHONY: all build deps venv test bench clean
+.PHONY: all build deps venv test bench install clean
 
 all: build
 
@@ -34,6 +36,9 @@ test: build venv
 
 bench: build venv
 	$(VENV)/bin/larder-bench run --suite $(SUITE) --build-dir $(BUILD)
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD)

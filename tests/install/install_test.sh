@@ -30,24 +30,23 @@ if readelf -d "$prefix/$libdir/liblarder.so.$version" | grep -q 'R\(UN\)\?PATH';
   fail "installed liblarder.so keeps a build RPATH"
 fi
 
-# ---- pkg-config, from the installed tree and from a moved copy of it (larder.pc is relocatable)
+# ---- pkg-config
 command -v pkg-config >/dev/null || fail "pkg-config is missing (scripts/install-deps.sh installs it)"
-for p in "$prefix" "$work/moved"; do
-  [ "$p" = "$work/moved" ] && cp -a "$prefix" "$p"
-  export PKG_CONFIG_PATH="$p/$libdir/pkgconfig"
-  v=$(pkg-config --modversion larder) || fail "pkg-config does not find larder in $PKG_CONFIG_PATH"
-  [ "$v" = "$version" ] || fail "pkg-config --modversion larder: $v, expected $version"
-  pl=$(pkg-config --variable=libdir larder)
-  [ "$(cd "$pl" && pwd -P)" = "$(cd "$p/$libdir" && pwd -P)" ] || fail "larder.pc libdir $pl is not $p/$libdir"
-  flags="$(pkg-config --cflags --libs larder)"
-  echo "pkg-config --cflags --libs larder ($p): $flags"
-  # shellcheck disable=SC2086
-  "$cc" -o "$work/pc_prog" "$here/consumer/use_larder.c" $flags -Wl,-rpath,"$pl" \
-    || fail "building with pkg-config's flags"
-  readelf -d "$work/pc_prog" | grep -q "NEEDED.*\[liblarder.so.$soversion\]" \
-    || fail "pc_prog does not need liblarder.so.$soversion"
-  "$work/pc_prog" || fail "pc_prog (pkg-config build) failed"
-done
+export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig"
+v=$(pkg-config --modversion larder) || fail "pkg-config does not find larder in $PKG_CONFIG_PATH"
+[ "$v" = "$version" ] || fail "pkg-config --modversion larder: $v, expected $version"
+[ "$(pkg-config --variable=prefix larder)" = "$prefix" ] \
+  || fail "larder.pc's prefix is $(pkg-config --variable=prefix larder), not the install prefix $prefix"
+pl=$(pkg-config --variable=libdir larder)
+[ "$pl" = "$prefix/$libdir" ] || fail "larder.pc's libdir $pl is not $prefix/$libdir"
+flags="$(pkg-config --cflags --libs larder)"
+echo "pkg-config --cflags --libs larder: $flags"
+# shellcheck disable=SC2086
+"$cc" -o "$work/pc_prog" "$here/consumer/use_larder.c" $flags -Wl,-rpath,"$pl" \
+  || fail "building with pkg-config's flags"
+readelf -d "$work/pc_prog" | grep -q "NEEDED.*\[liblarder.so.$soversion\]" \
+  || fail "pc_prog does not need liblarder.so.$soversion"
+"$work/pc_prog" || fail "pc_prog (pkg-config build) failed"
 unset PKG_CONFIG_PATH
 pkg-config --static --libs "$prefix/$libdir/pkgconfig/larder.pc" | grep -q -- '-pthread' \
   || fail "pkg-config --static --libs larder lacks -pthread"
@@ -66,6 +65,12 @@ fi
 nm "$work/cmake/use_static" | grep -q ' T larder_malloc$' || fail "use_static does not contain larder"
 "$work/cmake/use_shared" || fail "use_shared (larder::larder) failed"
 "$work/cmake/use_static" || fail "use_static (larder::larder-static) failed"
+
+# a staged install (DESTDIR, as distribution packages do) names the final prefix, not the stage
+DESTDIR="$work/stage" cmake --install "$build" --prefix /opt/larder >"$work/stage.log" 2>&1 \
+  || { cat "$work/stage.log"; fail "DESTDIR=... cmake --install --prefix /opt/larder"; }
+grep -qx 'prefix=/opt/larder' "$work/stage/opt/larder/$libdir/pkgconfig/larder.pc" \
+  || fail "the staged larder.pc does not say prefix=/opt/larder"
 
 # a version that is not there is refused
 if cmake -S "$here/consumer" -B "$work/cmake-bad" -G "$generator" -DCMAKE_C_COMPILER="$cc" \
