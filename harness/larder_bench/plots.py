@@ -201,8 +201,9 @@ def blowup_plot(s: Series, path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def time_rss_plot(series: list[Series], base: str | None, path: Path) -> Path | None:
-    """Every timed series at its largest case: time for the same work (a rate inverted) and
+def time_rss_rows(series: list[Series], base: str | None) -> tuple[list, list]:
+    """The rows of time_rss_plot: (series name, {alloc: time ratio}, {alloc: RSS ratio}).
+    Every timed series at its largest case: time for the same work (a rate inverted) and
     peak RSS, as ratios to the baseline. Series compared by another kind of figure (faults,
     fragmentation, blowup, latency, RSS) are left out: each has its own plot."""
     rows = []
@@ -232,6 +233,13 @@ def time_rss_plot(series: list[Series], base: str | None, path: Path) -> Path | 
             if a not in allocs:
                 allocs.append(a)
         rows.append((s.name, r_m, r_rss))
+    return rows, allocs
+
+
+def time_rss_plot(series: list[Series], base: str | None, path: Path) -> Path | None:
+    """Every timed series at its largest case: time for the same work (a rate inverted) and
+    peak RSS, as ratios to the baseline (time_rss_rows)."""
+    rows, allocs = time_rss_rows(series, base)
     if not rows or not allocs:
         return None
     fig, axes = plt.subplots(2, 1, figsize=(max(7, len(rows) * 0.8), 7), sharex=True)

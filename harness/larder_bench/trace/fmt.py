@@ -162,7 +162,11 @@ def _thread_key(b: Block) -> tuple:
 
 
 def read_bytes(path: str | Path) -> bytes:
-    raw = Path(path).read_bytes()
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        # One clear line: the file and what is wrong with it, no errno noise.
+        raise TraceError(f"{path}: cannot read the trace: {(e.strerror or str(e)).lower()}") from None
     if raw[:2] == b"\x1f\x8b":
         try:
             return gzip.decompress(raw)
