@@ -2,6 +2,10 @@
 """Runs bench/latency over the real-time pool and general allocators, interleaved, and prints
 medians with their spread (docs/pools.md "Measuring"; the pools section of docs/results.md).
 
+For general allocators, profiles and any .so by path, with p99.9, tables with units and a CDF
+plot, use the harness instead: `larder-bench run --suite latency` (docs/harness.md). This script
+stays for the pool's own rows (--pool, --prefault), which are not an allocator to preload.
+
   bench/latency/run_latency.py --build-dir build [--repeats 5] [--ops N] [--live-bytes B]
                                [--trace FILE] [--json OUT]
 
