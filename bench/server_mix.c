@@ -34,6 +34,7 @@ static bool opt_idle_calls = false;
 static uint64_t opt_exit_wait_ms = 500;
 static uint64_t opt_sample_ms = 50;
 static uint64_t opt_seed = 1;
+static bool opt_touch = false;
 
 /* The size mix: 99% small in [SMALL_MIN, SMALL_MAX], 1% large in [LARGE_MIN, --max-size]. */
 #define SMALL_MIN 8u
@@ -60,6 +61,8 @@ static const struct bench_opt opts[] = {
     {"sample-ms", 0, BENCH_OPT_U64, &opt_sample_ms, 1, 60000, 0, 0, false,
      "RSS sampling period"},
     {"seed", 0, BENCH_OPT_U64, &opt_seed, 0, UINT64_MAX, 0, 0, false, "random seed"},
+    {"touch", 0, BENCH_OPT_FLAG, &opt_touch, 0, 0, 0, 0, false,
+     "write every page of each new block (default: its first and last byte)"},
 };
 
 static const struct bench_prog prog = {
@@ -103,13 +106,15 @@ static size_t sm_size(struct bench_rng *r, uint64_t *large) {
   return (size_t)(SMALL_MIN + bench_rng_below(r, SMALL_MAX - SMALL_MIN + 1));
 }
 
-/* A server writes the buffers it allocates: every page of a new block is touched, so RSS is
- * what the allocator hands out plus what it keeps, not address space never written. */
+/* The first and last byte of every new block are written (so the allocator's own pages and
+ * the pages it hands out are in RSS as a program's would be); with --touch every page, as a
+ * server that fills its buffers does: RSS then includes all live bytes. */
 static void sm_write(unsigned char *p, size_t sz, unsigned char v) {
   p[0] = v;
   p[sz - 1] = v;
-  for (size_t o = 4096 - ((uintptr_t)p & 4095); o < sz; o += 4096)
-    p[o] = v;
+  if (opt_touch)
+    for (size_t o = 4096 - ((uintptr_t)p & 4095); o < sz; o += 4096)
+      p[o] = v;
 }
 
 static void sm_pause(void) {
