@@ -314,7 +314,8 @@ def tuning_tables(s: Series) -> list[tuple[str, list, list]]:
         if v != v0:
             continue
         hdr = ["allocator / profile", "time", "peak heap RSS", "peak live", "fragmentation",
-               "mmap (allocator's / all)", "brk (allocator's / all)", "munmap (allocator's / all)"]
+               "mmap (allocator's / all)", "brk (allocator's / all)", "munmap (allocator's / all)",
+               "madvise (allocator's / all)"]
         rows = []
         for a in s.allocators:
             c = s.cell(v, x, a)
@@ -327,7 +328,8 @@ def tuning_tables(s: Series) -> list[tuple[str, list, list]]:
                          f"{heap.median / 2**20:.2f} MiB" if heap else "–",
                          f"{live.median / 2**20:.2f} MiB" if live else "–",
                          f"{frag.median:.2f}%" if frag else "–",
-                         _syscall_cell(c, "mmap"), _syscall_cell(c, "brk"), _syscall_cell(c, "munmap")])
+                         _syscall_cell(c, "mmap"), _syscall_cell(c, "brk"), _syscall_cell(c, "munmap"),
+                         _syscall_cell(c, "madvise")])
         out.append((f"{s.entry['axis'].lstrip('-')}={x}" if s.entry.get("axis") else "", hdr, rows))
     return out
 
