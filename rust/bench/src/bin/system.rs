@@ -1,0 +1,3 @@
+fn main() {
+    larder_rust_bench::run("system");
+}
