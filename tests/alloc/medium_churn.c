@@ -16,6 +16,12 @@
  * end. Under another allocator the workload runs and prints RSS and VmSize; the RSS bound is
  * asserted there only with LARDER_TEST_ASSERT_ANY=1 (see server_util.h).
  *
+ * Measured on the build machine (peak live 81.5 MiB; largest RSS sampled / largest VmSize, the
+ * stand-in for bytes_mapped; bounds without cache 154 / 227 MiB): glibc 2.36 96 / 98 MiB,
+ * jemalloc 5.3 108 / 127, mimalloc 2.0 110 / 131, tcmalloc 112 / 122: all within. larder at
+ * eba5c40: cache on, RSS 122 MiB (bound 218) but bytes_mapped 402 MiB (bound 291); cache off,
+ * RSS 431 MiB and bytes_mapped 5.9 GiB, 5.4 million page faults (15 s).
+ *
  * usage: alloc_medium_churn [replacements] */
 #include "server_util.h"
 
