@@ -310,8 +310,8 @@ def latency_cdf_plot(s: Series, path: Path) -> Path | None:
                   for r in (s.cell(v0, x, a).runs if s.cell(v0, x, a) else []))]
     if not ops:
         return None
-    fig, axes = plt.subplots(1, len(ops), figsize=(4.2 * len(ops) + 1.5, 4), squeeze=False)
-    for ax, op in zip(axes[0], ops):
+    fig, axes = plt.subplots(1, len(ops), figsize=(4.8 * len(ops) + 1.5, 4), squeeze=False)
+    for i, (ax, op) in enumerate(zip(axes[0], ops)):
         for a in s.allocators:
             c = s.cell(v0, x, a)
             runs = [r for r in (c.runs if c else []) if r.get("status") == "ok" and (r.get("figures") or {}).get(f"{op}_cdf_ns")]
@@ -324,13 +324,15 @@ def latency_cdf_plot(s: Series, path: Path) -> Path | None:
             ax.plot([p[0] for p in pts], [-math.log10(1 - p[1]) for p in pts], "-o", markersize=2,
                     label=a, color=_color(a))
         ax.set_xscale("log")
-        ticks = [0, 1, 2, 3, 4, 5]
+        ticks = [0, 1, 2, 3, 4, 5, 6]
         ax.set_yticks(ticks)
-        ax.set_yticklabels(["0", "90%", "99%", "99.9%", "99.99%", "99.999%"])
+        ax.set_yticklabels(["0", "90%", "99%", "99.9%", "99.99%", "99.999%", "99.9999%"])
         ax.set_xlabel(f"{op} latency (ns, log scale)")
-        ax.set_ylabel("share of calls at most this slow")
-        ax.set_title(f"{s.name}: {op} latency CDF", fontsize=10)
+        if i == 0:
+            ax.set_ylabel("share of calls at most this slow")
+        ax.set_title(f"{s.name}: {op} latency CDF (median run)", fontsize=10)
         ax.grid(True, which="major", alpha=0.3)
+    fig.subplots_adjust(wspace=0.35)
     _legend(axes[0][-1])
     return _save(fig, path)
 
