@@ -161,3 +161,32 @@ def test_phases_by_quarter():
     assert s.pattern_figures["phases"][3] == "fall"
     assert stats.phases([0, 1, 2, 3, 4, 5, 6, 7], 7, parts=2) == ["ramp", "ramp"]
     assert stats.phases([5, 5, 5, 5, 5, 1, 5, 5], 5, parts=2) == ["plateau", "peaks"]
+
+
+def _member(path, pid, ppid, root, exec_seq=0, comm="prog"):
+    t = fmt.Trace(fmt.Header(pid=pid, ppid=ppid, proc_start=1000 + pid, exec_seq=exec_seq, comm=comm, root_pid=root),
+                  [fmt.Block(1, 0, [fmt.Record(1, 1, 64, 0, 0, 0x1000)])])
+    t.write(path)
+
+
+def test_family_lists_every_file_of_one_recorded_tree(tmp_path):
+    """Issue 10: stats/replay on one file of a process tree name the tree's other files (the
+    header's root_pid), and files of another recording in the same folder are not listed."""
+    _member(tmp_path / "t.ltr", 100, 1, 100, comm="sh")
+    _member(tmp_path / "t.ltr.101", 101, 100, 100, comm="sh")
+    _member(tmp_path / "t.ltr.101.exec1", 101, 100, 100, exec_seq=1, comm="ls")
+    _member(tmp_path / "t.ltr.102.gz", 102, 100, 100, comm="wc")
+    _member(tmp_path / "other.ltr", 200, 1, 200)
+    (tmp_path / "notes.txt").write_text("not a trace")
+    fam = fmt.family(tmp_path / "t.ltr.101.exec1")
+    assert [m.path.name for m in fam] == ["t.ltr", "t.ltr.101", "t.ltr.101.exec1", "t.ltr.102.gz"]
+    text = fmt.family_text(tmp_path / "t.ltr.101.exec1")
+    assert "root pid 100" in text and "4 files" in text and "* t.ltr.101.exec1: pid 101 (ls), child of 100" in text
+    assert fmt.family_text(tmp_path / "other.ltr") == ""
+    # root_pid survives the text form
+    t = fmt.load(tmp_path / "t.ltr.101")
+    assert fmt.from_text(fmt.to_text(t)).header.root_pid == 100
+    # the command line prints it
+    r = subprocess.run([sys.executable, "-m", "larder_bench", "trace", "stats", str(tmp_path / "t.ltr")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "process tree:" in r.stdout and "t.ltr.102.gz" in r.stdout
