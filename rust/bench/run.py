@@ -38,7 +38,7 @@ def run_once(exe, args):
     if status != 0:
         raise SystemExit("%s exited with status %d" % (exe, status))
     line = json.loads(out.decode().strip().splitlines()[-1])
-    return wall, ru.ru_maxrss * 1024, line
+    return wall, ru.ru_maxrss * 1024, line, ru.ru_utime + ru.ru_stime
 
 
 def main():
@@ -61,26 +61,33 @@ def main():
             for n in order:
                 args = ["--mode", m, "--keys", str(a.keys), "--rounds", str(a.rounds),
                         "--threads", str(a.threads)]
-                wall, rss, line = run_once(exe[n], args)
-                res[(m, n)].append((wall, rss, line["checksum"]))
-                print("run %d %-8s %-9s %.3f s  %.1f MiB" % (r + 1, m, n, wall, rss / 2**20), flush=True)
+                wall, rss, line, cpu = run_once(exe[n], args)
+                res[(m, n)].append((wall, rss, line["checksum"], cpu))
+                print("run %d %-8s %-9s %.3f s  cpu %.3f s  %.1f MiB" % (r + 1, m, n, wall, cpu, rss / 2**20),
+                      flush=True)
     print()
     print("BTreeMap<String, Vec<u8>>: %d threads x %d keys x %d rounds, median of %d interleaved runs"
           % (a.threads, a.keys, a.rounds, a.runs))
-    print("%-8s %-9s %9s %9s %11s %9s" % ("mode", "allocator", "time s", "time/sys", "peak RSS MiB", "RSS/sys"))
+    print("%-8s %-9s %9s %9s %9s %9s %12s %9s" % ("mode", "allocator", "time s", "time/sys", "cpu s",
+                                                "cpu/sys", "peak RSS MiB", "RSS/sys"))
     summary = []
     for m in modes:
         base_t = statistics.median(x[0] for x in res[(m, "system")])
         base_r = statistics.median(x[1] for x in res[(m, "system")])
+        base_c = statistics.median(x[3] for x in res[(m, "system")])
         for n in allocators:
             t = statistics.median(x[0] for x in res[(m, n)])
             rss = statistics.median(x[1] for x in res[(m, n)])
+            cpu = statistics.median(x[3] for x in res[(m, n)])
             sums = {x[2] for x in res[(m, n)]}
             assert len(sums) == 1, "checksums differ between runs"
-            print("%-8s %-9s %9.3f %9.2f %11.1f %9.2f" % (m, n, t, t / base_t, rss / 2**20, rss / base_r))
+            print("%-8s %-9s %9.3f %9.2f %9.3f %9.2f %12.1f %9.2f" % (m, n, t, t / base_t, cpu, cpu / base_c,
+                                                                 rss / 2**20, rss / base_r))
             summary.append({"mode": m, "allocator": n, "median_s": t, "time_ratio": t / base_t,
+                            "median_cpu_s": cpu, "cpu_ratio": cpu / base_c,
                             "median_peak_rss": rss, "rss_ratio": rss / base_r,
-                            "runs_s": [x[0] for x in res[(m, n)]], "runs_rss": [x[1] for x in res[(m, n)]]})
+                            "runs_s": [x[0] for x in res[(m, n)]], "runs_rss": [x[1] for x in res[(m, n)]],
+                            "runs_cpu_s": [x[3] for x in res[(m, n)]]})
     print(json.dumps({"bench": "rust-btree", "threads": a.threads, "keys": a.keys,
                       "rounds": a.rounds, "runs": a.runs, "results": summary}))
 
