@@ -30,11 +30,11 @@
  * none (RSS 80 / 75 / 24 MiB, live 2.6 MiB).
  *
  * usage: alloc_idle_return thread|calls [MiB per thread] */
+#include "server_util.h" /* first: it defines _GNU_SOURCE */
+
 #include <malloc.h>
 #include <pthread.h>
 #include <sys/mman.h>
-
-#include "server_util.h"
 
 #define THREADS 4
 #define MiB ((size_t)1 << 20)

@@ -18,9 +18,9 @@
  * second are printed, not asserted.
  *
  * usage: alloc_prodcons_pingpong [blocks per producer] [batch] [queue depth] */
-#include <pthread.h>
+#include "server_util.h" /* first: it defines _GNU_SOURCE */
 
-#include "server_util.h"
+#include <pthread.h>
 
 #define PRODUCERS 2
 #define CONSUMERS 2

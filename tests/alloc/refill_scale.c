@@ -16,9 +16,9 @@
  * larder_validate() runs after each N.
  *
  * usage: alloc_refill_scale [replacements per N] */
-#include <pthread.h>
+#include "server_util.h" /* first: it defines _GNU_SOURCE */
 
-#include "server_util.h"
+#include <pthread.h>
 
 #define BLOCK 64
 #define BATCH 1024

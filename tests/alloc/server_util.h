@@ -12,6 +12,9 @@
 #ifndef LARDER_SERVER_UTIL_H
 #define LARDER_SERVER_UTIL_H
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* before any system header, as alloc_util.h needs */
+#endif
 #include <sys/resource.h>
 #include <time.h>
 
@@ -20,6 +23,7 @@
 /* RSS and VmSize in bytes from /proc/self/statm with read(2) on a stack buffer. */
 static inline size_t srv_statm(size_t *vsize) {
   char buf[128];
+  if (vsize) *vsize = 0;
   int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   ssize_t n = read(fd, buf, sizeof buf - 1);
