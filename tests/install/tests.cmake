@@ -48,3 +48,11 @@ add_test(NAME install.cargo_test
   COMMAND sh ${LARDER_INSTALL_TEST_DIR}/cargo_test.sh ${PROJECT_SOURCE_DIR}/rust/larder
           ${CMAKE_BINARY_DIR}/rust-target)
 set_tests_properties(install.cargo_test PROPERTIES TIMEOUT 900)
+
+# ... and its publishable package (rust/larder/package.sh) builds on its own. Not at the same
+# time as the cargo test: both compile the crate.
+add_test(NAME install.cargo_package
+  COMMAND sh ${LARDER_INSTALL_TEST_DIR}/cargo_package.sh ${PROJECT_SOURCE_DIR}/rust/larder
+          ${CMAKE_BINARY_DIR}/rust-package)
+set_tests_properties(install.cargo_package PROPERTIES TIMEOUT 900)
+set_tests_properties(install.cargo_test install.cargo_package PROPERTIES RESOURCE_LOCK larder_rust_crate)
