@@ -211,16 +211,30 @@ static void *sm_worker(void *arg) {
   return NULL;
 }
 
-static void sm_take_sample(void) {
+static double sm_peak_rss, sm_peak_vsize; /* over every sample, kept or not */
+
+/* Returns true when the storage was full and every other sample was dropped to make room (the
+ * caller then samples half as often): a run longer than planned keeps an even series. */
+static bool sm_take_sample(void) {
   uint64_t vsize, rss;
   bench_statm(&vsize, &rss);
-  if (sm_nsamples < sm_cap) {
-    double *s = &sm_samples[3 * sm_nsamples];
-    s[0] = bench_now() - sm_t0;
-    s[1] = (double)(rss / 1024);
-    s[2] = (double)(vsize / 1024);
-    sm_nsamples++;
+  bool halved = false;
+  if (sm_nsamples == sm_cap) {
+    for (size_t i = 0; 2 * i < sm_cap; i++)
+      memcpy(&sm_samples[3 * i], &sm_samples[3 * (2 * i)], 3 * sizeof *sm_samples);
+    sm_nsamples = (sm_cap + 1) / 2;
+    halved = true;
   }
+  double *s = &sm_samples[3 * sm_nsamples];
+  s[0] = bench_now() - sm_t0;
+  s[1] = (double)(rss / 1024);
+  s[2] = (double)(vsize / 1024);
+  sm_nsamples++;
+  if (s[1] > sm_peak_rss)
+    sm_peak_rss = s[1];
+  if (s[2] > sm_peak_vsize)
+    sm_peak_vsize = s[2];
+  return halved;
 }
 
 static void *sm_sampler(void *arg) {
@@ -228,7 +242,8 @@ static void *sm_sampler(void *arg) {
   double period = (double)opt_sample_ms * 1e-3;
   double next = sm_t0;
   while (!atomic_load(&sm_sampler_stop)) {
-    sm_take_sample();
+    if (sm_take_sample())
+      period *= 2;
     next += period;
     double now = bench_now();
     if (next < now)
@@ -254,8 +269,8 @@ int main(int argc, char **argv) {
   const bool helper = sm_remote_on && T == 1;
   const unsigned N = T + (helper ? 1 : 0);
 
-  /* Sampler storage for the whole run plus slack (the fill phase, the joins); extra samples
-   * beyond it are dropped rather than allocated. */
+  /* Sampler storage for the whole run plus slack (the fill phase, the joins); a run that
+   * outlasts it is thinned by the sampler, which never allocates. */
   double total_s = opt_seconds + opt_idle_seconds + (double)opt_exit_wait_ms * 1e-3 + 30;
   sm_cap = (size_t)(total_s * 1000.0 / (double)opt_sample_ms) + 64;
   if (sm_cap > 10000000)
@@ -362,13 +377,9 @@ int main(int argc, char **argv) {
 
   /* Figures from the samples: peaks, RSS at 5 s of work, and the series thinned to at most
    * MAX_SERIES points (every k-th sample, the last one always kept). */
-  double peak_rss = 0, peak_vsize = 0, rss_5s = -1;
+  double peak_rss = sm_peak_rss, peak_vsize = sm_peak_vsize, rss_5s = -1;
   for (size_t i = 0; i < sm_nsamples; i++) {
     double *s = &sm_samples[3 * i];
-    if (s[1] > peak_rss)
-      peak_rss = s[1];
-    if (s[2] > peak_vsize)
-      peak_vsize = s[2];
     if (rss_5s < 0 && s[0] >= work_begin_s + 5.0 && s[0] <= work_end_s)
       rss_5s = s[1];
   }
