@@ -14,7 +14,7 @@ from .workloads import invalid_reason
 RESOURCES = ("wall_s", "user_s", "sys_s", "maxrss_kb", "minflt", "nvcsw", "nivcsw",
              "rss_peak_kb", "rss_mean_kb", "rss_final_kb")
 _BASE_COLS = ["series", "workload", "kind", "variant", "axis", "x", "allocator", "repeat", "pass", "status",
-              "message", "exit_code", "signal"] + list(RESOURCES) + ["majflt"]
+              "message", "exit_code", "signal"] + list(RESOURCES) + ["majflt", "invalid"]
 
 
 class ResultsError(ValueError):
@@ -52,7 +52,8 @@ def write_csv(doc: dict, path: Path) -> None:
         for k in (r.get("figures") or {}):
             if k not in fig_keys:
                 fig_keys.append(k)
-    cols = _BASE_COLS + [f"syscall.{s}" for s in SYSCALLS] + [f"fig.{k}" for k in fig_keys] + ["argv"]
+    cols = _BASE_COLS + [f"syscall.{s}" for s in SYSCALLS] + [f"syscall_alloc.{s}" for s in SYSCALLS] \
+        + [f"fig.{k}" for k in fig_keys] + ["argv"]
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
@@ -60,6 +61,8 @@ def write_csv(doc: dict, path: Path) -> None:
             row = [r.get(c, "") for c in _BASE_COLS]
             sc = r.get("syscalls") or {}
             row += [sc.get(s, "") for s in SYSCALLS]
+            sa = r.get("syscalls_alloc") or {}
+            row += [sa.get(s, "") for s in SYSCALLS]
             figs = r.get("figures") or {}
             for k in fig_keys:
                 v = figs.get(k, "")
