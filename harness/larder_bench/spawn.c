@@ -9,8 +9,9 @@
  *   status=<raw wait status> wall=<s> utime=<s> stime=<s> maxrss=<KiB> minflt= majflt= nvcsw= nivcsw=
  *   rss <t_s>:<KiB> <t_s>:<KiB> ...          (only with --rss-ms)
  * or "error=<errno text>" if the program could not be started (exit 127).
- * The series keeps at most RSS_MAX samples: when full, every second one is dropped and the
- * interval doubles, so a long run keeps its whole shape at a coarser step.
+ * Samples come every millisecond for the first 100 ms (short runs still get a shape), then
+ * every MS. The series keeps at most RSS_MAX samples: when full, every second one is dropped
+ * and the interval doubles, so a long run keeps its whole shape at a coarser step.
  *
  * Why a launcher at all: Linux keeps ru_maxrss across execve, and a child spawned straight
  * from the Python harness starts with the harness's own peak RSS (tens of MiB with
@@ -78,7 +79,11 @@ static void *rss_sampler(void *arg) {
       rss_n++;
     }
     tick++;
-    struct timespec ts = {rss_step_ns / 1000000000L, rss_step_ns % 1000000000L};
+    /* The first 100 ms at 1 ms steps (at most), so that a run of a few tens of milliseconds
+     * still has a shape; a reading of statm costs a few microseconds. */
+    long step = rss_step_ns;
+    if (step > 1000000L && spawn_now() - rss_t0 < 0.1) step = 1000000L;
+    struct timespec ts = {step / 1000000000L, step % 1000000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !rss_stop) ;
   }
   close(fd);
