@@ -98,10 +98,12 @@ LD_PUBLIC int malloc_info(int options, FILE *fp) {
   fprintf(fp, "<aspace type=\"total\" size=\"%zu\"/>\n", st.bytes_mapped);
   fprintf(fp, "<larder version=\"%s\" in_use=\"%zu\" held=\"%zu\" mapped=\"%zu\" mallocs=\"%zu\" "
               "frees=\"%zu\" remote_frees=\"%zu\" reallocs=\"%zu\" large_allocs=\"%zu\" "
-              "large_cached=\"%zu\" mmap_calls=\"%zu\" munmap_calls=\"%zu\" madvise_calls=\"%zu\"/>\n",
+              "large_cached=\"%zu\" medium_in_use=\"%zu\" segments=\"%zu\" free_dirty=\"%zu\" "
+              "purged=\"%zu\" mmap_calls=\"%zu\" munmap_calls=\"%zu\" madvise_calls=\"%zu\"/>\n",
           larder_version(), st.bytes_in_use, st.bytes_held, st.bytes_mapped, st.mallocs, st.frees,
-          st.remote_frees, st.reallocs, st.large_allocs, st.large_bytes_cached, st.mmap_calls,
-          st.munmap_calls, st.madvise_calls);
+          st.remote_frees, st.reallocs, st.large_allocs, st.large_bytes_cached, st.medium_bytes_in_use,
+          st.segments, st.bytes_free_dirty, st.bytes_purged, st.mmap_calls, st.munmap_calls,
+          st.madvise_calls);
   fprintf(fp, "</malloc>\n");
   return 0;
 }
