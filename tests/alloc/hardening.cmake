@@ -31,3 +31,11 @@ alloc_test(alloc_misuse_message_cut SOURCES alloc/misuse_message_cut.c PRELOAD T
 # ---- multithreaded fork while other threads hold stdio locks and allocate (three patterns;
 # a stuck process is killed after 20 s and reported) ----
 alloc_test(alloc_misuse_fork_stdio SOURCES alloc/misuse_fork_stdio.c PRELOAD TIMEOUT 120)
+
+# ---- the prefixed API from several threads, nothing else: ThreadSanitizer's test
+# (scripts/test-sanitize.sh); in the normal build a quick stress test ----
+alloc_test(alloc_misuse_threads_prefixed SOURCES alloc/misuse_threads_prefixed.c TIMEOUT 120)
+if(ALLOC_HAVE_LARDER)
+  add_test(NAME alloc_misuse_threads_prefixed.nostats COMMAND alloc_misuse_threads_prefixed 20000 nostats)
+  set_tests_properties(alloc_misuse_threads_prefixed.nostats PROPERTIES SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 120)
+endif()
