@@ -39,3 +39,10 @@ if(ALLOC_HAVE_LARDER)
   add_test(NAME alloc_misuse_threads_prefixed.nostats COMMAND alloc_misuse_threads_prefixed 20000 nostats)
   set_tests_properties(alloc_misuse_threads_prefixed.nostats PROPERTIES SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 120)
 endif()
+
+# ---- the hardened build: a forged free-list link is stopped (docs/hardening.md). Only when
+# the core defines a larder_hardened library (-DLARDER_HARDENED=ON) ----
+if(TARGET larder_hardened)
+  larder_test(alloc_hardened_uaf SOURCES alloc/hardened_uaf.c LIBS larder_hardened ${CMAKE_DL_LIBS} TIMEOUT 60)
+  set_tests_properties(alloc_hardened_uaf PROPERTIES SKIP_RETURN_CODE 77 LABELS alloc)
+endif()

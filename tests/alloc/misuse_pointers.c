@@ -25,6 +25,9 @@
  * test is skipped. Cases that fail against the core of eba5c40 (before the ownership map):
  * static, mmap, wild (free and realloc: SIGSEGV reading a header), huge double free
  * (SIGSEGV), realloc of a freed large or huge block (wrong message, or SIGSEGV). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <ctype.h>
 #include <malloc.h>
 #include <sys/mman.h>
