@@ -16,9 +16,10 @@
  *   or large spans (a mapping each, with a cache of freed ones): large.c.
  *
  * The free path: a block of the calling thread's current superblock for its class goes on
- * the local free list (fast path below). Any other block of a superblock (the thread's own or
- * another's) is pushed on that superblock's remote list with a CAS, and the first such free
- * since the owner last looked puts the superblock on the owner's pending list (free_slow,
+ * its free list; a block of any other superblock the thread owns goes on that superblock's
+ * local list, a plain push, collected at the next refill (both in larder_free, below). A block
+ * of another thread's superblock is pushed on its remote list with a CAS, and the first such
+ * free since the owner last looked puts the superblock on the owner's pending list (free_slow,
  * heap.c ld_heap_free_other). No free waits for a lock (seed 002). A free that takes the class
  * below Hoard's emptiness threshold may give a superblock to the global heap.
  */
@@ -51,24 +52,43 @@ void larder_free(void *p) {
   if (LD_UNLIKELY(p == NULL)) return;
   sb_t *sb = ld_sb_of(p);
   heap_t *heap = ld_heap_tls;
-  unsigned cls = sb->size_class;
-  if (LD_LIKELY(heap->current[cls] == sb)) {
-    ld_block_t *b = p;
+  ld_block_t *b = p;
+  uintptr_t offset = (uintptr_t)p - (uintptr_t)sb->data;
+  uintptr_t index = (offset * sb->reciprocal) >> 40;
+  if (LD_LIKELY(heap->current[sb->size_class] == sb)) {
     /* Invalid and double frees are caught here because it is cheap: the offset must fall on a
      * carved block boundary, and a free block carries a tag that live blocks never do. */
-    uintptr_t offset = (uintptr_t)p - (uintptr_t)sb->data;
-    uintptr_t index = (offset * sb->reciprocal) >> 40;
     if (LD_UNLIKELY((offset >= (uintptr_t)(sb->bump - sb->data)) | (index * sb->block_size != offset) |
-                    (b->tag == (ld_free_key ^ (uintptr_t)b)))) {
+                    ld_block_is_free(b))) {
       free_slow(p);
       return;
     }
     b->next = sb->free_list;
-    b->tag = ld_free_key ^ (uintptr_t)b;
+    b->tag = ld_tag(b) ^ LD_TAG_COLLECTED;
     sb->free_list = b;
     LD_STAT_INC(heap, frees);
     /* floor: the used count below which the class falls under Hoard's threshold */
-    if (LD_UNLIKELY(--sb->used < sb->floor)) ld_heap_free_slow(heap, cls);
+    if (LD_UNLIKELY(--sb->used < sb->floor)) ld_heap_free_slow(heap, sb->size_class);
+    return;
+  }
+  if (LD_LIKELY(atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap)) {
+    /* One of the thread's other superblocks: a plain push on its local list. Nothing is read
+     * from the block (it is often not in the cache); its tag is checked when the list is
+     * collected (superblock.c). */
+    if (LD_UNLIKELY((offset >= (uintptr_t)(sb->bump - sb->data)) | (index * sb->block_size != offset))) {
+      free_slow(p);
+      return;
+    }
+    b->next = sb->local_free;
+    b->tag = ld_tag(b);
+    if (!sb->local_free) sb->local_tail = b;
+    sb->local_free = b;
+    int32_t n = sb->local_count + 1;
+    __atomic_store_n(&sb->local_count, n, __ATOMIC_RELEASE); /* a helper may take the list: ld_heap_tidy */
+    LD_STAT_INC(heap, frees);
+    /* not yet on the heap's list of superblocks with local frees, or now wholly free */
+    if (LD_UNLIKELY(!sb->in_local_dirty | (n >= __atomic_load_n(&sb->used, __ATOMIC_RELAXED))))
+      ld_heap_free_local_slow(heap, sb, n);
     return;
   }
   free_slow(p);
@@ -133,7 +153,7 @@ static LD_NOINLINE void free_slow(void *p) {
       (uintptr_t)p >= (uintptr_t)sb->data + (uintptr_t)sb->capacity * sb->block_size)
     ld_fatal_bad_free("invalid free (not the start of a block)", p);
   ld_block_t *b = p;
-  if (b->tag == (ld_free_key ^ (uintptr_t)b)) ld_fatal_bad_free("double free", p);
+  if (ld_block_is_free(b)) ld_fatal_bad_free("double free", p);
   heap_t *heap = ld_heap_tls;
   /* A thread that only frees gets a heap too, so that its counters are its own: shared
    * atomic counters would serialise every consumer thread on one cache line. */

@@ -121,8 +121,8 @@ sb_t *ld_global_take(heap_t *heap, unsigned cls) {
   bool clean;
   sb = ld_segment_alloc(1, &clean);
   if (!sb) return NULL;
+  (void)clean; /* a new superblock's pages are touched only as its blocks are carved */
   ld_sb_format(sb, cls);
-  sb->purged = clean;
   atomic_store_explicit(&sb->owner, heap, memory_order_release);
   return sb;
 }

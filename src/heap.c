@@ -146,6 +146,13 @@ static void heap_options_changed(heap_t *heap) {
 /* A superblock that may be given back (at most (1-f) full): the head of group 0, 1 or 2, else
  * the current one. If u < (1-f)a one of them is, since the others are all above (1-f). */
 static sb_t *heap_find_releasable(heap_t *heap, unsigned c, bool allow_current) {
+  if (!allow_current) {
+    /* A helper (another thread) gives away only an empty superblock that the owner has not
+     * listed as having local frees: the owner can neither free into it (no block of it is
+     * live) nor meet it again on its own list. */
+    sb_t *sb = heap->groups[c][0];
+    return sb && !sb->in_local_dirty ? sb : NULL;
+  }
   for (int g = 0; g <= LD_GROUP_RELEASABLE_MAX; g++)
     if (heap->groups[c][g]) return heap->groups[c][g];
   sb_t *sb = heap->current[c];
@@ -167,6 +174,8 @@ static void heap_detach(heap_t *heap, sb_t *sb) {
 
 /* Hands sb to the global heap. The caller holds the heap and global locks. */
 static void heap_give_to_global(heap_t *heap, sb_t *sb) {
+  int n = ld_sb_collect_local(sb); /* owner paths; a helper only gives superblocks without */
+  if (n && !sb_is_current(heap, sb)) heap->u_other[sb->size_class] -= (int64_t)n * sb->block_size;
   heap_detach(heap, sb);
   ld_sb_collect(sb, false);
   ld_global_put_locked(sb);
@@ -228,6 +237,11 @@ static uint64_t heap_process_pending(heap_t *heap, bool mine) {
     } else {
       unsigned c = sb->size_class;
       int n = ld_sb_collect(sb, true);
+      /* The owner's local frees too: by the owner, or by a helper once they are all the
+       * blocks left (the owner then frees nothing more into sb). */
+      if (!sb_is_current(heap, sb) &&
+          (mine || __atomic_load_n(&sb->local_count, __ATOMIC_ACQUIRE) == __atomic_load_n(&sb->used, __ATOMIC_RELAXED)))
+        n += ld_sb_collect_local(sb);
       if (n && !sb_is_current(heap, sb)) {
         heap->u_other[c] -= (int64_t)n * sb->block_size;
         if (sb_group_of(sb) != sb->group) {
@@ -244,8 +258,65 @@ static uint64_t heap_process_pending(heap_t *heap, bool mine) {
     ld_heap_announce(keep);
     keep = next;
   }
-  LD_STAT_ADD(heap, superblocks_examined, examined);
+  (void)examined; /* collecting is paid by the frees that announced; not a search */
   return classes;
+}
+
+static void heap_release_classes(heap_t *heap, uint64_t classes, bool mine);
+
+/* Collects the owner's local frees into every superblock it listed. Owner only, heap lock
+ * held. Entries whose superblock changed hands since are skipped. */
+static uint64_t heap_process_local(heap_t *heap) {
+  uint64_t classes = 0;
+  for (unsigned i = 0; i < heap->local_dirty_count; i++) {
+    sb_t *sb = heap->local_dirty[i];
+    if (atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap) continue;
+    sb->in_local_dirty = 0;
+    int n = ld_sb_collect_local(sb);
+    if (!n) continue;
+    unsigned c = sb->size_class;
+    if (!sb_is_current(heap, sb)) {
+      heap->u_other[c] -= (int64_t)n * sb->block_size;
+      if (sb_group_of(sb) != sb->group) {
+        heap_group_remove(heap, sb);
+        heap_group_insert(heap, sb);
+      }
+    }
+    classes |= (uint64_t)1 << c;
+  }
+  heap->local_dirty_count = 0;
+  return classes;
+}
+
+void ld_heap_free_local_slow(heap_t *heap, sb_t *sb, int32_t n) {
+  if (!sb->in_local_dirty) {
+    if (heap->local_dirty_count == LD_LOCAL_DIRTY_MAX) {
+      /* One uncontended lock of its own heap per LD_LOCAL_DIRTY_MAX superblocks touched. */
+      heap_lock(heap);
+      LD_STAT_INC(heap, free_lock_acquisitions);
+      heap_release_classes(heap, heap_process_local(heap), true);
+      heap_unlock(heap);
+    }
+    if (sb->local_count > 0 && atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap) {
+      sb->in_local_dirty = 1;
+      heap->local_dirty[heap->local_dirty_count++] = sb;
+    }
+  }
+  if (n >= __atomic_load_n(&sb->used, __ATOMIC_RELAXED) && atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap) {
+    /* Every block of sb is free again. Announce it on the heap's own pending list, so that the
+     * next refill, or the purge if this thread goes idle, finds it without a scan. */
+    uintptr_t old = atomic_load_explicit(&sb->remote, memory_order_relaxed);
+    while (!(old & LD_REMOTE_ANNOUNCED)) {
+      if (atomic_compare_exchange_weak_explicit(&sb->remote, &old, old | LD_REMOTE_ANNOUNCED, memory_order_acq_rel,
+                                                memory_order_relaxed)) {
+        ld_heap_announce(sb);
+        break;
+      }
+    }
+    uint64_t now = ld_os_now_coarse_ns();
+    ld_purge_note_free_memory(now);
+    ld_purge_check(now);
+  }
 }
 
 /* After collecting: Hoard's threshold for every class whose u went down. */
@@ -289,16 +360,26 @@ void ld_heap_free_slow(heap_t *heap, unsigned cls) {
 
 /* ---- refill: the current superblock of a class has no free block ---- */
 
-/* The fullest class-c superblock with room (Hoard §3.1: allocate from nearly-full ones). */
+/* A class-c superblock to allocate from: the fullest that still has a good share of its
+ * blocks free (groups 3, 2, 1: Hoard §3.1 allocates from nearly-full superblocks to keep
+ * the others emptying). A superblock of group 4 has less than f/2 of its blocks free: a refill
+ * there yields a few blocks, and the next refill follows at once (a random-replacement heap
+ * at steady state has every superblock there). So while the class has less than f/2 of its
+ * bytes free, it grows by a superblock instead (NULL here); Hoard's invariant still holds,
+ * since u then stays above (1-f)a. Empty superblocks (group 0) come before growing. */
 static sb_t *heap_fullest(heap_t *heap, unsigned c) {
-  for (int g = LD_GROUP_FULL - 1; g >= 0; g--) {
-    sb_t *sb = heap->groups[c][g];
-    if (sb) {
-      heap_group_remove(heap, sb);
-      return sb;
-    }
+  static const int order[] = {3, 2, 1, 0};
+  sb_t *sb = NULL;
+  for (unsigned i = 0; i < sizeof order / sizeof order[0] && !sb; i++) sb = heap->groups[c][order[i]];
+  if (!sb) {
+    sb = heap->groups[c][4];
+    int64_t free_bytes = heap->a[c] - heap_u(heap, c);
+    int64_t slack = (int64_t)(ld_options.empty_fraction / 2 * (double)heap->a[c]);
+    if (slack < ld_class_capacity_bytes[c]) slack = ld_class_capacity_bytes[c];
+    if (sb && free_bytes < slack) sb = NULL;
   }
-  return NULL;
+  if (sb) heap_group_remove(heap, sb);
+  return sb;
 }
 
 void *ld_heap_refill(heap_t *heap, unsigned cls) {
@@ -311,7 +392,7 @@ void *ld_heap_refill(heap_t *heap, unsigned cls) {
   if (sb != &ld_sb_none) {
     LD_STAT_INC(heap, superblocks_examined);
     if (!sb->free_list) ld_sb_carve(sb);
-    if (!sb->free_list) { /* full: it waits in group 5 until frees into it are announced */
+    if (!sb->free_list) { /* full: it waits in group 5 until frees into it come back */
       heap->current[cls] = &ld_sb_none;
       heap_group_insert(heap, sb);
       heap->u_other[cls] += (int64_t)sb->used * sb->block_size;
@@ -320,9 +401,17 @@ void *ld_heap_refill(heap_t *heap, unsigned cls) {
   }
   if (sb == &ld_sb_none) {
     sb = heap_fullest(heap, cls);
+    /* The groups see local frees only once they are collected: collect them when the groups
+     * offer nothing, so the cost is paid once per many refills and by the frees themselves. */
+    if (!sb && heap->local_dirty_count) {
+      classes |= heap_process_local(heap);
+      sb = heap_fullest(heap, cls);
+    }
     if (sb) {
       LD_STAT_INC(heap, superblocks_examined);
-      heap->u_other[cls] -= (int64_t)sb->used * sb->block_size;
+      int64_t counted = sb->used; /* what u_other holds for it, local frees included */
+      ld_sb_collect_local(sb);
+      heap->u_other[cls] -= counted * sb->block_size;
       if (!sb->free_list) ld_sb_carve(sb);
     }
   }
@@ -348,40 +437,62 @@ void *ld_heap_refill(heap_t *heap, unsigned cls) {
    * current superblock; the next malloc then refills again). */
   heap_release_classes(heap, classes | ((uint64_t)1 << cls), true);
   heap_unlock(heap);
-  ld_purge_check(ld_os_now_coarse_ns());
+  uint64_t coarse = ld_os_now_coarse_ns();
+  heap->last_refill_ns = coarse;
+  ld_purge_check(coarse);
   return b;
 }
 
 /* ---- maintenance by any thread (purge.c) ---- */
 
 void ld_heap_collect_pending(heap_t *heap) {
-  if (heap == &ld_heap_empty || !atomic_load_explicit(&heap->pending, memory_order_relaxed)) return;
+  if (heap == &ld_heap_empty) return;
   heap_lock(heap);
-  heap_release_classes(heap, heap_process_pending(heap, true), true);
+  heap_release_classes(heap, heap_process_local(heap) | heap_process_pending(heap, true), true);
   heap_unlock(heap);
 }
 
-bool ld_heap_tidy(heap_t *heap, bool mine) {
+/* Empties a superblock's pages in place, for an idle heap: no block of it is live, and the
+ * owner only touches it again under this lock, in a refill that finds it uncarved. */
+static void sb_purge_in_place(sb_t *sb) {
+  if (sb->bump == sb->data) return; /* never carved, or purged already */
+  size_t page = ld_os_page_size();
+  ld_os_purge((char *)sb + page, ld_sb_size - page);
+  sb->free_list = NULL;
+  sb->bump = sb->data;
+  sb->purged = 1;
+}
+
+bool ld_heap_tidy(heap_t *heap, bool mine, bool all, uint64_t now) {
+  bool more = false;
   if (mine) heap_lock(heap);
   else if (pthread_mutex_trylock(&heap->lock) != 0) return false;
   bool live = __atomic_load_n(&heap->live, __ATOMIC_RELAXED);
-  uint64_t classes = heap_process_pending(heap, mine);
+  uint64_t classes = (mine ? heap_process_local(heap) : 0) | heap_process_pending(heap, mine);
   if (live) {
     heap_release_classes(heap, classes, mine);
     /* Empty superblocks beyond the current ones go to the global heap (and from there to the
-     * segments, to be purged): Hoard's K slack is for bursts, and this runs only once the
-     * purge delay has passed. */
+     * segments, to be purged by age): Hoard's K slack is for bursts, and this runs once the
+     * purge delay has passed. A helper leaves those the owner may still list, and purges them
+     * in place if the heap has been idle for the delay. */
+    bool idle = all || now - heap->last_refill_ns >= (uint64_t)ld_options.purge_delay_ms * 1000000u;
     ld_global_lock();
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
-      sb_t *sb;
-      while ((sb = heap->groups[c][0])) heap_give_to_global(heap, sb);
+      sb_t *sb = heap->groups[c][0];
+      while (sb) {
+        sb_t *next = sb->next;
+        if (mine || !sb->in_local_dirty) heap_give_to_global(heap, sb);
+        else if (idle) sb_purge_in_place(sb);
+        else more = true; /* purge it once the heap has been idle for the delay */
+        sb = next;
+      }
       if (mine) heap_set_release_mark(heap, c);
       else heap_recompute_threshold(heap, c);
     }
     ld_global_unlock();
   }
   heap_unlock(heap);
-  return true;
+  return !more;
 }
 
 /* ---- heap lifecycle ---- */
@@ -443,6 +554,8 @@ heap_t *ld_heap_for_thread(void) {
     heap->last_release_ns[c] = heap->last_take_ns[c] = 0;
   }
   heap->superblocks_held = 0;
+  heap->local_dirty_count = 0;
+  heap->last_refill_ns = ld_os_now_coarse_ns();
   heap_options_changed(heap);
   heap->orphan_tid = thread_exit_ran ? ld_os_thread_id() : 0;
   heap_unlock(heap);
@@ -465,6 +578,7 @@ void ld_stats_add(ld_stats_t *dst, const ld_stats_t *src) {
 /* Thread exit: everything the heap holds goes to the global heap, where other threads reuse
  * it (DESIGN §1), and the heap itself waits for the next new thread. Heap lock held. */
 static void heap_abandon_locked(heap_t *heap) {
+  heap_process_local(heap);
   heap_process_pending(heap, true);
   ld_global_lock();
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
@@ -591,6 +705,7 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
 void ld_heap_validate(heap_t *mine, int *violations) {
   if (mine != &ld_heap_empty) {
     heap_lock(mine);
+    heap_process_local(mine);
     heap_process_pending(mine, true);
     if (mine->options_epoch != atomic_load_explicit(&ld_options_epoch, memory_order_relaxed)) heap_options_changed(mine);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {

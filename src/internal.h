@@ -98,23 +98,44 @@ typedef struct sb_s {
   size_t map_bytes;            /* large span: its length; medium span: bytes of its chunks */
   size_t usable;               /* spans: bytes usable from data */
   /* second cache line: the owner's (or, for spans, the cache's) */
-  _Alignas(LD_CACHE_LINE) ld_block_t *free_list; /* local LIFO free list */
+  _Alignas(LD_CACHE_LINE) ld_block_t *free_list; /* blocks to allocate from (heap lock, or current) */
+  ld_block_t *local_free;      /* the owner's frees while not current: no lock, no atomic */
   int32_t used;                /* blocks handed out and not yet collected back */
+  int32_t local_count;         /* blocks on local_free (written by the owner only) */
   int32_t floor;               /* current: Hoard's release mark; else unused */
+  uint8_t in_local_dirty;      /* listed in its owner's local_dirty (owner only) */
   char *bump;                  /* blocks below this have been carved; above, untouched */
   struct sb_s *next, *prev;    /* links in a fullness group, a global list, the large cache */
-  uint64_t idle_since_ns;      /* large cache: when it was freed */
+  ld_block_t *local_tail;      /* the first block pushed on local_free: splicing is O(1) */
   /* third cache line: other threads' frees (CAS push), taken by the owner with an exchange */
   _Alignas(LD_CACHE_LINE) _Atomic(uintptr_t) remote; /* ld_block_t * | LD_REMOTE_ANNOUNCED */
   struct sb_s *pending_next;   /* link on the owner's pending list, written by the announcer */
+  uint64_t idle_since_ns;      /* large cache: when it was freed */
 } sb_t;
 
 _Static_assert(sizeof(sb_t) <= LD_SB_HEADER, "superblock header must fit before the first block");
 
+/* Free blocks carry a tag derived from their address, so that double frees are caught: ld_tag(b)
+ * while it waits on a local or remote list (set without reading the block, which may not be in
+ * the cache), ld_tag(b) ^ 2 once a collection has checked it. A live block's tag is 0. A block
+ * freed twice into a superblock that is not current (where the free reads nothing from the
+ * block) is on a free list twice: the allocation that meets it the second time finds tag 0 and
+ * stops the program before handing one block out twice. */
+static inline uintptr_t ld_tag(const void *b) { return ld_free_key ^ (uintptr_t)b; }
+#define LD_TAG_COLLECTED ((uintptr_t)2)
+static inline bool ld_block_is_free(const ld_block_t *b) { return ((b->tag ^ ld_tag(b)) | LD_TAG_COLLECTED) == LD_TAG_COLLECTED; }
+
 /* Hands out the head of sb's free list (not empty): the one way a block leaves a free list. */
+LD_NORETURN void ld_fatal_bad_free(const char *what, const void *p);
+
 static inline ld_block_t *ld_sb_pop(sb_t *sb) {
   ld_block_t *b = sb->free_list;
-  sb->free_list = b->next;
+  if (LD_UNLIKELY(!ld_block_is_free(b))) ld_fatal_bad_free("double free (a block on a free list twice)", b);
+  ld_block_t *next = b->next;
+  sb->free_list = next;
+  /* The next malloc reads next->next: in a large heap the block is often not cached, and
+   * fetching it now hides the miss behind the caller's work. */
+  __builtin_prefetch(next, 1);
   b->tag = 0;
   sb->used++;
   return b;
@@ -137,6 +158,8 @@ int  ld_sb_carve(sb_t *sb);
  * clear_announce the announced flag is cleared too: only the one who took sb off a pending
  * list may do that, so a superblock is never on a pending list twice. */
 int  ld_sb_collect(sb_t *sb, bool clear_announce);
+/* Moves the owner's local frees onto the free list; returns how many. */
+int  ld_sb_collect_local(sb_t *sb);
 /* Pushes b on sb's remote list; true when this free announced sb (the caller then puts it
  * on its owner's pending list). */
 bool ld_sb_push_remote(sb_t *sb, ld_block_t *b);
@@ -168,6 +191,7 @@ typedef struct ld_stats_s {
  * which only changes under the heap's lock. The current superblock's floor is set so that a
  * free taking u below the release threshold leaves the fast path. */
 #define LD_BOOST_MAX 16   /* hysteresis: extra superblocks of slack a class may earn */
+#define LD_LOCAL_DIRTY_MAX 256 /* superblocks with local frees a heap remembers */
 
 typedef struct heap_s {
   sb_t *current[LD_CLASS_COUNT + 1];   /* the superblock each class allocates from */
@@ -180,6 +204,11 @@ typedef struct heap_s {
   unsigned options_epoch;
   sb_t *groups[LD_CLASS_COUNT][LD_GROUP_COUNT];
   size_t superblocks_held;
+  /* Superblocks into which the owner freed while they were not current (owner only, no lock).
+   * An entry may be stale (the superblock was given away since): it is checked when used. */
+  sb_t *local_dirty[LD_LOCAL_DIRTY_MAX];
+  unsigned local_dirty_count;
+  uint64_t last_refill_ns;             /* coarse clock at the last refill: is the heap idle? */
   ld_stats_t stats;
   unsigned remote_since_help;
   /* Superblocks with frees waiting (announced), pushed by any thread with a CAS. Its own
@@ -206,10 +235,13 @@ void    ld_heap_free_slow(heap_t *heap, unsigned cls); /* Hoard's release after 
  * remote list, and the first such free puts sb on its owner's pending list. Never a lock. */
 void    ld_heap_free_other(heap_t *self, sb_t *sb, ld_block_t *b);
 void    ld_heap_announce(sb_t *sb);
+/* The owner's free into one of its superblocks that is not current took local_count to n:
+ * the first local free (remember sb) or the last block (sb is empty: announce it). */
+void    ld_heap_free_local_slow(heap_t *heap, sb_t *sb, int32_t n);
 /* Maintenance of one heap by any thread (purge.c): collects its pending frees and gives its
- * empty superblocks to the global heap. mine: the caller owns it. Returns false when the
- * heap's lock was busy. */
-bool    ld_heap_tidy(heap_t *heap, bool mine);
+ * empty superblocks to the global heap. mine: the caller owns it. Returns false when work is
+ * left for a later run (the heap's lock was busy, or it is not idle yet). */
+bool    ld_heap_tidy(heap_t *heap, bool mine, bool all, uint64_t now);
 void    ld_heap_validate(heap_t *heap, int *violations);
 /* The calling thread's own pending frees, collected (statistics: u counts them as freed). */
 void    ld_heap_collect_pending(heap_t *heap);

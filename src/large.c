@@ -100,6 +100,7 @@ void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
     return NULL;
   }
   *zeroed = false;
+  if (size == 0) size = 1; /* a block of its own, even for malloc(0): usable size never 0 */
   sb_t *span = NULL;
   char *user;
   ld_purge_check(ld_os_now_coarse_ns());

@@ -42,7 +42,7 @@ static size_t purge_run_locked(uint64_t now, bool all) {
   heap_t *mine = ld_heap_tls;
   bool busy = false;
   for (heap_t *h = ld_heaps_first(); h; h = h->next_heap)
-    if (!ld_heap_tidy(h, h == mine)) busy = true;
+    if (!ld_heap_tidy(h, h == mine, all, now)) busy = true;
   ld_global_tidy();
   size_t released = ld_segment_purge(now, all) + ld_large_purge(now, all);
   uint64_t next = UINT64_MAX, t;

@@ -55,6 +55,9 @@ void ld_sb_format(sb_t *sb, unsigned cls) {
   uint32_t bs = ld_class_size[cls];
   size_t offset = sb_data_offset(bs);
   sb->free_list = NULL;
+  sb->local_free = sb->local_tail = NULL;
+  sb->local_count = 0;
+  sb->in_local_dirty = 0;
   sb->used = 0;
   sb->floor = 0;
   sb->block_size = bs;
@@ -88,7 +91,7 @@ int ld_sb_carve(sb_t *sb) {
   for (int i = 1; i <= n; i++) { /* carved in address order, so pushed in reverse */
     ld_block_t *b = (ld_block_t *)(sb->bump - (size_t)i * sb->block_size);
     b->next = head;
-    b->tag = ld_free_key ^ (uintptr_t)b;
+    b->tag = ld_tag(b) ^ LD_TAG_COLLECTED;
     head = b;
   }
   sb->free_list = head;
@@ -99,6 +102,28 @@ bool ld_sb_is_announced(const sb_t *sb) {
   return (atomic_load_explicit(&((sb_t *)sb)->remote, memory_order_acquire) & LD_REMOTE_ANNOUNCED) != 0;
 }
 
+/* Checks every block of a list taken from a local or remote list and marks it collected.
+ * A block met twice (freed twice: already on the free list, or on two lists, or twice on one,
+ * which makes a cycle) or whose tag was overwritten (written after it was freed) stops the
+ * program here, with its address: the list is walked anyway, to splice it. */
+static int collect_list(sb_t *sb, ld_block_t *list) {
+  int n = 0;
+  ld_block_t *tail = NULL;
+  for (ld_block_t *b = list; b; b = b->next) {
+    uintptr_t t = b->tag ^ ld_tag(b);
+    if (t != 0) ld_fatal_bad_free(t == LD_TAG_COLLECTED ? "double free" : "free block written after free (use after free), or double free", b);
+    b->tag = ld_tag(b) ^ LD_TAG_COLLECTED;
+    tail = b;
+    n++;
+  }
+  if (tail) {
+    tail->next = sb->free_list;
+    sb->free_list = list;
+    __atomic_store_n(&sb->used, sb->used - n, __ATOMIC_RELAXED); /* the owner's free path reads it */
+  }
+  return n;
+}
+
 int ld_sb_collect(sb_t *sb, bool clear_announce) {
   uintptr_t old = atomic_load_explicit(&sb->remote, memory_order_relaxed);
   uintptr_t keep;
@@ -106,22 +131,24 @@ int ld_sb_collect(sb_t *sb, bool clear_announce) {
     keep = clear_announce ? 0 : (old & LD_REMOTE_ANNOUNCED);
     if (old == keep) return 0;
   } while (!atomic_compare_exchange_weak_explicit(&sb->remote, &old, keep, memory_order_acquire, memory_order_relaxed));
-  ld_block_t *list = (ld_block_t *)(old & ~LD_REMOTE_ANNOUNCED);
-  if (!list) return 0;
-  int n = 1;
-  ld_block_t *tail = list;
-  while (tail->next) { /* the blocks of one superblock: at most its capacity */
-    tail = tail->next;
-    n++;
-  }
-  tail->next = sb->free_list;
-  sb->free_list = list;
-  sb->used -= n;
+  return collect_list(sb, (ld_block_t *)(old & ~LD_REMOTE_ANNOUNCED));
+}
+
+/* The owner's local frees are spliced without a walk (their tags are checked as they are
+ * handed out: ld_sb_pop), so collecting them costs nothing per block. */
+int ld_sb_collect_local(sb_t *sb) {
+  int n = __atomic_load_n(&sb->local_count, __ATOMIC_ACQUIRE);
+  if (!n) return 0;
+  sb->local_tail->next = sb->free_list;
+  sb->free_list = sb->local_free;
+  sb->local_free = sb->local_tail = NULL;
+  __atomic_store_n(&sb->local_count, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&sb->used, sb->used - n, __ATOMIC_RELAXED);
   return n;
 }
 
 bool ld_sb_push_remote(sb_t *sb, ld_block_t *b) {
-  b->tag = ld_free_key ^ (uintptr_t)b;
+  b->tag = ld_tag(b);
   uintptr_t old = atomic_load_explicit(&sb->remote, memory_order_relaxed);
   do {
     b->next = (ld_block_t *)(old & ~LD_REMOTE_ANNOUNCED);
@@ -150,14 +177,23 @@ void ld_sb_validate(const sb_t *sb, const heap_t *owner, int *violations) {
       VIOLATION("superblock %p: free-list entry %p is not a carved block\n", (const void *)sb, (const void *)b);
       return;
     }
-    if (b->tag != (ld_free_key ^ (uintptr_t)b))
-      VIOLATION("superblock %p: free block %p lost its tag\n", (const void *)sb, (const void *)b);
+    if (!ld_block_is_free(b)) VIOLATION("superblock %p: free block %p lost its tag\n", (const void *)sb, (const void *)b);
     if (++free_count > carved) {
       VIOLATION("superblock %p: free list longer than the carved blocks (a cycle?)\n", (const void *)sb);
       return;
     }
   }
-  /* Blocks on the remote list are still counted in used until the owner collects them. */
+  size_t local_count = 0;
+  for (const ld_block_t *b = sb->local_free; b; b = b->next) {
+    if (b->tag != ld_tag(b)) VIOLATION("superblock %p: local free block %p lost its tag\n", (const void *)sb, (const void *)b);
+    if (++local_count > carved) {
+      VIOLATION("superblock %p: local free list longer than the carved blocks\n", (const void *)sb);
+      return;
+    }
+  }
+  if (local_count != (size_t)sb->local_count)
+    VIOLATION("superblock %p: %zu local frees, counted %d\n", (const void *)sb, local_count, sb->local_count);
+  /* Blocks on the local and remote lists are still counted in used until they are collected. */
   if ((size_t)sb->used != carved - free_count)
     VIOLATION("superblock %p: used %d but %zu carved - %zu free\n", (const void *)sb, sb->used, carved, free_count);
 }
