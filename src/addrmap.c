@@ -1,9 +1,10 @@
-/* The ownership map (addrmap.h has the contract): one bit per granule of the 48-bit user
- * address space, in a two-level radix whose leaves are mapped on first use.
+/* The ownership map (addrmap.h has the contract): two bits per granule of the 48-bit user
+ * address space (owned, released), in a two-level radix whose leaves are mapped on first use.
  *
  * Index of address a (granule G = 2^g):   granule = a >> g
  *   leaf  = granule >> LEAF_SHIFT          (root slot)
- *   bit   = granule & (LEAF_GRANULES - 1)  (in the leaf: word bit / 64, bit bit % 64)
+ *   bit   = granule & (LEAF_GRANULES - 1)  (in each of the leaf's two arrays: word bit / 64,
+ *                                           bit bit % 64)
  * The root has 2^(48 - g - LEAF_SHIFT) slots: 2^18 at G = 16 KiB (2 MiB of address space),
  * 2^12 at G = 1 MiB (32 KiB). It is mapped at init and only the pages holding slots in use are
  * ever touched; reading an untouched slot reads the zero page, which cannot fault.
@@ -21,11 +22,14 @@
 #define LEAF_SHIFT     16                          /* granules per leaf: 2^16 */
 #define LEAF_GRANULES  ((uintptr_t)1 << LEAF_SHIFT)
 #define LEAF_WORDS     (LEAF_GRANULES / 64)        /* 1024 words: 8 KiB */
-#define LEAF_BYTES     (LEAF_WORDS * sizeof(uint64_t))
 
+/* Two bits per granule, in two arrays: owned (larder's now), and released (larder's once, given
+ * back to the OS since: a pointer there is most likely a use after free or a double free). */
 typedef struct leaf_s {
   _Atomic uint64_t bits[LEAF_WORDS];
+  _Atomic uint64_t released[LEAF_WORDS];
 } leaf_t;
+#define LEAF_BYTES     sizeof(leaf_t)
 
 #pragma GCC visibility push(hidden)
 
@@ -71,7 +75,7 @@ static leaf_t *leaf_get(size_t i, bool create) {
   return expected;
 }
 
-/* Applies set or clear to the bits of granules [first, last] (inclusive). */
+/* Marks granules [first, last] (inclusive) owned (set) or released (!set). */
 static void mark(uintptr_t first, uintptr_t last, bool set) {
   uintptr_t g = first;
   while (g <= last) {
@@ -87,8 +91,13 @@ static void mark(uintptr_t first, uintptr_t last, bool set) {
         uintptr_t word_last = g + (63 - lo);
         unsigned hi = word_last <= stop ? 63 : lo + (unsigned)(stop - g);
         uint64_t mask = (hi == 63 ? ~(uint64_t)0 : (((uint64_t)1 << (hi + 1)) - 1)) & ~(((uint64_t)1 << lo) - 1);
-        if (set) atomic_fetch_or_explicit(&leaf->bits[word], mask, memory_order_release);
-        else atomic_fetch_and_explicit(&leaf->bits[word], ~mask, memory_order_release);
+        if (set) {
+          atomic_fetch_and_explicit(&leaf->released[word], ~mask, memory_order_relaxed);
+          atomic_fetch_or_explicit(&leaf->bits[word], mask, memory_order_release);
+        } else {
+          atomic_fetch_and_explicit(&leaf->bits[word], ~mask, memory_order_release);
+          atomic_fetch_or_explicit(&leaf->released[word], mask, memory_order_relaxed);
+        }
         g += (uintptr_t)(hi - lo) + 1;
       }
     }
@@ -121,16 +130,30 @@ void ld_addrmap_remove(const void *base, size_t bytes) {
   if (range_of(base, bytes, &first, &last)) mark(first, last, false);
 }
 
-bool ld_addrmap_contains(const void *p) {
-  uintptr_t a = (uintptr_t)p;
-  if (a >= ((uintptr_t)1 << ADDR_BITS)) return false;
+/* The leaf holding address a and the granule's index in it; NULL when none. */
+static inline leaf_t *leaf_of(uintptr_t a, size_t *bit) {
+  if (a >= ((uintptr_t)1 << ADDR_BITS)) return NULL;
   _Atomic(leaf_t *) *root = atomic_load_explicit(&map.root, memory_order_acquire);
-  if (!root) return false;
+  if (!root) return NULL;
   uintptr_t g = a >> map.shift;
-  leaf_t *leaf = atomic_load_explicit(&root[g >> LEAF_SHIFT], memory_order_acquire);
+  *bit = (size_t)(g & (LEAF_GRANULES - 1));
+  return atomic_load_explicit(&root[g >> LEAF_SHIFT], memory_order_acquire);
+}
+
+bool ld_addrmap_contains(const void *p) {
+  size_t bit;
+  leaf_t *leaf = leaf_of((uintptr_t)p, &bit);
   if (!leaf) return false;
-  size_t bit = (size_t)(g & (LEAF_GRANULES - 1));
   return (atomic_load_explicit(&leaf->bits[bit / 64], memory_order_acquire) >> (bit % 64)) & 1;
+}
+
+ld_addr_state_t ld_addrmap_state(const void *p) {
+  size_t bit;
+  leaf_t *leaf = leaf_of((uintptr_t)p, &bit);
+  if (!leaf) return LD_ADDR_FOREIGN;
+  if ((atomic_load_explicit(&leaf->bits[bit / 64], memory_order_acquire) >> (bit % 64)) & 1) return LD_ADDR_OWNED;
+  if ((atomic_load_explicit(&leaf->released[bit / 64], memory_order_relaxed) >> (bit % 64)) & 1) return LD_ADDR_RELEASED;
+  return LD_ADDR_FOREIGN;
 }
 
 size_t ld_addrmap_leaves(void) { return atomic_load_explicit(&map.leaves, memory_order_relaxed); }

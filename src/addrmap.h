@@ -4,10 +4,11 @@
  * pointer must be reported, never faulted on).
  *
  * Granularity: a granule of G bytes (G = the superblock size S, a power of two) is owned as a
- * whole. One bit per granule, in a two-level radix over the 48-bit user address space:
+ * whole. Two bits per granule (owned now; released: larder's once, since given back), in a
+ * two-level radix over the 48-bit user address space:
  *   root:  one pointer per 2^16 granules (G = 64 KiB: 2^16 entries, 512 KiB of address space,
  *          mapped at init without being touched: only the entries in use cost memory);
- *   leaf:  8 KiB of bits for 2^16 granules (G = 64 KiB: 4 GiB of address space per leaf),
+ *   leaf:  16 KiB of bits for 2^16 granules (G = 64 KiB: 4 GiB of address space per leaf),
  *          mapped on the first add into that range and never given back.
  *
  * Contract:
@@ -46,11 +47,19 @@ int  ld_addrmap_init(size_t granule);
  * 2^48) or ENOMEM (a leaf could not be mapped; nothing of the range is marked then). */
 int  ld_addrmap_add(const void *base, size_t bytes);
 
-/* Unmarks [base, base+bytes). Leaves stay mapped. */
+/* Unmarks [base, base+bytes), and remembers it was larder's (LD_ADDR_RELEASED) until a later
+ * add. Leaves stay mapped. */
 void ld_addrmap_remove(const void *base, size_t bytes);
 
 /* True when p lies in a granule larder owns. */
 bool ld_addrmap_contains(const void *p);
+
+/* What p's granule is: larder's now; larder's before, given back to the OS since (a free or
+ * realloc through such a pointer is a double free or a use after free, unless the program
+ * mapped something of its own there since); or never larder's (as far as the map knows). For
+ * the messages of the slow paths: as lock-free and fault-free as contains(). */
+typedef enum { LD_ADDR_FOREIGN = 0, LD_ADDR_OWNED = 1, LD_ADDR_RELEASED = 2 } ld_addr_state_t;
+ld_addr_state_t ld_addrmap_state(const void *p);
 
 /* True when the header ld_sb_of(p) would read lies in a granule larder owns (p-1's granule). */
 static inline bool ld_addrmap_contains_header(const void *p) {

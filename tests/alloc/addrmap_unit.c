@@ -81,8 +81,10 @@ static void check_mapping(size_t g) {
   void *mem;
   REQUIRE(ld_os_map_aligned(bytes, g, &mem) == 0);
   char *base = mem;
+  CHECK(ld_addrmap_state(base) == LD_ADDR_FOREIGN);
   CHECK(ld_addrmap_add(base, bytes) == 0);
   CHECK(ld_addrmap_contains(base));
+  CHECK(ld_addrmap_state(base) == LD_ADDR_OWNED);
   CHECK(ld_addrmap_contains(base + bytes - 1));
   for (size_t off = 0; off < bytes; off += page) CHECK(ld_addrmap_contains(base + off));
   size_t rounded = (bytes + g - 1) / g * g;
@@ -96,6 +98,10 @@ static void check_mapping(size_t g) {
   CHECK(!ld_addrmap_contains_header(base + rounded + 1));
   ld_addrmap_remove(base, bytes);
   for (size_t off = 0; off < rounded; off += page) CHECK(!ld_addrmap_contains(base + off));
+  CHECK(ld_addrmap_state(base) == LD_ADDR_RELEASED);
+  CHECK(ld_addrmap_state(base + rounded - 1) == LD_ADDR_RELEASED);
+  CHECK(ld_addrmap_state(base + rounded) == LD_ADDR_FOREIGN);
+  CHECK(ld_addrmap_state(base - 1) == LD_ADDR_FOREIGN);
   /* add/remove never touch the range itself: it can be unmapped while marked */
   CHECK(ld_addrmap_add(base, bytes) == 0);
   ld_os_unmap(base, bytes);
@@ -129,8 +135,11 @@ static void check_model(size_t g, uint64_t seed) {
   uintptr_t first_granule = 3 * LEAF_GRANULES - WIN / 2;
   uintptr_t base = first_granule * g;
   if (base + (uintptr_t)WIN * g > ((uintptr_t)1 << 47)) base = ((uintptr_t)1 << 46) / g * g;
-  static unsigned char model[WIN];
+  static unsigned char model[WIN]; /* 0 foreign, 1 owned, 2 released */
   memset(model, 0, sizeof model);
+  /* A remove marks granules released only where a leaf exists, that is in a leaf some add
+   * touched before (the window spans at most 3 leaves; indexed by leaf number mod 4). */
+  unsigned char leaf_seen[4] = {0, 0, 0, 0};
   uint64_t s = seed;
   long mismatches = 0;
   for (int op = 0; op < 20000; op++) {
@@ -144,11 +153,15 @@ static void check_model(size_t g, uint64_t seed) {
     int add = rng(&s) % 2;
     if (add) CHECK(ld_addrmap_add((void *)a, end - a) == 0);
     else ld_addrmap_remove((void *)a, end - a);
-    for (size_t k = (a - base) / g; k <= (end - 1 - base) / g; k++) model[k] = (unsigned char)add;
+    for (size_t k = (a - base) / g; k <= (end - 1 - base) / g; k++)
+      if (add) model[k] = 1;
+      else if (model[k] == 1 || leaf_seen[(base / g + k) >> 16 & 3]) model[k] = 2;
+    for (size_t k = (a - base) / g; add && k <= (end - 1 - base) / g; k++) leaf_seen[(base / g + k) >> 16 & 3] = 1;
     if (op % 500 == 0 || op == 19999)
       for (size_t k = 0; k < WIN; k++) {
         uintptr_t probe = base + k * g + (uintptr_t)(rng(&s) % g);
-        if (ld_addrmap_contains((void *)probe) != (model[k] != 0)) mismatches++;
+        if (ld_addrmap_contains((void *)probe) != (model[k] == 1)) mismatches++;
+        if ((int)ld_addrmap_state((void *)probe) != model[k]) mismatches++;
       }
   }
   CHECK_MSG(mismatches == 0, "granule %zu: %ld mismatches against the model", g, mismatches);
