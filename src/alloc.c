@@ -48,35 +48,45 @@ void *larder_malloc(size_t size) {
   return malloc_slow(heap, size);
 }
 
+static LD_NOINLINE void free_not_current(heap_t *heap, sb_t *sb, ld_block_t *b);
+
 void larder_free(void *p) {
   if (LD_UNLIKELY(p == NULL)) return;
   sb_t *sb = ld_sb_of(p);
   heap_t *heap = ld_heap_tls;
   ld_block_t *b = p;
-  uintptr_t offset = (uintptr_t)p - (uintptr_t)sb->data;
-  uintptr_t index = (offset * sb->reciprocal) >> 40;
   if (LD_LIKELY(heap->current[sb->size_class] == sb)) {
     /* Invalid and double frees are caught here because it is cheap: the offset must fall on a
      * carved block boundary, and a free block carries a tag that live blocks never do. */
+    uintptr_t offset = (uintptr_t)p - (uintptr_t)sb->data;
+    uintptr_t index = (offset * sb->reciprocal) >> 40;
     if (LD_UNLIKELY((offset >= (uintptr_t)(sb->bump - sb->data)) | (index * sb->block_size != offset) |
                     ld_block_is_free(b))) {
       free_slow(p);
       return;
     }
     b->next = sb->free_list;
-    b->tag = ld_tag(b) ^ LD_TAG_COLLECTED;
+    b->tag = ld_tag(b);
     sb->free_list = b;
     LD_STAT_INC(heap, frees);
     /* floor: the used count below which the class falls under Hoard's threshold */
     if (LD_UNLIKELY(--sb->used < sb->floor)) ld_heap_free_slow(heap, sb->size_class);
     return;
   }
+  free_not_current(heap, sb, b);
+}
+
+/* A block of any superblock but the calling thread's current one for its class. */
+static LD_NOINLINE void free_not_current(heap_t *heap, sb_t *sb, ld_block_t *b) {
   if (LD_LIKELY(atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap)) {
-    /* One of the thread's other superblocks: a plain push on its local list. Nothing is read
-     * from the block (it is often not in the cache); its tag is checked when the list is
-     * collected (superblock.c). */
-    if (LD_UNLIKELY((offset >= (uintptr_t)(sb->bump - sb->data)) | (index * sb->block_size != offset))) {
-      free_slow(p);
+    /* One of the thread's other superblocks: a plain push on its local list, no atomic (a
+     * locked instruction would wait for the block's cache line, often not cached here). The
+     * tag check is a load whose branch is predicted: it does not hold the free up. */
+    uintptr_t offset = (uintptr_t)b - (uintptr_t)sb->data;
+    uintptr_t index = (offset * sb->reciprocal) >> 40;
+    if (LD_UNLIKELY((offset >= (uintptr_t)(sb->bump - sb->data)) | (index * sb->block_size != offset) |
+                    ld_block_is_free(b))) {
+      free_slow(b);
       return;
     }
     b->next = sb->local_free;
@@ -91,7 +101,7 @@ void larder_free(void *p) {
       ld_heap_free_local_slow(heap, sb, n);
     return;
   }
-  free_slow(p);
+  free_slow(b);
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -115,22 +115,13 @@ typedef struct sb_s {
 
 _Static_assert(sizeof(sb_t) <= LD_SB_HEADER, "superblock header must fit before the first block");
 
-/* Free blocks carry a tag derived from their address, so that double frees are caught: ld_tag(b)
- * while it waits on a local or remote list (set without reading the block, which may not be in
- * the cache), ld_tag(b) ^ 2 once a collection has checked it. A live block's tag is 0. A block
- * freed twice into a superblock that is not current (where the free reads nothing from the
- * block) is on a free list twice: the allocation that meets it the second time finds tag 0 and
- * stops the program before handing one block out twice. */
+/* Free blocks carry a tag derived from their address, on every list (local, remote, free), so
+ * that a double free is caught at the second free, on every path. A live block's tag is 0. */
 static inline uintptr_t ld_tag(const void *b) { return ld_free_key ^ (uintptr_t)b; }
-#define LD_TAG_COLLECTED ((uintptr_t)2)
-static inline bool ld_block_is_free(const ld_block_t *b) { return ((b->tag ^ ld_tag(b)) | LD_TAG_COLLECTED) == LD_TAG_COLLECTED; }
-
-/* Hands out the head of sb's free list (not empty): the one way a block leaves a free list. */
-LD_NORETURN void ld_fatal_bad_free(const char *what, const void *p);
+static inline bool ld_block_is_free(const ld_block_t *b) { return b->tag == ld_tag(b); }
 
 static inline ld_block_t *ld_sb_pop(sb_t *sb) {
   ld_block_t *b = sb->free_list;
-  if (LD_UNLIKELY(!ld_block_is_free(b))) ld_fatal_bad_free("double free (a block on a free list twice)", b);
   ld_block_t *next = b->next;
   sb->free_list = next;
   /* The next malloc reads next->next: in a large heap the block is often not cached, and

@@ -91,7 +91,7 @@ int ld_sb_carve(sb_t *sb) {
   for (int i = 1; i <= n; i++) { /* carved in address order, so pushed in reverse */
     ld_block_t *b = (ld_block_t *)(sb->bump - (size_t)i * sb->block_size);
     b->next = head;
-    b->tag = ld_tag(b) ^ LD_TAG_COLLECTED;
+    b->tag = ld_tag(b);
     head = b;
   }
   sb->free_list = head;
@@ -102,19 +102,17 @@ bool ld_sb_is_announced(const sb_t *sb) {
   return (atomic_load_explicit(&((sb_t *)sb)->remote, memory_order_acquire) & LD_REMOTE_ANNOUNCED) != 0;
 }
 
-/* Checks every block of a list taken from a local or remote list and marks it collected.
- * A block met twice (freed twice: already on the free list, or on two lists, or twice on one,
- * which makes a cycle) or whose tag was overwritten (written after it was freed) stops the
- * program here, with its address: the list is walked anyway, to splice it. */
+/* Splices a list taken from the remote list onto the free list. The walk (needed for its tail
+ * and length) also checks each block: one whose tag was overwritten was written after it was
+ * freed, and a list longer than the superblock holds has a cycle, which only a block pushed
+ * twice (two threads freeing it at once) makes. Either stops the program. */
 static int collect_list(sb_t *sb, ld_block_t *list) {
   int n = 0;
   ld_block_t *tail = NULL;
   for (ld_block_t *b = list; b; b = b->next) {
-    uintptr_t t = b->tag ^ ld_tag(b);
-    if (t != 0) ld_fatal_bad_free(t == LD_TAG_COLLECTED ? "double free" : "free block written after free (use after free), or double free", b);
-    b->tag = ld_tag(b) ^ LD_TAG_COLLECTED;
+    if (!ld_block_is_free(b)) ld_fatal_bad_free("free block written after free (use after free), or double free", b);
+    if (++n > (int)sb->capacity) ld_fatal_bad_free("double free (a block freed twice at once) in the superblock", sb);
     tail = b;
-    n++;
   }
   if (tail) {
     tail->next = sb->free_list;
