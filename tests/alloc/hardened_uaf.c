@@ -12,13 +12,17 @@
  *   first-word  - the forged pointer over the first 8 bytes of the freed block;
  *   whole       - the forged pointer in every 8 bytes of the freed block (whatever word the
  *                 hardened layout keeps its link in);
- *   remote      - the block is freed by another thread (remote free list), then forged.
+ *   remote      - the block is freed by another thread (remote free list), then forged;
+ *   wild        - the forged link points at an unmapped page: a check that reads the forged
+ *                 block to validate it faults there; the link must be validated before any
+ *                 read through it (SIGSEGV fails the case).
  * Registered only when a larder_hardened target exists (tests/alloc/hardening.cmake). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <ctype.h>
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include "alloc_util.h"
 
@@ -48,6 +52,12 @@ static int child(const char *mode) {
     free(p);
   }
   uintptr_t forged = (uintptr_t)(target + 1024);
+  if (strcmp(mode, "wild") == 0) { /* a page that was mapped and is not any more */
+    void *m = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return 92;
+    munmap(m, 1 << 20);
+    forged = (uintptr_t)m + (1 << 19);
+  }
   fprintf(stderr, "freed=%p forged=%p\n", (void *)p, (void *)forged);
   if (strcmp(mode, "whole") == 0) {
     for (size_t off = 0; off + 8 <= SIZE; off += 8) memcpy(p + off, &forged, 8);
@@ -98,5 +108,6 @@ int main(int argc, char **argv) {
   run_case("first-word");
   run_case("whole");
   run_case("remote");
+  run_case("wild");
   return check_done();
 }
