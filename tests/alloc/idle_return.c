@@ -109,7 +109,8 @@ static double wait_for(size_t bound, double deadline_ms, int calls, size_t *last
     if (el > deadline_ms) return -1;
     srv_sleep_ms(POLL_MS);
     if (calls) {
-      volatile unsigned char *q = malloc(64);
+      /* calls == 2: a size past the small classes, whose path checks the purge deadline */
+      volatile unsigned char *q = malloc(calls == 2 ? 100000 : 64);
       REQUIRE(q != NULL);
       q[0] = 1;
       free((void *)q);
@@ -124,9 +125,9 @@ static void print_trace(const char *what, const size_t *trace, int n) {
 }
 
 int main(int argc, char **argv) {
-  int calls = argc > 1 && strcmp(argv[1], "calls") == 0;
+  int calls = argc > 1 && strcmp(argv[1], "calls") == 0 ? 1 : argc > 1 && strcmp(argv[1], "slowcalls") == 0 ? 2 : 0;
   if (argc < 2 || (!calls && strcmp(argv[1], "thread") != 0)) {
-    fprintf(stderr, "usage: %s thread|calls [MiB per thread]\n", argv[0]);
+    fprintf(stderr, "usage: %s thread|calls|slowcalls [MiB per thread]\n", argv[0]);
     return 2;
   }
   long mib = argc > 2 ? atol(argv[2]) : 64;
@@ -141,7 +142,8 @@ int main(int argc, char **argv) {
   else if (getenv("LARDER_PURGE_DELAY_MS")) delay_ms = atof(getenv("LARDER_PURGE_DELAY_MS"));
   double deadline_ms = 3 * delay_ms + 1000;
   printf("idle_return: mode %s, %d threads x %ld MiB, purge delay %.0f ms, deadline %.0f ms\n",
-         calls ? "calls (malloc/free every 50 ms, no purge thread)" : "thread (no calls)",
+         calls == 2 ? "slowcalls (a 100 KB malloc/free every 50 ms)"
+         : calls ? "calls (a 64 B malloc/free every 50 ms)" : "thread (no calls)",
          THREADS, mib, delay_ms, deadline_ms);
   fflush(stdout);
 
