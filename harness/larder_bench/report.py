@@ -11,7 +11,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
-from . import plots
+from . import plots, thesis
 from .heapleak import SEED_PREDICTOR
 from .results import Series, group, heap_leak_predictors
 from .stats import ratio, speedup
@@ -305,17 +305,21 @@ def latency_table(s: Series) -> tuple[list, list] | None:
     return (hdr, rows) if rows else None
 
 
-def tuning_tables(s: Series) -> list[tuple[str, list, list]]:
-    """Seed 003 §6.7-6.8's tables in one per thread count: time, peak heap, fragmentation and
-    the allocator's own mmap and brk calls, one row per allocator or profile."""
+def tuning_tables(s: Series, profile_of: dict | None = None) -> list[tuple[str, list, list]]:
+    """Seed 003 §6.7-6.8's tables in one per thread count: time (and its ratio to the profile's
+    own allocator), peak heap, fragmentation and the allocator's own mmap, brk, munmap and
+    madvise calls, one row per allocator or profile, with the thesis's figures beside the
+    profiles it measured (thesis.py)."""
+    profile_of = profile_of or {}
     out = []
     v0 = s.cases[0][0]
     for v, x in s.cases:
         if v != v0:
             continue
-        hdr = ["allocator / profile", "time", "peak heap RSS", "peak live", "fragmentation",
+        hdr = ["allocator / profile", "time", "× own default", "peak heap RSS", "peak live", "fragmentation",
                "mmap (allocator's / all)", "brk (allocator's / all)", "munmap (allocator's / all)",
-               "madvise (allocator's / all)"]
+               "madvise (allocator's / all)", "thesis: time × default", "thesis: fragmentation",
+               "thesis: mmap", "thesis: sbrk"]
         rows = []
         for a in s.allocators:
             c = s.cell(v, x, a)
@@ -324,12 +328,16 @@ def tuning_tables(s: Series) -> list[tuple[str, list, list]]:
             f = c.figures
             g = lambda k: f[k] if k in f else None  # noqa: E731
             heap, live, frag, t = g("peak_heap_rss_bytes"), g("peak_live_bytes"), g("fragmentation_pct"), g("time_s")
+            base = profile_of.get(a) or a
+            bc = s.cell(v, x, base)
+            bt = bc.figures.get("time_s") if bc else None
             rows.append([a, cell_text(t, "time_s") if t else "–",
+                         fmt_ratio(ratio(t.median, bt.median)) if t and bt else "–",
                          f"{heap.median / 2**20:.2f} MiB" if heap else "–",
                          f"{live.median / 2**20:.2f} MiB" if live else "–",
                          f"{frag.median:.2f}%" if frag else "–",
                          _syscall_cell(c, "mmap"), _syscall_cell(c, "brk"), _syscall_cell(c, "munmap"),
-                         _syscall_cell(c, "madvise")])
+                         _syscall_cell(c, "madvise")] + thesis.tuning_cells(a, x))
         out.append((f"{s.entry['axis'].lstrip('-')}={x}" if s.entry.get("axis") else "", hdr, rows))
     return out
 
@@ -523,9 +531,12 @@ def build(doc: dict, out_dir: Path, baseline: str | None = None) -> Doc:
                 d.table(*lt)
         if e["kind"] == "tuning":
             d.p("Seed 003 §6.7-6.8 tables: each allocator and each tuning profile (an allocator plus environment "
-                "settings, listed under Allocators) replaying the trace. System calls are the allocator's own, "
-                "attributed by stack (see Resources); the thesis's figures are in docs/results.md.")
-            for label, hdr, rows in tuning_tables(s):
+                "settings, listed under Allocators) replaying the trace. System calls are the allocator's own / all, "
+                "attributed by stack (see Resources). The thesis's columns are its Tables 6-18 to 6-25 for the same "
+                "thread count (its LTE trace replayed 10,000 times: compare ratios and directions, not absolute "
+                "times or counts; its counts include the whole program's calls).")
+            pof = {a["name"]: a.get("profile_of") for a in doc.get("allocators", [])}
+            for label, hdr, rows in tuning_tables(s, pof):
                 d.p(f"{label}:")
                 d.table(hdr, rows)
         if e["kind"] == "heap-leak" and preds:

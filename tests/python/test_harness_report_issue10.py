@@ -101,3 +101,39 @@ def test_stored_results_still_load_and_report(doc, tmp_path):
     md, ht = report.write(load(tmp_path), tmp_path, "glibc")
     assert md.is_file() and ht.is_file()
     assert json.loads(FIXTURE.read_text())["fixture_note"]
+
+
+def _tuning_doc():
+    """A tuning series as the runner writes it: glibc and a profile of it, one thread."""
+    entry = {"series": "tuning-x", "workload": "trace-replay", "title": "t", "kind": "tuning", "metric": "time_s",
+             "higher_is_better": False, "axis": "--threads", "values": [1], "params": {"--trace": "x.ltr"},
+             "variants": [{"label": "", "params": {}, "env": {}}]}
+    runs = []
+    for a, t, frag, mmap, brk in (("glibc", 0.10, 9.0, 1, 4), ("glibc-cpu", 0.08, 9.5, 0, 4)):
+        for rep in range(3):
+            runs.append({"series": "tuning-x", "workload": "trace-replay", "variant": "", "axis": "--threads", "x": 1,
+                         "allocator": a, "repeat": rep, "pass": "measure", "status": "ok",
+                         "figures": {"time_s": t + rep * 0.001, "fragmentation_pct": frag,
+                                     "peak_heap_rss_bytes": 6 << 20, "peak_live_bytes": 5 << 20}})
+        runs.append({"series": "tuning-x", "workload": "trace-replay", "variant": "", "axis": "--threads", "x": 1,
+                     "allocator": a, "repeat": 0, "pass": "strace", "status": "ok",
+                     "syscalls": {"mmap": 50 + mmap, "munmap": 20, "brk": brk + 2, "mremap": 0, "madvise": 0},
+                     "syscalls_alloc": {"mmap": mmap, "munmap": 0, "brk": brk, "mremap": 0, "madvise": 0}})
+    return {"entries": [entry], "runs": runs, "problems": [], "suite": "tuning",
+            "allocators": [{"name": "glibc", "found": True}, {"name": "glibc-cpu", "found": True, "profile_of": "glibc"}]}
+
+
+def test_tuning_table_has_the_thesis_form_and_figures_beside_it(tmp_path):
+    doc = _tuning_doc()
+    s = group(doc)[0]
+    (label, hdr, rows), = report.tuning_tables(s, {"glibc-cpu": "glibc"})
+    assert label == "threads=1"
+    row = dict(zip(hdr, rows[1]))
+    assert row["allocator / profile"] == "glibc-cpu" and row["× own default"] == "×0.80"
+    assert row["mmap (allocator's / all)"] == "0 / 50" and row["brk (allocator's / all)"] == "4 / 6"
+    assert row["fragmentation"] == "9.50%"
+    # seed 003 Tables 6-18..6-21, scenario 1: CPUProfile 2.04 s vs default 2.23 s, 6.68%, 18 mmap, 3 sbrk
+    assert (row["thesis: time × default"], row["thesis: fragmentation"], row["thesis: mmap"], row["thesis: sbrk"]) == \
+        ("×0.91", "6.68%", "18", "3")
+    md, _ = report.write(doc, tmp_path, "glibc")
+    assert "thesis: time × default" in md.read_text()
