@@ -408,6 +408,14 @@ int main(int argc, char **argv) {
     return 3;
   }
   struct ltr_trace *tr = &rp.tr;
+  /* One process of a recorded tree: say so, and that its relatives have files of their own
+   * (docs/traces.md "Process trees"; `larder-bench trace stats FILE` lists them). */
+  const struct ltr_header *hd = &tr->header;
+  if (hd->root_pid && (hd->root_pid != hd->pid || hd->exec_seq))
+    fprintf(stderr,
+            "trace-replay: %s is one process image (pid %u, %.16s, image %u) of a recorded tree whose root is pid %u; "
+            "replaying it alone (`larder-bench trace stats %s` lists the tree's files)\n",
+            path, hd->pid, hd->comm, hd->exec_seq + 1, hd->root_pid, path);
   if (rp.mode == RP_FAITHFUL) {
     if (threads && threads != tr->nthreads) {
       fprintf(stderr, "trace-replay: --mode faithful replays the %u recorded threads; -t %" PRIu64 " does not match\n",

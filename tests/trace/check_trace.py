@@ -253,11 +253,20 @@ def _check_tree(tmp: Path, name: str, root_tags: set, child_tags: set, nfiles: i
         _check_sequence(_tag_calls(traces[f], tag), tag, f"{name} {f.name}")
     fam = fmt.family(root)
     check(sorted(m.path for m in fam) == sorted(traces), f"{name}: family() of the root lists the {len(traces)} files")
+    child = next((f for f in traces if f != root), None)
+    if child is not None and args_replay:
+        r = subprocess.run([args_replay[0], str(child), "--no-rss"], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0 and f"whose root is pid {rpid}" in r.stderr,
+              f"{name}: trace-replay on {child.name} says it is one process of a tree rooted at {rpid}")
+
+
+args_replay: list = []
 
 
 def t_process_tree(args, tmp: Path) -> None:
     """Every process of a recorded tree writes its own complete file and nothing else, with
     a name without %p (the form that used to mix a fork+exec child into its parent's file)."""
+    args_replay[:] = [args.replay]
     for name, (argv, root_tags, child_tags, nfiles) in TREE_SCENARIOS.items():
         for pattern in ("t.ltr", "t.%p.ltr"):
             d = tmp / f"{name}-{'p' if '%p' in pattern else 'plain'}"
