@@ -304,8 +304,8 @@ mod tests {
         for p in ptrs {
             unsafe { Larder.dealloc(p, l) };
         }
-        // (half: liblarder may account earlier frees in batches meanwhile)
-        assert!(during.bytes_in_use >= before.bytes_in_use + 1000 * 256 / 2,
+        // An absolute bound: frees that larder has not collected yet only make it larger.
+        assert!(during.bytes_in_use >= 1000 * 256,
                 "bytes_in_use {} -> {}", before.bytes_in_use, during.bytes_in_use);
         if cfg!(feature = "stats") {
             assert!(during.mallocs >= before.mallocs + 1000);
