@@ -24,6 +24,7 @@
  * below Hoard's emptiness threshold may give a superblock to the global heap.
  */
 #define _GNU_SOURCE
+#include "addrmap.h"
 #include "internal.h"
 #include "larder.h"
 
@@ -55,7 +56,9 @@ void larder_free(void *p) {
   sb_t *sb = ld_sb_of(p);
   heap_t *heap = ld_heap_tls;
   ld_block_t *b = p;
-  if (LD_LIKELY(heap->current[sb->size_class] == sb)) {
+  /* One of the thread's current superblocks? Answered from the heap alone: no header is read
+   * before the pointer is known to be larder's. */
+  if (LD_LIKELY(heap->current_tag[ld_current_slot(sb)] == (uintptr_t)sb + 1)) {
     /* Invalid and double frees are caught here because it is cheap: the offset must fall on a
      * carved block boundary, and a free block carries a tag that live blocks never do. */
     uintptr_t offset = (uintptr_t)p - (uintptr_t)sb->data;
@@ -76,8 +79,24 @@ void larder_free(void *p) {
   free_not_current(heap, sb, b);
 }
 
-/* A block of any superblock but the calling thread's current one for its class. */
+/* A pointer whose header is not in memory larder owns: reported, never read through. */
+static LD_NORETURN LD_NOINLINE void not_owned(const char *call, const void *p) {
+  bool released = ld_addrmap_state((const char *)p - 1) == LD_ADDR_RELEASED;
+  if (call[0] == 'r')
+    ld_fatal_bad_free(released ? "realloc of a block already freed and unmapped (use after free or double free)"
+                               : "realloc of a pointer larder did not allocate", p);
+  ld_fatal_bad_free(released ? "double free (or free of a block already unmapped)"
+                             : "invalid free (not a block from larder)", p);
+}
+
+/* A block of any superblock but the calling thread's current one for its class (or a pointer
+ * that is not larder's, or one of its current superblocks whose table slot another holds). */
 static LD_NOINLINE void free_not_current(heap_t *heap, sb_t *sb, ld_block_t *b) {
+  if (LD_UNLIKELY(!ld_addrmap_contains_header(b))) not_owned("free", b);
+  if (sb->size_class < LD_CLASS_COUNT && heap->current[sb->size_class] == sb) { /* a slot collision */
+    free_slow(b);
+    return;
+  }
   if (LD_LIKELY(atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap)) {
     /* One of the thread's other superblocks: a plain push on its local list, no atomic (a
      * locked instruction would wait for the block's cache line, often not cached here). The
@@ -149,6 +168,7 @@ static void *malloc_class(unsigned cls) {
  * the superblock's remote list. Also entered from the fast path when a check failed there, so
  * every check is repeated here to name the fault exactly. */
 static LD_NOINLINE void free_slow(void *p) {
+  if (LD_UNLIKELY(!ld_addrmap_contains_header(p))) not_owned("free", p);
   sb_t *sb = ld_sb_of(p);
   if (sb->magic != LD_SB_MAGIC) ld_fatal_bad_free("invalid free (not a block from larder)", p);
   if (sb->kind != LD_KIND_SMALL) {
@@ -181,7 +201,7 @@ static LD_NOINLINE void free_slow(void *p) {
 /* The rest of the interface, built on the two paths above.                                   */
 
 size_t larder_usable_size(const void *p) {
-  if (!p) return 0;
+  if (!p || !ld_addrmap_contains_header(p)) return 0;
   sb_t *sb = ld_sb_of(p);
   if (sb->magic != LD_SB_MAGIC) return 0;
   if (sb->kind == LD_KIND_SMALL) return sb->block_size;
@@ -219,6 +239,7 @@ void *larder_realloc(void *p, size_t size) {
     larder_free(p);
     return NULL;
   }
+  if (LD_UNLIKELY(!ld_addrmap_contains_header(p))) not_owned("realloc", p);
   size_t usable = larder_usable_size(p);
   if (usable == 0) {
     sb_t *sb = ld_sb_of(p);

@@ -90,6 +90,15 @@ static void heap_group_remove(heap_t *heap, sb_t *sb) {
 
 static inline bool sb_is_current(const heap_t *heap, const sb_t *sb) { return heap->current[sb->size_class] == sb; }
 
+/* The one way heap->current[c] changes: the fast path's table follows it. */
+static void heap_set_current(heap_t *heap, unsigned c, sb_t *sb) {
+  sb_t *old = heap->current[c];
+  if (old != &ld_sb_none && heap->current_tag[ld_current_slot(old)] == (uintptr_t)old + 1)
+    heap->current_tag[ld_current_slot(old)] = 0;
+  heap->current[c] = sb;
+  if (sb != &ld_sb_none) heap->current_tag[ld_current_slot(sb)] = (uintptr_t)sb + 1;
+}
+
 /* ---- Hoard's threshold ---- */
 
 static void heap_recompute_threshold(heap_t *heap, unsigned c) {
@@ -163,7 +172,7 @@ static sb_t *heap_find_releasable(heap_t *heap, unsigned c, bool allow_current) 
 static void heap_detach(heap_t *heap, sb_t *sb) {
   unsigned c = sb->size_class;
   if (sb_is_current(heap, sb)) {
-    heap->current[c] = &ld_sb_none;
+    heap_set_current(heap, c, &ld_sb_none);
   } else {
     heap_group_remove(heap, sb);
     heap->u_other[c] -= (int64_t)sb->used * sb->block_size;
@@ -393,7 +402,7 @@ void *ld_heap_refill(heap_t *heap, unsigned cls) {
     LD_STAT_INC(heap, superblocks_examined);
     if (!sb->free_list) ld_sb_carve(sb);
     if (!sb->free_list) { /* full: it waits in group 5 until frees into it come back */
-      heap->current[cls] = &ld_sb_none;
+      heap_set_current(heap, cls, &ld_sb_none);
       heap_group_insert(heap, sb);
       heap->u_other[cls] += (int64_t)sb->used * sb->block_size;
       sb = &ld_sb_none;
@@ -431,7 +440,7 @@ void *ld_heap_refill(heap_t *heap, unsigned cls) {
       heap->boost[cls] = (uint8_t)(heap->boost[cls] * 2 + 1 > LD_BOOST_MAX ? LD_BOOST_MAX : heap->boost[cls] * 2 + 1);
     heap->last_take_ns[cls] = now;
   }
-  heap->current[cls] = sb;
+  heap_set_current(heap, cls, sb);
   ld_block_t *b = ld_sb_pop(sb);
   /* Collected frees lowered u: the threshold may have been crossed (a release may take the
    * current superblock; the next malloc then refills again). */
@@ -481,7 +490,10 @@ bool ld_heap_tidy(heap_t *heap, bool mine, bool all, uint64_t now) {
       sb_t *sb = heap->groups[c][0];
       while (sb) {
         sb_t *next = sb->next;
-        if (mine || !sb->in_local_dirty) heap_give_to_global(heap, sb);
+        if (mine || !sb->in_local_dirty) {
+          heap_give_to_global(heap, sb);
+          LD_STAT_INC(heap, superblocks_to_global); /* under the heap's lock, as its owner counts it */
+        }
         else if (idle) sb_purge_in_place(sb);
         else more = true; /* purge it once the heap has been idle for the delay */
         sb = next;
@@ -547,6 +559,7 @@ heap_t *ld_heap_for_thread(void) {
   /* A reused heap's pending list may hold superblocks announced after its last owner left;
    * they belong to the global heap now. */
   heap_process_pending(heap, true);
+  memset(heap->current_tag, 0, sizeof heap->current_tag);
   for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) {
     heap->current[c] = &ld_sb_none;
     heap->u_other[c] = heap->a[c] = 0;

@@ -3,6 +3,7 @@
  * validation at a bounded rate.
  */
 #define _GNU_SOURCE
+#include "addrmap.h"
 #include "internal.h"
 #include "larder.h"
 #include "os.h"
@@ -36,6 +37,7 @@ void ld_init_if_needed(void) {
   ld_small_max = ld_sb_size / 4 < LD_SMALL_LIMIT ? ld_sb_size / 4 : LD_SMALL_LIMIT;
   ld_options_freeze();
   ld_classes_init();
+  if (ld_addrmap_init(ld_sb_size) != 0) ld_message("larder: the ownership map could not be made; bad pointers may fault\n");
   /* The key that detects double frees: from the clock and an address (ASLR), not secret,
    * only unlikely to appear in user data by chance. */
   ld_free_key = (uintptr_t)ld_os_now_ns() * 0x9E3779B97F4A7C15ull ^ (uintptr_t)&init_state ^ 0x5bd1e995u;
@@ -64,9 +66,19 @@ void ld_options_changed(void) { atomic_fetch_add(&ld_options_epoch, 1); }
  * child makes every lock new. */
 static bool fork_skipped;
 
+/* glibc's stdio list lock, taken by its fork after the atfork prepare handlers. A thread that
+ * holds a FILE lock and allocates, and one in fflush(NULL) that holds the list lock and waits
+ * for that FILE, would deadlock with a fork holding larder's locks and waiting for the list
+ * lock. Taking the list lock first gives glibc's own order (stdio, then malloc); it is
+ * recursive, so glibc's fork takes it again in this thread. Weak: absent from other C
+ * libraries, where the step is skipped. */
+extern void _IO_list_lock(void) __attribute__((weak));
+extern void _IO_list_unlock(void) __attribute__((weak));
+
 static void fork_prepare(void) {
   fork_skipped = ld_heaps_live_count() <= 1 && !ld_purge_thread_running();
   if (fork_skipped) return;
+  if (_IO_list_lock) _IO_list_lock();
   ld_heaps_lock_all();
   ld_large_lock();
   ld_global_lock();
@@ -78,11 +90,12 @@ static void fork_parent(void) {
   ld_global_unlock();
   ld_large_unlock(false);
   ld_heaps_unlock_all(false);
+  if (_IO_list_unlock) _IO_list_unlock();
 }
 static void fork_child(void) {
-  /* The child has one thread, so every lock is made new, held or not. The other threads'
-   * heaps stay as they were (a thread may have been in a fast path), unused: their memory
-   * stays allocated in the child. */
+  /* The child has one thread, so every lock is made new, held or not (glibc resets its stdio
+   * list lock itself). The other threads' heaps stay as they were (a thread may have been in a
+   * fast path), unused: their memory stays allocated in the child. */
   ld_segment_unlock(true);
   ld_global_reinit_lock();
   ld_large_unlock(true);

@@ -183,6 +183,10 @@ typedef struct ld_stats_s {
  * free taking u below the release threshold leaves the fast path. */
 #define LD_BOOST_MAX 16   /* hysteresis: extra superblocks of slack a class may earn */
 #define LD_LOCAL_DIRTY_MAX 256 /* superblocks with local frees a heap remembers */
+#define LD_CURRENT_SLOTS 128
+static inline unsigned ld_current_slot(const void *sb) {
+  return (unsigned)(((uintptr_t)sb * 0x9E3779B97F4A7C15ull) >> 57);
+}
 
 typedef struct heap_s {
   sb_t *current[LD_CLASS_COUNT + 1];   /* the superblock each class allocates from */
@@ -200,6 +204,11 @@ typedef struct heap_s {
   sb_t *local_dirty[LD_LOCAL_DIRTY_MAX];
   unsigned local_dirty_count;
   uint64_t last_refill_ns;             /* coarse clock at the last refill: is the heap idle? */
+  /* The current superblocks by address hash, each as its address + 1: free's fast path finds
+   * whether a pointer is in one of them without reading any header (a pointer larder never
+   * handed out is checked against the ownership map first: addrmap.h). A collision only sends
+   * a free to the slower path. */
+  uintptr_t current_tag[LD_CURRENT_SLOTS];
   ld_stats_t stats;
   unsigned remote_since_help;
   /* Superblocks with frees waiting (announced), pushed by any thread with a CAS. Its own

@@ -16,6 +16,7 @@
  * free() finds it with the same mask (internal.h, ld_sb_of).
  */
 #define _GNU_SOURCE
+#include "addrmap.h"
 #include "internal.h"
 #include "os.h"
 
@@ -43,6 +44,20 @@ void ld_large_unlock(bool reinit) {
 }
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) & ~(to - 1); }
+
+/* Every mapping of a span goes through these two, so the ownership map knows it (addrmap.h). */
+static int span_map(size_t bytes, void **out) {
+  if (ld_os_map_aligned(bytes, ld_sb_size, out) != 0) return ENOMEM;
+  if (ld_addrmap_add(*out, bytes) != 0) {
+    ld_os_unmap(*out, bytes);
+    return ENOMEM;
+  }
+  return 0;
+}
+static void span_unmap(void *base, size_t bytes) {
+  ld_addrmap_remove(base, bytes);
+  ld_os_unmap(base, bytes);
+}
 static size_t chunks_for(size_t bytes) { return (bytes + ld_sb_size - 1) / ld_sb_size; }
 
 static void cache_remove(sb_t *span) {
@@ -117,7 +132,7 @@ void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
       ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, large_cache_hits));
     } else {
       void *base;
-      if (ld_os_map_aligned(need, ld_sb_size, &base) != 0) {
+      if (span_map(need, &base) != 0) {
         errno = ENOMEM;
         return NULL;
       }
@@ -132,7 +147,7 @@ void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
      * Such spans are not cached (their layout is particular to their alignment). */
     size_t total = round_up(align + size, page);
     void *base;
-    if (ld_os_map_aligned(total, ld_sb_size, &base) != 0) {
+    if (span_map(total, &base) != 0) {
       errno = ENOMEM;
       return NULL;
     }
@@ -161,7 +176,7 @@ void ld_large_free(sb_t *span) {
   size_t limit = (size_t)ld_options.large_cache_mb << 20;
   if ((void *)span != span->map_base || bytes > limit) {
     span->kind = LD_KIND_LARGE_CACHED;
-    ld_os_unmap(span->map_base, bytes);
+    span_unmap(span->map_base, bytes);
     return;
   }
   uint64_t now = ld_os_now_ns();
@@ -178,7 +193,7 @@ void ld_large_free(sb_t *span) {
   while (cache.count > LARGE_CACHE_MAX_SPANS || cache.bytes > limit) { /* the oldest go first */
     sb_t *old = cache.tail;
     cache_remove(old);
-    ld_os_unmap(old->map_base, old->map_bytes);
+    span_unmap(old->map_base, old->map_bytes);
   }
   ld_large_unlock(false);
   ld_purge_note_free_memory(now);
@@ -201,7 +216,19 @@ void *ld_large_realloc_in_place(sb_t *span, size_t size) {
   if (span->kind != LD_KIND_LARGE || (void *)span != span->map_base || offset + size <= ld_medium_max) return NULL;
   size_t bytes = round_up(offset + size, ld_os_page_size());
   void *out;
-  if (ld_os_remap(span->map_base, span->map_bytes, bytes, NULL, &out) != 0) return NULL;
+  size_t old_bytes = span->map_bytes;
+  /* The map must never claim a range that is not mapped: a shrinking span leaves it first
+   * (whole granules past the new end; the granule holding the end stays, with the header). */
+  size_t keep = round_up(bytes, ld_sb_size), had = round_up(old_bytes, ld_sb_size);
+  if (keep < had) ld_addrmap_remove((char *)span->map_base + keep, had - keep);
+  if (ld_os_remap(span->map_base, old_bytes, bytes, NULL, &out) != 0) {
+    if (keep < had) ld_addrmap_add((char *)span->map_base + keep, had - keep);
+    return NULL;
+  }
+  if (keep > had && ld_addrmap_add((char *)span->map_base + had, keep - had) != 0) {
+    ld_os_remap(span->map_base, bytes, old_bytes, NULL, &out); /* cannot own it: shrink back */
+    return NULL;
+  }
   if (bytes > span->map_bytes) atomic_fetch_add_explicit(&large_in_use, bytes - span->map_bytes, memory_order_relaxed);
   else atomic_fetch_sub_explicit(&large_in_use, span->map_bytes - bytes, memory_order_relaxed);
   span->map_bytes = bytes;
@@ -215,13 +242,15 @@ void *ld_large_realloc_move(sb_t *span, size_t size) {
   size_t bytes = round_up(offset + size, ld_os_page_size());
   if (bytes <= span->map_bytes) return NULL;
   void *dest;
-  if (ld_os_map_aligned(bytes, ld_sb_size, &dest) != 0) return NULL;
+  if (span_map(bytes, &dest) != 0) return NULL;
   size_t old_bytes = span->map_bytes; /* span is unmapped once its pages have moved */
+  void *old_base = span->map_base;
   void *out;
-  if (ld_os_remap(span->map_base, old_bytes, bytes, dest, &out) != 0) {
-    ld_os_unmap(dest, bytes);
+  if (ld_os_remap(old_base, old_bytes, bytes, dest, &out) != 0) {
+    span_unmap(dest, bytes);
     return NULL;
   }
+  ld_addrmap_remove(old_base, old_bytes);
   atomic_fetch_add_explicit(&large_in_use, bytes - old_bytes, memory_order_relaxed);
   sb_t *moved = out;
   moved->map_base = out;
@@ -242,7 +271,7 @@ size_t ld_large_purge(uint64_t now, bool all) {
       sb_t *old = cache.tail;
       cache_remove(old);
       if (!old->purged) released += old->map_bytes;
-      ld_os_unmap(old->map_base, old->map_bytes);
+      span_unmap(old->map_base, old->map_bytes);
     }
   } else {
     for (sb_t *s = cache.tail; s; s = s->prev) { /* oldest first */

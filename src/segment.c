@@ -19,6 +19,7 @@
  * maps little and a large one maps few times.
  */
 #define _GNU_SOURCE
+#include "addrmap.h"
 #include "internal.h"
 #include "os.h"
 
@@ -216,6 +217,10 @@ static segment_t *segment_map(size_t need_chunks) {
   if (n < header_chunks + need_chunks) return NULL;
   void *base;
   if (ld_os_map_aligned(bytes, LD_SEGMENT_ALIGN, &base) != 0) return NULL;
+  if (ld_addrmap_add(base, bytes) != 0) {
+    ld_os_unmap(base, bytes);
+    return NULL;
+  }
   segment_t *s = base;
   s->magic = SEGMENT_MAGIC;
   s->chunk_count = (uint32_t)n;
@@ -239,6 +244,7 @@ static void segment_unmap(segment_t *s) {
   if (s->next) s->next->prev = s->prev;
   seg.segment_count--;
   seg.segment_bytes -= s->bytes;
+  ld_addrmap_remove(s, s->bytes);
   ld_os_unmap(s, s->bytes);
 }
 

@@ -11,6 +11,7 @@ set(LARDER_CORE_SOURCES
   purge.c       # memory back to the OS: deadlines, the background thread, trim
   init.c        # start-up, fork handlers, statistics at exit, debug validation rate
   options.c     # the tunables table
+  addrmap.c     # the address ranges larder owns (segments, large spans), checked before a header is read
   os.c          # the one seam to the OS
   report.c      # messages and fatal errors
   stats.c       # statistics and validation API
