@@ -61,16 +61,17 @@ static int option_parse(const option_row_t *row, const char *text, double *out) 
   return 0;
 }
 
-static int option_apply(option_row_t *row, const char *text, const char *origin) {
+/* name, name_len: the setting as the user wrote it (LARDER_EMPTY_FRACTION), for the message. */
+static int option_apply(option_row_t *row, const char *text, const char *origin, const char *name, int name_len) {
   double v;
   if (option_parse(row, text, &v) != 0) {
-    ld_message("larder: ignoring %s%s=%s: expected %s from %g to %g%s\n", origin, row->name, text ? text : "",
+    ld_message("larder: ignoring %s%.*s=%s: expected %s from %g to %g%s\n", origin, name_len, name, text ? text : "",
                row->integral ? "a whole number" : "a number", row->lo, row->hi,
                row->value == &ld_options.superblock_size ? ", a power of two" : "");
     return -1;
   }
   if (row->at_start && options_frozen && v != *row->value) {
-    ld_message("larder: ignoring %s%s=%s: it can only be set before the first allocation\n", origin, row->name, text);
+    ld_message("larder: ignoring %s%.*s=%s: it can only be set before the first allocation\n", origin, name_len, name, text);
     return -1;
   }
   *row->value = v;
@@ -93,7 +94,7 @@ void ld_options_init(void) {
       ld_message("larder: ignoring unknown setting LARDER_%.*s\n", (int)(eq - name), name);
       continue;
     }
-    option_apply(row, eq + 1, "LARDER_");
+    option_apply(row, eq + 1, "LARDER_", name, (int)(eq - name));
   }
 }
 
@@ -105,7 +106,7 @@ int larder_option_set(const char *name, const char *value) {
     ld_message("larder: larder_option_set: unknown option '%s'\n", name ? name : "(null)");
     return -1;
   }
-  if (option_apply(row, value, "") != 0) return -1;
+  if (option_apply(row, value, "", name, (int)strlen(name)) != 0) return -1;
   ld_options_changed();
   return 0;
 }
