@@ -68,7 +68,7 @@ void larder_free(void *p) {
       free_slow(p);
       return;
     }
-    b->next = sb->free_list;
+    ld_set_next(b, sb->free_list);
     b->tag = ld_tag(b);
     sb->free_list = b;
     LD_STAT_INC(heap, frees);
@@ -108,7 +108,7 @@ static LD_NOINLINE void free_not_current(heap_t *heap, sb_t *sb, ld_block_t *b) 
       free_slow(b);
       return;
     }
-    b->next = sb->local_free;
+    ld_set_next(b, sb->local_free);
     b->tag = ld_tag(b);
     if (!sb->local_free) sb->local_tail = b;
     sb->local_free = b;

@@ -42,6 +42,12 @@ void ld_init_if_needed(void) {
    * only unlikely to appear in user data by chance. */
   ld_free_key = (uintptr_t)ld_os_now_ns() * 0x9E3779B97F4A7C15ull ^ (uintptr_t)&init_state ^ 0x5bd1e995u;
   ld_free_key |= 1; /* a tag is never 0, the value malloc leaves in a live block */
+#ifdef LARDER_HARDENED
+  /* The link secret must not be guessable: from the kernel's random source. */
+  if (ld_os_random(&ld_link_secret, sizeof ld_link_secret) != 0) ld_link_secret = ld_free_key * 0xff51afd7ed558ccdull;
+  ld_link_secret |= 1;
+  ld_free_key ^= ld_link_secret & ~(uintptr_t)1;
+#endif
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   if (ld_options.stats) atexit(stats_at_exit);
   if (ld_options.verbose)

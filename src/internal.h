@@ -57,6 +57,7 @@ extern int64_t  ld_class_capacity_bytes[LD_CLASS_COUNT + 1];  /* bytes of blocks
 static inline unsigned ld_size_class(size_t size) { return ld_class_of_granule[(size + 15) >> 4]; }
 
 /* ---- blocks and superblocks ---- */
+extern size_t ld_sb_size;          /* S */
 typedef struct ld_block_s {
   struct ld_block_s *next;
   uintptr_t tag;          /* ld_free_key ^ address while free: catches double frees cheaply */
@@ -120,9 +121,34 @@ _Static_assert(sizeof(sb_t) <= LD_SB_HEADER, "superblock header must fit before 
 static inline uintptr_t ld_tag(const void *b) { return ld_free_key ^ (uintptr_t)b; }
 static inline bool ld_block_is_free(const ld_block_t *b) { return b->tag == ld_tag(b); }
 
+/* Free-list links. In the hardened build (-DLARDER_HARDENED=ON) a link is stored encoded with
+ * a per-process secret and the address it is stored at (as glibc's safe-linking does), and
+ * checked before it is followed: it must be NULL or a block of the same superblock. A
+ * use-after-free write that forges a link then decodes to garbage and stops the program,
+ * instead of steering malloc to an address of the attacker's choosing. In the default build
+ * both functions are plain loads and stores. */
+#ifdef LARDER_HARDENED
+extern uintptr_t ld_link_secret;
+LD_NORETURN void ld_fatal_corrupt_list(const void *sb, const void *block);
+static inline void ld_set_next(ld_block_t *b, ld_block_t *next) {
+  b->next = (ld_block_t *)((uintptr_t)next ^ ld_link_secret ^ ((uintptr_t)b >> 4));
+}
+static inline ld_block_t *ld_next(const ld_block_t *b) {
+  ld_block_t *next = (ld_block_t *)((uintptr_t)b->next ^ ld_link_secret ^ ((uintptr_t)b >> 4));
+  /* a link stays inside its superblock, past its header */
+  if (LD_UNLIKELY(next && (((uintptr_t)next ^ (uintptr_t)b) >= ld_sb_size ||
+                           ((uintptr_t)next & (ld_sb_size - 1)) < LD_SB_HEADER || ((uintptr_t)next & 15))))
+    ld_fatal_corrupt_list((const void *)((uintptr_t)b & ~(uintptr_t)(ld_sb_size - 1)), b);
+  return next;
+}
+#else
+static inline void ld_set_next(ld_block_t *b, ld_block_t *next) { b->next = next; }
+static inline ld_block_t *ld_next(const ld_block_t *b) { return b->next; }
+#endif
+
 static inline ld_block_t *ld_sb_pop(sb_t *sb) {
   ld_block_t *b = sb->free_list;
-  ld_block_t *next = b->next;
+  ld_block_t *next = ld_next(b);
   sb->free_list = next;
   /* The next malloc reads next->next: in a large heap the block is often not cached, and
    * fetching it now hides the miss behind the caller's work. */
@@ -132,7 +158,6 @@ static inline ld_block_t *ld_sb_pop(sb_t *sb) {
   return b;
 }
 
-extern size_t ld_sb_size;          /* S */
 extern uintptr_t ld_sb_mask;       /* ~(S-1) */
 extern size_t ld_small_max;        /* min(LD_SMALL_LIMIT, S/4) */
 extern size_t ld_medium_max;       /* largest span carved from segments (large.c) */

@@ -67,6 +67,25 @@ int ld_os_remap(void *old, size_t old_bytes, size_t new_bytes, void *dest, void 
   return 0;
 }
 
+int ld_os_protect_none(void *addr, size_t bytes) {
+  if (mprotect(addr, bytes, PROT_NONE) != 0) return errno ? errno : EINVAL;
+  return 0;
+}
+
+int ld_os_random(void *buf, size_t bytes) {
+  char *p = buf;
+  while (bytes > 0) {
+    long n = syscall(SYS_getrandom, p, bytes, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno ? errno : EIO;
+    }
+    p += n;
+    bytes -= (size_t)n;
+  }
+  return 0;
+}
+
 int ld_os_purge(void *addr, size_t bytes) {
   if (madvise(addr, bytes, MADV_DONTNEED) != 0) return errno ? errno : EINVAL;
   os_count(&os_madvise_calls, &os_madvise_bytes, bytes);

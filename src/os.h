@@ -17,6 +17,10 @@ int      ld_os_unmap(void *addr, size_t bytes);
 /* Resizes a mapping: in place only (dest NULL), or by moving its pages to dest, a mapping of
  * new_bytes the caller made, which it replaces (no copy, no page fault). */
 int      ld_os_remap(void *old, size_t old_bytes, size_t new_bytes, void *dest, void **out);
+/* Makes the pages inaccessible (guard pages of the hardened build). */
+int      ld_os_protect_none(void *addr, size_t bytes);
+/* Fills buf from the kernel's random source (getrandom). */
+int      ld_os_random(void *buf, size_t bytes);
 /* Gives the pages back to the OS; the range stays mapped and reads as zero when touched again. */
 int      ld_os_purge(void *addr, size_t bytes);
 

@@ -29,6 +29,11 @@
 #define LD_SEGMENT_ALIGN ((size_t)64 << 20)
 #define SEGMENT_MIN      ((size_t)4 << 20)
 #define SEGMENT_MAGIC    0x5e6e3e47u
+#ifdef LARDER_HARDENED
+#define GUARD_CHUNKS 1
+#else
+#define GUARD_CHUNKS 0
+#endif
 
 enum { CHUNK_FREE = 1, CHUNK_USED = 2, CHUNK_HEADER = 3 };
 
@@ -208,13 +213,13 @@ static segment_t *segment_map(size_t need_chunks) {
   for (;;) {
     size_t n = bytes / ld_sb_size;
     size_t header_chunks = (header + n * sizeof(chunk_t) + ld_sb_size - 1) / ld_sb_size;
-    if (n >= header_chunks + need_chunks || bytes >= LD_SEGMENT_ALIGN) break;
+    if (n >= header_chunks + need_chunks + GUARD_CHUNKS || bytes >= LD_SEGMENT_ALIGN) break;
     bytes *= 2;
   }
   if (bytes > LD_SEGMENT_ALIGN) bytes = LD_SEGMENT_ALIGN;
   size_t n = bytes / ld_sb_size;
   size_t header_chunks = (header + n * sizeof(chunk_t) + ld_sb_size - 1) / ld_sb_size;
-  if (n < header_chunks + need_chunks) return NULL;
+  if (n < header_chunks + need_chunks + GUARD_CHUNKS) return NULL;
   void *base;
   if (ld_os_map_aligned(bytes, LD_SEGMENT_ALIGN, &base) != 0) return NULL;
   if (ld_addrmap_add(base, bytes) != 0) {
@@ -229,6 +234,13 @@ static segment_t *segment_map(size_t need_chunks) {
   s->bytes = bytes;
   for (uint32_t i = 0; i < n; i++) s->chunks[i].index = i;
   run_mark(s, 0, (uint32_t)header_chunks, CHUNK_HEADER);
+#ifdef LARDER_HARDENED
+  /* A guard chunk at the end, inaccessible: a linear overflow out of the segment's last block
+   * faults instead of running into the next mapping. */
+  n -= GUARD_CHUNKS;
+  run_mark(s, (uint32_t)n, GUARD_CHUNKS, CHUNK_HEADER);
+  ld_os_protect_none((char *)s + n * ld_sb_size, GUARD_CHUNKS * ld_sb_size);
+#endif
   s->prev = NULL;
   s->next = seg.segments;
   if (s->next) s->next->prev = s;

@@ -23,6 +23,15 @@ uintptr_t ld_sb_mask = ~(uintptr_t)65535;
 size_t ld_small_max = LD_SMALL_LIMIT;
 uintptr_t ld_free_key;
 
+#ifdef LARDER_HARDENED
+uintptr_t ld_link_secret;
+LD_NORETURN void ld_fatal_corrupt_list(const void *sb, const void *block) {
+  ld_message("larder: free list of superblock %p corrupted after block %p (a write after free?)\n", sb, block);
+  ld_fatal_bad_free("heap corruption detected at free block", block);
+}
+static __thread uint64_t carve_rng;
+#endif
+
 /* The first block sits at a multiple of the largest power of two dividing the block size
  * (up to 16 KiB), so that a class whose size is a multiple of an alignment gives aligned
  * blocks (larder_memalign). For the power-of-two classes this costs nothing: the header
@@ -88,12 +97,33 @@ int ld_sb_carve(sb_t *sb) {
     n++;
     sb->bump += sb->block_size;
   }
-  for (int i = 1; i <= n; i++) { /* carved in address order, so pushed in reverse */
-    ld_block_t *b = (ld_block_t *)(sb->bump - (size_t)i * sb->block_size);
-    b->next = head;
+#ifdef LARDER_HARDENED
+  /* Hardened: the blocks of each carved page are handed out in a random order, so that the
+   * layout of consecutive allocations cannot be predicted (a shuffle of at most 256). */
+  uint16_t order[4096 / 16];
+  for (int i = 0; i < n; i++) order[i] = (uint16_t)i;
+  if (!carve_rng) carve_rng = (ld_link_secret ^ (uintptr_t)&carve_rng) | 1;
+  for (int i = n - 1; i > 0; i--) {
+    carve_rng ^= carve_rng << 13, carve_rng ^= carve_rng >> 7, carve_rng ^= carve_rng << 17;
+    int j = (int)(carve_rng % (uint64_t)(i + 1));
+    uint16_t t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
+  for (int i = 0; i < n; i++) {
+    ld_block_t *b = (ld_block_t *)(sb->bump - (size_t)(order[i] + 1) * sb->block_size);
+    ld_set_next(b, head);
     b->tag = ld_tag(b);
     head = b;
   }
+#else
+  for (int i = 1; i <= n; i++) { /* carved in address order, so pushed in reverse */
+    ld_block_t *b = (ld_block_t *)(sb->bump - (size_t)i * sb->block_size);
+    ld_set_next(b, head);
+    b->tag = ld_tag(b);
+    head = b;
+  }
+#endif
   sb->free_list = head;
   return n;
 }
@@ -109,13 +139,13 @@ bool ld_sb_is_announced(const sb_t *sb) {
 static int collect_list(sb_t *sb, ld_block_t *list) {
   int n = 0;
   ld_block_t *tail = NULL;
-  for (ld_block_t *b = list; b; b = b->next) {
+  for (ld_block_t *b = list; b; b = ld_next(b)) {
     if (!ld_block_is_free(b)) ld_fatal_bad_free("free block written after free (use after free), or double free", b);
     if (++n > (int)sb->capacity) ld_fatal_bad_free("double free (a block freed twice at once) in the superblock", sb);
     tail = b;
   }
   if (tail) {
-    tail->next = sb->free_list;
+    ld_set_next(tail, sb->free_list);
     sb->free_list = list;
     __atomic_store_n(&sb->used, sb->used - n, __ATOMIC_RELAXED); /* the owner's free path reads it */
   }
@@ -137,7 +167,7 @@ int ld_sb_collect(sb_t *sb, bool clear_announce) {
 int ld_sb_collect_local(sb_t *sb) {
   int n = __atomic_load_n(&sb->local_count, __ATOMIC_ACQUIRE);
   if (!n) return 0;
-  sb->local_tail->next = sb->free_list;
+  ld_set_next(sb->local_tail, sb->free_list);
   sb->free_list = sb->local_free;
   sb->local_free = sb->local_tail = NULL;
   __atomic_store_n(&sb->local_count, 0, __ATOMIC_RELAXED);
@@ -149,7 +179,7 @@ bool ld_sb_push_remote(sb_t *sb, ld_block_t *b) {
   b->tag = ld_tag(b);
   uintptr_t old = atomic_load_explicit(&sb->remote, memory_order_relaxed);
   do {
-    b->next = (ld_block_t *)(old & ~LD_REMOTE_ANNOUNCED);
+    ld_set_next(b, (ld_block_t *)(old & ~LD_REMOTE_ANNOUNCED));
   } while (!atomic_compare_exchange_weak_explicit(&sb->remote, &old, (uintptr_t)b | LD_REMOTE_ANNOUNCED,
                                                   memory_order_acq_rel, memory_order_relaxed));
   return (old & LD_REMOTE_ANNOUNCED) == 0;
@@ -169,7 +199,7 @@ void ld_sb_validate(const sb_t *sb, const heap_t *owner, int *violations) {
   if (sb->bump < sb->data || sb->bump > end) VIOLATION("superblock %p: carve pointer out of range\n", (const void *)sb);
   size_t carved = (size_t)(sb->bump - sb->data) / sb->block_size;
   size_t free_count = 0;
-  for (const ld_block_t *b = sb->free_list; b; b = b->next) {
+  for (const ld_block_t *b = sb->free_list; b; b = ld_next(b)) {
     uintptr_t off = (uintptr_t)b - (uintptr_t)sb->data;
     if ((char *)b < sb->data || (char *)b >= sb->bump || off % sb->block_size) {
       VIOLATION("superblock %p: free-list entry %p is not a carved block\n", (const void *)sb, (const void *)b);
@@ -182,7 +212,7 @@ void ld_sb_validate(const sb_t *sb, const heap_t *owner, int *violations) {
     }
   }
   size_t local_count = 0;
-  for (const ld_block_t *b = sb->local_free; b; b = b->next) {
+  for (const ld_block_t *b = sb->local_free; b; b = ld_next(b)) {
     if (b->tag != ld_tag(b)) VIOLATION("superblock %p: local free block %p lost its tag\n", (const void *)sb, (const void *)b);
     if (++local_count > carved) {
       VIOLATION("superblock %p: local free list longer than the carved blocks\n", (const void *)sb);

@@ -3,3 +3,19 @@ alloc_test(alloc_debug_cost SOURCES alloc/debug_cost.c PRELOAD TIMEOUT 120)
 if(ALLOC_HAVE_LARDER)
   set_property(TEST alloc_debug_cost alloc_debug_cost.preload APPEND PROPERTY ENVIRONMENT "LARDER_DEBUG=1")
 endif()
+
+# The hardened build (src/hardened.cmake) under the same loads as the default one: the
+# preloaded liblarder-hardened.so must pass them unchanged.
+if(ALLOC_HAVE_LARDER AND TARGET larder_hardened_shared)
+  foreach(entry "alloc_mt_stress|8;25000" "alloc_api_realloc|" "alloc_api_align|" "alloc_medium_churn|"
+                "alloc_fork_threads|20" "alloc_remote_exit|")
+    string(REPLACE "|" ";" parts "${entry}")
+    list(GET parts 0 t)
+    list(SUBLIST parts 1 -1 args)
+    if(TARGET ${t}_libc)
+      add_test(NAME ${t}.hardened COMMAND ${t}_libc ${args})
+      set_tests_properties(${t}.hardened PROPERTIES ENVIRONMENT "LD_PRELOAD=$<TARGET_FILE:larder_hardened_shared>"
+        SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 180)
+    endif()
+  endforeach()
+endif()
