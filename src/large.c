@@ -81,6 +81,47 @@ static sb_t *cache_take(size_t need) {
   return best;
 }
 
+/* On a miss, the largest cached span smaller than `need` that still holds pages: grown with
+ * mremap (span_grow), it faults only the pages it lacks, where a new mapping would fault them
+ * all (a loop of 5-25 MiB buffers). */
+static sb_t *cache_take_largest_below(size_t need) {
+  sb_t *best = NULL;
+  for (sb_t *s = cache.head; s; s = s->next)
+    if (s->map_bytes < need && !s->purged && (!best || s->map_bytes > best->map_bytes)) best = s;
+  if (best) cache_remove(best);
+  return best;
+}
+
+/* Grows a cached span (its own mapping, S-aligned) to `need` bytes: in place when the address
+ * space after it is free, else by moving its pages to a new mapping. NULL (the span unmapped)
+ * if neither works. */
+static sb_t *span_grow(sb_t *span, size_t need) {
+  void *base = span->map_base, *out;
+  size_t old_bytes = span->map_bytes;
+  size_t had = round_up(old_bytes, ld_sb_size), keep = round_up(need, ld_sb_size);
+  if (ld_os_remap(base, old_bytes, need, NULL, &out) == 0) {
+    if (keep <= had || ld_addrmap_add((char *)base + had, keep - had) == 0) {
+      span->map_bytes = need;
+      return span;
+    }
+    ld_os_remap(base, need, old_bytes, NULL, &out);
+  } else {
+    void *dest;
+    if (span_map(need, &dest) == 0) {
+      if (ld_os_remap(base, old_bytes, need, dest, &out) == 0) {
+        ld_addrmap_remove(base, old_bytes);
+        sb_t *moved = out;
+        moved->map_base = out;
+        moved->map_bytes = need;
+        return moved;
+      }
+      span_unmap(dest, need);
+    }
+  }
+  span_unmap(base, old_bytes);
+  return NULL;
+}
+
 static void span_init(sb_t *span, char *user, int kind) {
   span->magic = LD_SB_MAGIC;
   span->kind = (uint8_t)kind;
@@ -123,11 +164,14 @@ void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
     size_t offset = round_up(LD_SB_HEADER, align);
     if (offset + size <= ld_medium_max) return medium_alloc(offset, size, zeroed);
     size_t need = round_up(offset + size, page);
+    sb_t *smaller = NULL;
     if (ld_options.large_cache_mb > 0) {
       ld_large_lock();
       span = cache_take(need);
+      if (!span) smaller = cache_take_largest_below(need);
       ld_large_unlock(false);
     }
+    if (!span && smaller) span = span_grow(smaller, need);
     if (span) {
       ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, large_cache_hits));
     } else {
