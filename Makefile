@@ -8,7 +8,7 @@ PYTHON ?= python3
 SUITE  ?= quick
 PREFIX ?= /usr/local
 
-.PHONY: all build deps venv test bench install clean
+.PHONY: all build deps venv test test-sanitize bench install clean
 
 all: build
 
@@ -33,6 +33,11 @@ venv: $(VENV)/.stamp
 test: build venv
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(VENV)/bin/pytest -q tests/python
+
+# The allocator's tests again under UBSan and TSan, in build folders of their own
+# (scripts/test-sanitize.sh; about 8 minutes on 2 cores). CI runs it after `make test`.
+test-sanitize: deps
+	scripts/test-sanitize.sh
 
 bench: build venv
 	$(VENV)/bin/larder-bench run --suite $(SUITE) --build-dir $(BUILD)
