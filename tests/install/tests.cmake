@@ -56,3 +56,10 @@ add_test(NAME install.cargo_package
           ${CMAKE_BINARY_DIR}/rust-package)
 set_tests_properties(install.cargo_package PROPERTIES TIMEOUT 900)
 set_tests_properties(install.cargo_test install.cargo_package PROPERTIES RESOURCE_LOCK larder_rust_crate)
+
+foreach(t install.exports install.malloc_info install.malloc_info.preload install.prefix
+          install.cargo_test install.cargo_package)
+  if(TEST ${t})
+    set_tests_properties(${t} PROPERTIES LABELS install)
+  endif()
+endforeach()
