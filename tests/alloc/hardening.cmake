@@ -46,3 +46,6 @@ if(TARGET larder_hardened)
   larder_test(alloc_hardened_uaf SOURCES alloc/hardened_uaf.c LIBS larder_hardened ${CMAKE_DL_LIBS} TIMEOUT 60)
   set_tests_properties(alloc_hardened_uaf PROPERTIES SKIP_RETURN_CODE 77 LABELS alloc)
 endif()
+
+# ---- statistics read while threads start (a crash found by the TSan run) ----
+alloc_test(alloc_misuse_stats_during_start SOURCES alloc/misuse_stats_during_start.c PRELOAD TIMEOUT 120)
