@@ -31,8 +31,36 @@ int ld_os_map_aligned(size_t bytes, size_t align, void **out) {
   size_t page = ld_os_page_size();
   if (align <= page) return ld_os_map(bytes, out);
   if (bytes > SIZE_MAX - align) return ENOMEM;
-  /* Map more than needed, then give back the misaligned head and the tail: one mmap and at
-   * most two munmaps, whatever the alignment. */
+  /* First at the aligned address just above where the kernel would place the mapping: for a
+   * large alignment (segments: 64 MiB) this avoids mapping bytes + align even for a moment,
+   * which would show as a peak of address space. */
+  void *probe;
+  if (ld_os_map(bytes, &probe) != 0) return ENOMEM;
+  if (((uintptr_t)probe & (align - 1)) == 0) {
+    *out = probe;
+    return 0;
+  }
+  ld_os_unmap(probe, bytes);
+  /* Aligned addresses near the probe: just above it, then below it, where the kernel places
+   * new mappings (they grow down), skipping a few that earlier segments hold. */
+  uintptr_t above = ((uintptr_t)probe + align - 1) & ~(uintptr_t)(align - 1);
+  uintptr_t below = (uintptr_t)probe & ~(uintptr_t)(align - 1);
+  for (int k = -1; k < 8; k++) {
+    uintptr_t hint = k < 0 ? above : below - (uintptr_t)k * align;
+    if (hint < align || hint > below + align) continue;
+    void *p = mmap((void *)hint, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED) continue;
+    if (p == (void *)hint) {
+      os_count(&os_mmap_calls, &os_mmap_bytes, bytes);
+      *out = p;
+      return 0;
+    }
+    munmap(p, bytes); /* an old kernel that took the address as a hint only */
+    break;
+  }
+  /* Else map more than needed, then give back the misaligned head and the tail: one mmap and
+   * at most two munmaps, whatever the alignment. */
   void *raw;
   int err = ld_os_map(bytes + align - page, &raw);
   if (err) return err;
