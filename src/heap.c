@@ -19,6 +19,7 @@
  * Lock order: heap locks, then the global heap's, then the segments'.
  */
 #define _GNU_SOURCE
+#include "addrmap.h"
 #include "internal.h"
 #include "larder.h"
 #include "os.h"
@@ -129,6 +130,16 @@ static inline int64_t heap_u(const heap_t *heap, unsigned c) {
   const sb_t *cur = __atomic_load_n(&heap->current[c], __ATOMIC_RELAXED);
   return __atomic_load_n(&heap->u_other[c], __ATOMIC_RELAXED) +
          (cur != &ld_sb_none ? (int64_t)__atomic_load_n(&cur->used, __ATOMIC_RELAXED) * cur->block_size : 0);
+}
+
+/* The same, for another thread's heap: its current superblock may change hands meanwhile, and
+ * its memory may even have been given back, so it is read only if larder still owns it. */
+static int64_t heap_u_other_thread(const heap_t *heap, unsigned c) {
+  const sb_t *cur = __atomic_load_n(&heap->current[c], __ATOMIC_RELAXED);
+  int64_t u = __atomic_load_n(&heap->u_other[c], __ATOMIC_RELAXED);
+  if (cur && cur != &ld_sb_none && ld_addrmap_contains(cur))
+    u += (int64_t)__atomic_load_n(&cur->used, __ATOMIC_RELAXED) * __atomic_load_n(&cur->block_size, __ATOMIC_RELAXED);
+  return u;
 }
 
 /* The fraction f changed (larder_option_set): the group boundaries move with it. */
@@ -436,8 +447,12 @@ void *ld_heap_refill(heap_t *heap, unsigned cls) {
     heap->superblocks_held++;
     if (!sb->free_list) ld_sb_carve(sb);
     now = ld_os_now_ns();
-    if (now - heap->last_release_ns[cls] < PINGPONG_WINDOW_NS && heap->boost[cls] < LD_BOOST_MAX)
-      heap->boost[cls] = (uint8_t)(heap->boost[cls] * 2 + 1 > LD_BOOST_MAX ? LD_BOOST_MAX : heap->boost[cls] * 2 + 1);
+    /* One give-and-take is one event: the release it answers is used up. */
+    if (heap->last_release_ns[cls] && now - heap->last_release_ns[cls] < PINGPONG_WINDOW_NS) {
+      if (heap->boost[cls] < LD_BOOST_MAX)
+        heap->boost[cls] = (uint8_t)(heap->boost[cls] * 2 + 1 > LD_BOOST_MAX ? LD_BOOST_MAX : heap->boost[cls] * 2 + 1);
+      heap->last_release_ns[cls] = 0;
+    }
     heap->last_take_ns[cls] = now;
   }
   heap_set_current(heap, cls, sb);
@@ -535,6 +550,8 @@ static heap_t *heap_new_locked(void) {
   if (ld_os_map(bytes, &mem) != 0) return NULL;
   heap_t *heap = mem;
   pthread_mutex_init(&heap->lock, NULL);
+  /* The statistics read every heap's current superblocks: never a NULL one. */
+  for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) heap->current[c] = &ld_sb_none;
   heap->live = 1;
   heap->next_heap = heaps.heaps;
   __atomic_store_n(&heaps.heaps, heap, __ATOMIC_RELEASE); /* the purge walks without the lock */
@@ -659,7 +676,7 @@ void ld_heaps_stats(ld_stats_t *out, int64_t *in_use, int64_t *held) {
   for (heap_t *h = heaps.heaps; h; h = h->next_heap) {
     ld_stats_add(out, &h->stats);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
-      *in_use += heap_u(h, c);
+      *in_use += heap_u_other_thread(h, c);
       *held += __atomic_load_n(&h->a[c], __ATOMIC_RELAXED) / ld_class_capacity_bytes[c] * (int64_t)ld_sb_size;
     }
   }
