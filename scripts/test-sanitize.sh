@@ -42,28 +42,29 @@ summary=()
 
 configure_build() { # dir flags
   local dir=$1 flags=$2
+  mkdir -p "$dir"
   # no clang fuzzer in these folders: the fuzzers have their own sanitizers
   cmake -S "$SRC" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         "-DCMAKE_C_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags" \
-        -DLARDER_CLANG=LARDER_CLANG-NOTFOUND >"$dir.configure.log" 2>&1 || {
-    echo "test-sanitize: configuring $dir failed (see $dir.configure.log)" >&2; return 1; }
-  cmake --build "$dir" -j "$JOBS" >"$dir.build.log" 2>&1 || {
-    echo "test-sanitize: building $dir failed (see $dir.build.log)" >&2; tail -20 "$dir.build.log" >&2; return 1; }
+        -DLARDER_CLANG=LARDER_CLANG-NOTFOUND >"$dir/sanitize-configure.log" 2>&1 || {
+    echo "test-sanitize: configuring $dir failed (see $dir/sanitize-configure.log)" >&2; return 1; }
+  cmake --build "$dir" -j "$JOBS" >"$dir/sanitize-build.log" 2>&1 || {
+    echo "test-sanitize: building $dir failed (see $dir/sanitize-build.log)" >&2; tail -20 "$dir/sanitize-build.log" >&2; return 1; }
 }
 
 run_ctest() { # dir name args...
   local dir=$1 name=$2
   shift 2
   local t0=$SECONDS
-  (cd "$dir" && ctest --output-on-failure -j "$JOBS" "$@") >"$dir.ctest.log" 2>&1
+  (cd "$dir" && ctest --output-on-failure -j "$JOBS" "$@") >"$dir/sanitize-ctest.log" 2>&1
   local rc=$?
   local line
-  line=$(grep -E "tests passed|No tests were found" "$dir.ctest.log" | tail -1)
+  line=$(grep -E "tests passed|No tests were found" "$dir/sanitize-ctest.log" | tail -1)
   summary+=("$name: ${line:-no summary} ($((SECONDS - t0)) s)")
   if [ $rc -ne 0 ]; then
-    grep -E "^\s+[0-9]+ - " "$dir.ctest.log" | sed "s/^/  $name failed: /" >&2
+    grep -E "^\s+[0-9]+ - " "$dir/sanitize-ctest.log" | sed "s/^/  $name failed: /" >&2
     # what the sanitizers said, once per distinct report line
-    grep -hE "runtime error:|WARNING: ThreadSanitizer:|SUMMARY: (Undefined|Thread)" "$dir.ctest.log" | sort | uniq -c | sort -rn | head -20 >&2
+    grep -hE "runtime error:|WARNING: ThreadSanitizer:|SUMMARY: (Undefined|Thread)" "$dir/sanitize-ctest.log" | sort | uniq -c | sort -rn | head -20 >&2
   fi
   return $rc
 }
