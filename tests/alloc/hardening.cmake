@@ -1,8 +1,9 @@
 # tests/alloc, hardening (issue 12): misuse stopped with a message naming the address (never a
 # SIGSEGV), fork from a signal handler and under stdio locks, output with a cancellation
-# pending, the ownership map, and the hardened build. Included from tests.cmake, which defines
-# alloc_test(); paths are relative to tests/. Several of these fail until the core catches
-# up with them: that is what they are for (docs/hardening.md lists them).
+# pending, statistics while threads start, the ownership map, the prefixed API under TSan, and
+# the hardened build. Included from tests.cmake, which defines alloc_test(); paths are relative
+# to tests/. Each was written before the core could pass it; docs/hardening.md says which pass
+# at which commit.
 
 # ---- the ownership map, unit-tested from its own source and os.c ----
 if(EXISTS ${PROJECT_SOURCE_DIR}/src/addrmap.c)
