@@ -140,7 +140,7 @@ static void run(const char *mode) {
   alloc_describe_status(st, desc, sizeof desc);
   CHECK_MSG(done && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: %s", mode,
             done ? desc : "no progress within the deadline: deadlocked (fork waits for stdio's list lock while "
-                          "holding larder's locks; a stdio thread waits for larder)");
+                          "holding the allocator's locks; a stdio thread waits for the allocator)");
   printf("fork_stdio %-6s %s in %.2f s\n", mode, done ? desc : "DEADLOCK", now_s() - t0);
 }
 
