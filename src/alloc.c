@@ -42,8 +42,9 @@ void *larder_malloc(size_t size) {
     unsigned cls = ld_size_class(size);
     sb_t *sb = heap->current[cls];
     if (LD_LIKELY(sb->free_list != NULL)) {
-      LD_STAT_INC(heap, mallocs);
-      return ld_sb_pop(sb);
+      void *p = ld_sb_pop(sb);
+      LD_STAT_INC(heap, mallocs); /* last: an atomic store, which the compiler does not move */
+      return p;
     }
   }
   return malloc_slow(heap, size);
@@ -71,9 +72,12 @@ void larder_free(void *p) {
     ld_set_next(b, sb->free_list);
     b->tag = ld_tag(b);
     sb->free_list = b;
-    LD_STAT_INC(heap, frees);
     /* floor: the used count below which the class falls under Hoard's threshold */
-    if (LD_UNLIKELY(--sb->used < sb->floor)) ld_heap_free_slow(heap, sb->size_class);
+    int32_t used = sb->used - 1;
+    int32_t floor = sb->floor;
+    LD_OWNER_SET(sb->used, used);
+    LD_STAT_INC(heap, frees);
+    if (LD_UNLIKELY(used < floor)) ld_heap_free_slow(heap, sb->size_class);
     return;
   }
   free_not_current(heap, sb, b);

@@ -96,7 +96,7 @@ static void heap_set_current(heap_t *heap, unsigned c, sb_t *sb) {
   sb_t *old = heap->current[c];
   if (old != &ld_sb_none && heap->current_tag[ld_current_slot(old)] == (uintptr_t)old + 1)
     heap->current_tag[ld_current_slot(old)] = 0;
-  heap->current[c] = sb;
+  LD_OWNER_SET(heap->current[c], sb);
   if (sb != &ld_sb_none) heap->current_tag[ld_current_slot(sb)] = (uintptr_t)sb + 1;
 }
 
@@ -126,7 +126,6 @@ static void heap_set_release_mark(heap_t *heap, unsigned c) {
 
 /* Hoard's u for class c: the current superblock's blocks and the others'. */
 static inline int64_t heap_u(const heap_t *heap, unsigned c) {
-  /* relaxed loads: the statistics call this on other threads' heaps while they run */
   const sb_t *cur = __atomic_load_n(&heap->current[c], __ATOMIC_RELAXED);
   return __atomic_load_n(&heap->u_other[c], __ATOMIC_RELAXED) +
          (cur != &ld_sb_none ? (int64_t)__atomic_load_n(&cur->used, __ATOMIC_RELAXED) * cur->block_size : 0);
@@ -186,16 +185,16 @@ static void heap_detach(heap_t *heap, sb_t *sb) {
     heap_set_current(heap, c, &ld_sb_none);
   } else {
     heap_group_remove(heap, sb);
-    heap->u_other[c] -= (int64_t)sb->used * sb->block_size;
+    LD_OWNER_ADD(heap->u_other[c], -((int64_t)sb->used * sb->block_size));
   }
-  heap->a[c] -= ld_class_capacity_bytes[c];
-  heap->superblocks_held--;
+  LD_OWNER_ADD(heap->a[c], -(ld_class_capacity_bytes[c]));
+  LD_OWNER_ADD(heap->superblocks_held, (size_t)-1);
 }
 
 /* Hands sb to the global heap. The caller holds the heap and global locks. */
 static void heap_give_to_global(heap_t *heap, sb_t *sb) {
   int n = ld_sb_collect_local(sb); /* owner paths; a helper only gives superblocks without */
-  if (n && !sb_is_current(heap, sb)) heap->u_other[sb->size_class] -= (int64_t)n * sb->block_size;
+  if (n && !sb_is_current(heap, sb)) LD_OWNER_ADD(heap->u_other[sb->size_class], -((int64_t)n * sb->block_size));
   heap_detach(heap, sb);
   ld_sb_collect(sb, false);
   ld_global_put_locked(sb);
@@ -263,7 +262,7 @@ static uint64_t heap_process_pending(heap_t *heap, bool mine) {
           (mine || __atomic_load_n(&sb->local_count, __ATOMIC_ACQUIRE) == __atomic_load_n(&sb->used, __ATOMIC_RELAXED)))
         n += ld_sb_collect_local(sb);
       if (n && !sb_is_current(heap, sb)) {
-        heap->u_other[c] -= (int64_t)n * sb->block_size;
+        LD_OWNER_ADD(heap->u_other[c], -((int64_t)n * sb->block_size));
         if (sb_group_of(sb) != sb->group) {
           heap_group_remove(heap, sb);
           heap_group_insert(heap, sb);
@@ -296,7 +295,7 @@ static uint64_t heap_process_local(heap_t *heap) {
     if (!n) continue;
     unsigned c = sb->size_class;
     if (!sb_is_current(heap, sb)) {
-      heap->u_other[c] -= (int64_t)n * sb->block_size;
+      LD_OWNER_ADD(heap->u_other[c], -((int64_t)n * sb->block_size));
       if (sb_group_of(sb) != sb->group) {
         heap_group_remove(heap, sb);
         heap_group_insert(heap, sb);
@@ -415,7 +414,7 @@ void *ld_heap_refill(heap_t *heap, unsigned cls) {
     if (!sb->free_list) { /* full: it waits in group 5 until frees into it come back */
       heap_set_current(heap, cls, &ld_sb_none);
       heap_group_insert(heap, sb);
-      heap->u_other[cls] += (int64_t)sb->used * sb->block_size;
+      LD_OWNER_ADD(heap->u_other[cls], (int64_t)sb->used * sb->block_size);
       sb = &ld_sb_none;
     }
   }
@@ -431,7 +430,7 @@ void *ld_heap_refill(heap_t *heap, unsigned cls) {
       LD_STAT_INC(heap, superblocks_examined);
       int64_t counted = sb->used; /* what u_other holds for it, local frees included */
       ld_sb_collect_local(sb);
-      heap->u_other[cls] -= counted * sb->block_size;
+      LD_OWNER_ADD(heap->u_other[cls], -(counted * sb->block_size));
       if (!sb->free_list) ld_sb_carve(sb);
     }
   }
@@ -443,8 +442,8 @@ void *ld_heap_refill(heap_t *heap, unsigned cls) {
       errno = ENOMEM;
       return NULL;
     }
-    heap->a[cls] += ld_class_capacity_bytes[cls];
-    heap->superblocks_held++;
+    LD_OWNER_ADD(heap->a[cls], ld_class_capacity_bytes[cls]);
+    LD_OWNER_ADD(heap->superblocks_held, 1);
     if (!sb->free_list) ld_sb_carve(sb);
     now = ld_os_now_ns();
     /* One give-and-take is one event: the release it answers is used up. */
@@ -541,8 +540,9 @@ static heap_t *heap_new_locked(void) {
       pthread_mutex_unlock(&h->lock);
     }
   for (heap_t *h = heaps.heaps; h; h = h->next_heap)
-    if (!h->live) {
-      h->live = 1;
+    if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED)) {
+      h->orphan_tid = thread_exit_ran ? ld_os_thread_id() : 0;
+      __atomic_store_n(&h->live, 1, __ATOMIC_RELAXED);
       return h;
     }
   void *mem;
@@ -552,7 +552,8 @@ static heap_t *heap_new_locked(void) {
   pthread_mutex_init(&heap->lock, NULL);
   /* The statistics read every heap's current superblocks: never a NULL one. */
   for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) heap->current[c] = &ld_sb_none;
-  heap->live = 1;
+  heap->orphan_tid = thread_exit_ran ? ld_os_thread_id() : 0;
+  __atomic_store_n(&heap->live, 1, __ATOMIC_RELAXED);
   heap->next_heap = heaps.heaps;
   __atomic_store_n(&heaps.heaps, heap, __ATOMIC_RELEASE); /* the purge walks without the lock */
   return heap;
@@ -578,8 +579,9 @@ heap_t *ld_heap_for_thread(void) {
   heap_process_pending(heap, true);
   memset(heap->current_tag, 0, sizeof heap->current_tag);
   for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) {
-    heap->current[c] = &ld_sb_none;
-    heap->u_other[c] = heap->a[c] = 0;
+    LD_OWNER_SET(heap->current[c], &ld_sb_none);
+    LD_OWNER_SET(heap->u_other[c], 0);
+    LD_OWNER_SET(heap->a[c], 0);
     heap->boost[c] = 0;
     heap->last_release_ns[c] = heap->last_take_ns[c] = 0;
   }
@@ -587,7 +589,6 @@ heap_t *ld_heap_for_thread(void) {
   heap->local_dirty_count = 0;
   heap->last_refill_ns = ld_os_now_coarse_ns();
   heap_options_changed(heap);
-  heap->orphan_tid = thread_exit_ran ? ld_os_thread_id() : 0;
   heap_unlock(heap);
   atomic_fetch_add_explicit(&heaps.live, 1, memory_order_relaxed);
   ld_heap_tls = heap;

@@ -39,6 +39,11 @@
 #define LD_NOINLINE    __attribute__((noinline))
 #define LD_NORETURN    __attribute__((noreturn))
 #define LD_CACHE_LINE  64
+/* A word only its owner thread writes, while other threads may read it (statistics, helpers):
+ * the owner's update is a relaxed atomic store, the same instructions as a plain one on x86
+ * and aarch64, so that the readers' relaxed loads are not a data race in C11 terms. */
+#define LD_OWNER_ADD(lv, n) __atomic_store_n(&(lv), (lv) + (n), __ATOMIC_RELAXED)
+#define LD_OWNER_SET(lv, v) __atomic_store_n(&(lv), (v), __ATOMIC_RELAXED)
 
 /* ---- size classes (superblock.c) ----
  * 16..128 in steps of 16, then 8 classes per doubling up to 16 KiB: neighbouring classes are
@@ -153,8 +158,9 @@ static inline ld_block_t *ld_sb_pop(sb_t *sb) {
   /* The next malloc reads next->next: in a large heap the block is often not cached, and
    * fetching it now hides the miss behind the caller's work. */
   __builtin_prefetch(next, 1);
+  int32_t used = sb->used + 1;
   b->tag = 0;
-  sb->used++;
+  LD_OWNER_SET(sb->used, used);
   return b;
 }
 
@@ -191,8 +197,8 @@ typedef struct ld_stats_s {
 } ld_stats_t;
 
 #ifdef LARDER_STATS
-#define LD_STAT_INC(heap, field) ((heap)->stats.field++)
-#define LD_STAT_ADD(heap, field, n) ((heap)->stats.field += (n))
+#define LD_STAT_INC(heap, field) LD_OWNER_ADD((heap)->stats.field, 1)
+#define LD_STAT_ADD(heap, field, n) LD_OWNER_ADD((heap)->stats.field, (n))
 #else
 #define LD_STAT_INC(heap, field) ((void)0)
 #define LD_STAT_ADD(heap, field, n) ((void)0)

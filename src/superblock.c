@@ -67,9 +67,9 @@ void ld_sb_format(sb_t *sb, unsigned cls) {
   sb->local_free = sb->local_tail = NULL;
   sb->local_count = 0;
   sb->in_local_dirty = 0;
-  sb->used = 0;
+  LD_OWNER_SET(sb->used, 0);
   sb->floor = 0;
-  sb->block_size = bs;
+  LD_OWNER_SET(sb->block_size, bs);
   sb->capacity = (uint32_t)((ld_sb_size - offset) / bs);
   sb->reciprocal = (((uint64_t)1 << 40) + bs - 1) / bs;
   sb->data = (char *)sb + offset;
@@ -158,7 +158,7 @@ int ld_sb_collect(sb_t *sb, bool clear_announce) {
   do {
     keep = clear_announce ? 0 : (old & LD_REMOTE_ANNOUNCED);
     if (old == keep) return 0;
-  } while (!atomic_compare_exchange_weak_explicit(&sb->remote, &old, keep, memory_order_acquire, memory_order_relaxed));
+  } while (!atomic_compare_exchange_weak_explicit(&sb->remote, &old, keep, memory_order_acq_rel, memory_order_relaxed));
   return collect_list(sb, (ld_block_t *)(old & ~LD_REMOTE_ANNOUNCED));
 }
 
