@@ -461,7 +461,7 @@ void *ld_heap_refill(heap_t *heap, unsigned cls) {
   heap_release_classes(heap, classes | ((uint64_t)1 << cls), true);
   heap_unlock(heap);
   uint64_t coarse = ld_os_now_coarse_ns();
-  heap->last_refill_ns = coarse;
+  LD_OWNER_SET(heap->last_refill_ns, coarse);
   ld_purge_check(coarse);
   return b;
 }
@@ -498,7 +498,7 @@ bool ld_heap_tidy(heap_t *heap, bool mine, bool all, uint64_t now) {
      * segments, to be purged by age): Hoard's K slack is for bursts, and this runs once the
      * purge delay has passed. A helper leaves those the owner may still list, and purges them
      * in place if the heap has been idle for the delay. */
-    bool idle = all || now - heap->last_refill_ns >= (uint64_t)ld_options.purge_delay_ms * 1000000u;
+    bool idle = all || now - __atomic_load_n(&heap->last_refill_ns, __ATOMIC_RELAXED) >= (uint64_t)ld_options.purge_delay_ms * 1000000u;
     ld_global_lock();
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
       sb_t *sb = heap->groups[c][0];
@@ -585,9 +585,9 @@ heap_t *ld_heap_for_thread(void) {
     heap->boost[c] = 0;
     heap->last_release_ns[c] = heap->last_take_ns[c] = 0;
   }
-  heap->superblocks_held = 0;
+  LD_OWNER_SET(heap->superblocks_held, 0);
   heap->local_dirty_count = 0;
-  heap->last_refill_ns = ld_os_now_coarse_ns();
+  LD_OWNER_SET(heap->last_refill_ns, ld_os_now_coarse_ns());
   heap_options_changed(heap);
   heap_unlock(heap);
   atomic_fetch_add_explicit(&heaps.live, 1, memory_order_relaxed);
@@ -622,7 +622,7 @@ static void heap_abandon_locked(heap_t *heap) {
   heap_process_pending(heap, true); /* announced meanwhile: forwarded to the global heap */
 #ifdef LARDER_STATS
   ld_stats_add(&heaps.retired, &heap->stats);
-  memset(&heap->stats, 0, sizeof heap->stats);
+  for (size_t i = 0; i < sizeof heap->stats / sizeof(size_t); i++) LD_OWNER_SET(((size_t *)&heap->stats)[i], 0);
 #endif
   heap->orphan_tid = 0;
   atomic_fetch_sub_explicit(&heaps.live, 1, memory_order_relaxed);
@@ -660,7 +660,7 @@ void ld_heaps_unlock_all(bool reinit) {
 
 void ld_stat_count(heap_t *heap, size_t field_offset) {
 #ifdef LARDER_STATS
-  if (heap != &ld_heap_empty) (*(size_t *)((char *)&heap->stats + field_offset))++;
+  if (heap != &ld_heap_empty) LD_OWNER_ADD(*(size_t *)((char *)&heap->stats + field_offset), 1);
   else __atomic_fetch_add((size_t *)((char *)&stats_unowned + field_offset), 1, __ATOMIC_RELAXED);
 #else
   (void)heap;
