@@ -51,8 +51,8 @@ void ld_init_if_needed(void) {
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   if (ld_options.stats) atexit(stats_at_exit);
   if (ld_options.verbose)
-    ld_message("larder: superblock %zu bytes, f=%.3f, K=%d, purge delay %d ms, purge thread %d, large cache %d MiB\n",
-               ld_sb_size, ld_options.empty_fraction, (int)ld_options.k, (int)ld_options.purge_delay_ms,
+    ld_message("larder %s: superblock %zu bytes, f=%.3f, K=%d, purge delay %d ms, purge thread %d, large cache %d MiB\n",
+               larder_version(), ld_sb_size, ld_options.empty_fraction, (int)ld_options.k, (int)ld_options.purge_delay_ms,
                (int)ld_options.purge_thread, (int)ld_options.large_cache_mb);
   init_running_here = 0;
   atomic_store_explicit(&init_state, 2, memory_order_release);

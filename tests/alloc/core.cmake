@@ -19,3 +19,10 @@ if(ALLOC_HAVE_LARDER AND TARGET larder_hardened_shared)
     endif()
   endforeach()
 endif()
+
+# LARDER_VERBOSE=1 reports the version with the settings (issue "a real library").
+if(ALLOC_HAVE_LARDER)
+  add_test(NAME alloc_verbose_version COMMAND alloc_api_misc)
+  set_tests_properties(alloc_verbose_version PROPERTIES ENVIRONMENT "LARDER_VERBOSE=1"
+    PASS_REGULAR_EXPRESSION "larder [0-9]+\\.[0-9]+\\.[0-9]+: superblock" LABELS alloc TIMEOUT 60)
+endif()
