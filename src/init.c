@@ -52,7 +52,7 @@ void ld_init_if_needed(void) {
   if (ld_options.stats) atexit(stats_at_exit);
   if (ld_options.verbose)
     ld_message("larder %s: superblock %zu bytes, f=%.3f, K=%d, purge delay %d ms, purge thread %d, large cache %d MiB\n",
-               larder_version(), ld_sb_size, ld_options.empty_fraction, (int)ld_options.k, (int)ld_options.purge_delay_ms,
+               LARDER_VERSION_STRING, ld_sb_size, ld_options.empty_fraction, (int)ld_options.k, (int)ld_options.purge_delay_ms,
                (int)ld_options.purge_thread, (int)ld_options.large_cache_mb);
   init_running_here = 0;
   atomic_store_explicit(&init_state, 2, memory_order_release);
