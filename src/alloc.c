@@ -52,6 +52,15 @@ void *larder_malloc(size_t size) {
 
 static LD_NOINLINE void free_not_current(heap_t *heap, sb_t *sb, ld_block_t *b);
 
+/* Invalid and double frees are caught on the push paths because it is cheap: the offset must
+ * fall on a carved block boundary (the owner alone may read bump), and a free block carries a
+ * tag that live blocks never do. One branch: the three tests are combined without jumps. */
+static inline bool owned_block_is_bad(const sb_t *sb, const ld_block_t *b) {
+  uintptr_t offset = (uintptr_t)b - (uintptr_t)sb->data;
+  uintptr_t index = (offset * sb->reciprocal) >> 40;
+  return (offset >= (uintptr_t)(sb->bump - sb->data)) | (index * sb->block_size != offset) | ld_block_is_free(b);
+}
+
 void larder_free(void *p) {
   if (LD_UNLIKELY(p == NULL)) return;
   sb_t *sb = ld_sb_of(p);
@@ -60,12 +69,7 @@ void larder_free(void *p) {
   /* One of the thread's current superblocks? Answered from the heap alone: no header is read
    * before the pointer is known to be larder's. */
   if (LD_LIKELY(heap->current_tag[ld_current_slot(sb)] == (uintptr_t)sb + 1)) {
-    /* Invalid and double frees are caught here because it is cheap: the offset must fall on a
-     * carved block boundary, and a free block carries a tag that live blocks never do. */
-    uintptr_t offset = (uintptr_t)p - (uintptr_t)sb->data;
-    uintptr_t index = (offset * sb->reciprocal) >> 40;
-    if (LD_UNLIKELY((offset >= (uintptr_t)(sb->bump - sb->data)) | (index * sb->block_size != offset) |
-                    ld_block_is_free(b))) {
+    if (LD_UNLIKELY(owned_block_is_bad(sb, b))) {
       free_slow(p);
       return;
     }
@@ -105,10 +109,7 @@ static LD_NOINLINE void free_not_current(heap_t *heap, sb_t *sb, ld_block_t *b) 
     /* One of the thread's other superblocks: a plain push on its local list, no atomic (a
      * locked instruction would wait for the block's cache line, often not cached here). The
      * tag check is a load whose branch is predicted: it does not hold the free up. */
-    uintptr_t offset = (uintptr_t)b - (uintptr_t)sb->data;
-    uintptr_t index = (offset * sb->reciprocal) >> 40;
-    if (LD_UNLIKELY((offset >= (uintptr_t)(sb->bump - sb->data)) | (index * sb->block_size != offset) |
-                    ld_block_is_free(b))) {
+    if (LD_UNLIKELY(owned_block_is_bad(sb, b))) {
       free_slow(b);
       return;
     }

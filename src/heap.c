@@ -243,11 +243,9 @@ static uint64_t heap_process_pending(heap_t *heap, bool mine) {
   sb_t *sb = atomic_exchange_explicit(&heap->pending, NULL, memory_order_acquire);
   atomic_store_explicit(&heap->pending_count, 0, memory_order_relaxed);
   uint64_t classes = 0;
-  size_t examined = 0;
   sb_t *keep = NULL;
   while (sb) {
     sb_t *next = sb->pending_next;
-    examined++;
     if (atomic_load_explicit(&sb->owner, memory_order_acquire) != heap) {
       ld_heap_announce(sb); /* it changed hands after it was announced: tell its owner */
     } else if (!mine && sb_is_current(heap, sb)) {
@@ -277,7 +275,6 @@ static uint64_t heap_process_pending(heap_t *heap, bool mine) {
     ld_heap_announce(keep);
     keep = next;
   }
-  (void)examined; /* collecting is paid by the frees that announced; not a search */
   return classes;
 }
 

@@ -313,7 +313,6 @@ bool    ld_segment_resize(void *run, size_t chunks, size_t new_chunks);
  * are wholly free. Returns the bytes given back. */
 size_t  ld_segment_purge(uint64_t now, bool all);
 uint64_t ld_segment_next_expiry(void); /* when the oldest dirty run expires; 0: none */
-bool    ld_segment_owns(const void *p);
 void    ld_segment_validate(int *violations);
 void    ld_segment_lock(void);
 void    ld_segment_unlock(bool reinit);

@@ -21,6 +21,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/types.h>
 
 _Atomic uint64_t ld_purge_deadline_ns = UINT64_MAX;
 static _Atomic int purge_running;
@@ -54,12 +55,16 @@ static size_t purge_run_locked(uint64_t now, bool all) {
   return released;
 }
 
-void ld_purge_run(uint64_t now) {
+/* Returns the bytes given back, or -1 when another thread was purging. */
+static ssize_t purge_run_once(uint64_t now) {
   int expected = 0;
-  if (!atomic_compare_exchange_strong(&purge_running, &expected, 1)) return; /* one at a time */
-  purge_run_locked(now, false);
+  if (!atomic_compare_exchange_strong(&purge_running, &expected, 1)) return -1; /* one at a time */
+  size_t bytes = purge_run_locked(now, false);
   atomic_store_explicit(&purge_running, 0, memory_order_release);
+  return (ssize_t)bytes;
 }
+
+void ld_purge_run(uint64_t now) { purge_run_once(now); }
 
 int ld_purge_trim(void) {
   ld_init_if_needed();
@@ -80,12 +85,10 @@ static void *purge_thread_main(void *arg) {
     uint64_t now = ld_os_now_ns();
     uint64_t deadline = atomic_load_explicit(&ld_purge_deadline_ns, memory_order_relaxed);
     if (now >= deadline) {
-      int expected = 0;
-      if (atomic_compare_exchange_strong(&purge_running, &expected, 1)) {
-        size_t bytes = purge_run_locked(now, false);
-        atomic_store_explicit(&purge_running, 0, memory_order_release);
+      ssize_t bytes = purge_run_once(now);
+      if (bytes >= 0) {
         atomic_fetch_add_explicit(&thread_runs, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&thread_bytes, bytes, memory_order_relaxed);
+        atomic_fetch_add_explicit(&thread_bytes, (size_t)bytes, memory_order_relaxed);
       }
       deadline = atomic_load_explicit(&ld_purge_deadline_ns, memory_order_relaxed);
     }

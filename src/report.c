@@ -6,28 +6,19 @@
  *     the newline the message was written with is kept, so the program's next output does not
  *     glue itself to the warning;
  *   - a message comes out even when the calling thread has a cancellation pending: write(2)
- *     is a cancellation point, so cancellation is disabled around the write (deferred
+ *     is a cancellation point, and ld_os_write (os.c) disables cancellation around it (deferred
  *     cancellation would otherwise unwind the thread inside the allocator, halfway through a
  *     report, and a fatal message would be lost before abort()). */
 #define _GNU_SOURCE
 #include "internal.h"
 #include "os.h"
 
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define REPORT_MAX 512
-
-/* Writes all of buf to fd with cancellation disabled for the duration of the write. */
-static void report_write(int fd, const char *buf, size_t len) {
-  int old;
-  int rc = pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
-  ld_os_write(fd, buf, len);
-  if (rc == 0) pthread_setcancelstate(old, NULL);
-}
 
 void ld_message(const char *fmt, ...) {
   char buf[REPORT_MAX];
@@ -48,7 +39,7 @@ void ld_message(const char *fmt, ...) {
     len = sizeof buf - 1;
     memcpy(buf + len - ml, mark, ml);
   }
-  report_write(2, buf, len);
+  ld_os_write(2, buf, len);
 }
 
 /* An invalid or double free: continuing would corrupt the heap, so the program stops here,

@@ -390,15 +390,6 @@ uint64_t ld_segment_next_expiry(void) {
   return t;
 }
 
-bool ld_segment_owns(const void *p) {
-  bool found = false;
-  ld_segment_lock();
-  for (segment_t *s = seg.segments; s && !found; s = s->next)
-    found = (uintptr_t)p >= (uintptr_t)s && (uintptr_t)p < (uintptr_t)s + s->bytes;
-  ld_segment_unlock(false);
-  return found;
-}
-
 void ld_segment_stats(ld_segment_stats_t *out) {
   ld_segment_lock();
   out->segments = seg.segment_count;
