@@ -11,7 +11,7 @@
 
 /* ---- version: set here and nowhere else (CMake, larder.pc and the Rust crate read these lines) ---- */
 #define LARDER_VERSION_MAJOR 0
-#define LARDER_VERSION_MINOR 1
+#define LARDER_VERSION_MINOR 2
 #define LARDER_VERSION_PATCH 0
 #define LARDER_VERSION (LARDER_VERSION_MAJOR * 10000 + LARDER_VERSION_MINOR * 100 + LARDER_VERSION_PATCH)
 #define LARDER_VERSION_STR_(x) #x
@@ -56,7 +56,7 @@ double larder_option_get(const char *name);
 /* ---- statistics: per-thread counters, merged when asked for ---- */
 typedef struct larder_stats_s {
   size_t mallocs, frees, remote_frees, reallocs;  /* calls; frees include remote ones */
-  size_t bytes_in_use;        /* small blocks handed out (Hoard's u, all heaps) + large spans in use */
+  size_t bytes_in_use;        /* what the program holds: small blocks handed out, medium and large spans */
   size_t bytes_held;          /* superblocks held by all heaps (Hoard's a) + large spans in use and cached */
   size_t bytes_mapped;        /* address space obtained from the OS and not yet unmapped */
   size_t superblocks_to_global, superblocks_from_global;
@@ -76,6 +76,13 @@ typedef struct larder_stats_s {
   size_t bytes_purged;           /* bytes given back with madvise or munmap of free memory */
   size_t bytes_refaulted;        /* purged bytes handed out again (a proxy for page faults) */
   size_t purge_thread_runs, purge_thread_bytes; /* the background purge thread's wake-ups and bytes */
+  /* the front end (since 0.2): per-thread caches of free blocks and batched remote frees */
+  size_t bytes_cached;           /* free blocks waiting in threads' caches (not in bytes_in_use) */
+  size_t bytes_remote_pending;   /* freed by other threads, not yet seen by their owners (not in use) */
+  size_t cache_flushes;          /* batches of blocks returned from caches to superblocks */
+  size_t remote_batches;         /* batches of remote frees handed over: one CAS each */
+  size_t remote_announcements;   /* of those, the first since the owner looked: one more CAS */
+  size_t purge_thread_starts;    /* times the purge thread was started (it ends when idle) */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);

@@ -12,7 +12,7 @@
  *          mapped on the first add into that range and never given back.
  *
  * Contract:
- *   - ld_addrmap_init once, before any other call (ld_init_if_needed). Not thread-safe.
+ *   - ld_addrmap_init once, before any other call (ld_maintain_init). Not thread-safe.
  *   - ld_addrmap_add(base, bytes) after the range is mapped and before any pointer into it
  *     is handed out; ld_addrmap_remove(base, bytes) before the range is unmapped.
  *   - A range owns every granule it overlaps (start rounded down, end rounded up), so no two

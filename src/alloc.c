@@ -2,90 +2,93 @@
  *
  * The allocation path, from fast to slow:
  *   1. Fast path (larder_malloc, below): the thread's heap, reached through an initial-exec
- *      thread-local pointer, keeps one "current" superblock per size class; pop the head of its
- *      LIFO free list and return it. No lock, no atomic, no heap counter.
- *   2. Refill (heap.c, ld_heap_refill): the current superblock is out of blocks. Collect the
- *      superblocks on the heap's pending list (those into which frees were announced, found
- *      without a scan), carve untouched blocks from the current one, else file it as full and
- *      switch to the fullest superblock of that class the heap holds (Hoard §3.1, fullness
- *      groups: the head of a list, no search).
+ *      thread-local pointer, keeps a bin of free blocks per size class (a bounded array of
+ *      pointers, cache.c); pop one. The block's neighbours and its superblock are not read;
+ *      the block's tag (set while it was free) is cleared. No lock, no atomic, no counter.
+ *   2. Refill (cache.c ld_cache_refill, heap.c ld_heap_fill): the bin is empty. Under the
+ *      heap's own lock, take half a bin of blocks from the superblock the class draws from:
+ *      its free list, its remote list (frees by other threads, taken whole), untouched blocks;
+ *      else switch to the fullest superblock of that class the heap holds (Hoard §3.1,
+ *      fullness groups: the head of a list, no search). Hoard's accounting (u, a, the
+ *      threshold) is applied per batch.
  *   3. Superblock from the global heap (global.c, ld_global_take): the heap holds none with
  *      room; under the global lock, the head of the global heap's list for this class.
  *   4. New superblock from a segment (segment.c, a free chunk), and a new segment from the OS.
  *   Sizes above the largest class are medium spans (runs of chunks in segments, up to 2 MiB)
  *   or large spans (a mapping each, with a cache of freed ones): large.c.
  *
- * The free path: a block of the calling thread's current superblock for its class goes on
- * its free list; a block of any other superblock the thread owns goes on that superblock's
- * local list, a plain push, collected at the next refill (both in larder_free, below). A block
- * of another thread's superblock is pushed on its remote list with a CAS, and the first such
- * free since the owner last looked puts the superblock on the owner's pending list (free_slow,
- * heap.c ld_heap_free_other). No free waits for a lock (seed 002). A free that takes the class
- * below Hoard's emptiness threshold may give a superblock to the global heap.
+ * The free path:
+ *   1. Fast path (larder_free, below): the heap's table of the superblocks it owns, indexed by
+ *      the block's superblock address, gives the block's class without reading any header;
+ *      the block must start a block of that class (a multiply, no division) and must not
+ *      carry the free tag (a double free); its pointer goes in the bin and its tag is set.
+ *   2. The bin is full: half of it, the oldest, goes back to the superblocks (cache.c,
+ *      ld_heap_return), where u falls and Hoard's threshold may give a superblock to the
+ *      global heap.
+ *   3. A block of another heap's superblock (free_slow): the ownership map first (the pointer
+ *      is larder's before its header is read), the header's checks, then the block joins the
+ *      thread's batch for that superblock; a full batch is handed over with one CAS, and the
+ *      first batch since the owner looked puts the superblock on the owner's pending list.
+ *      No free waits for a lock (seed 002).
+ *   4. Medium and large spans, and pointers that are not larder's (reported): free_slow.
+ * Every slow path ends with a poll of the maintenance floor (maintain.c): the purge runs
+ * there when its deadline has passed, never from below.
  */
 #define _GNU_SOURCE
 #include "addrmap.h"
 #include "internal.h"
 #include "larder.h"
+#include "os.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
-static LD_NOINLINE void *malloc_slow(heap_t *heap, size_t size);
+static LD_NOINLINE void *malloc_slow(size_t size);
 static LD_NOINLINE void free_slow(void *p);
-static heap_t *thread_heap(void);
 
 void *larder_malloc(size_t size) {
   heap_t *heap = ld_heap_tls;
   if (LD_LIKELY(size <= LD_SMALL_LIMIT)) {
-    unsigned cls = ld_size_class(size);
-    sb_t *sb = heap->current[cls];
-    if (LD_LIKELY(sb->free_list != NULL)) {
-      void *p = ld_sb_pop(sb);
-      LD_STAT_INC(heap, mallocs); /* last: an atomic store, which the compiler does not move */
-      return p;
+    ld_bin_t *bin = heap->bin_of[(size + 15) >> 4];
+    uintptr_t n = bin->count;
+    if (LD_LIKELY(n != 0)) {
+      ld_block_t *b = bin->slots[n - 1];
+      LD_OWNER_DEC32(bin->count);
+      ld_bin_check(b);
+      b->tag = 0;
+      return b;
     }
   }
-  return malloc_slow(heap, size);
+  return malloc_slow(size);
 }
 
-static LD_NOINLINE void free_not_current(heap_t *heap, sb_t *sb, ld_block_t *b);
-
-/* Invalid and double frees are caught on the push paths because it is cheap: the offset must
- * fall on a carved block boundary (the owner alone may read bump), and a free block carries a
- * tag that live blocks never do. One branch: the three tests are combined without jumps. */
-static inline bool owned_block_is_bad(const sb_t *sb, const ld_block_t *b) {
-  uintptr_t offset = (uintptr_t)b - (uintptr_t)sb->data;
-  uintptr_t index = (offset * sb->reciprocal) >> 40;
-  return (offset >= (uintptr_t)(sb->bump - sb->data)) | (index * sb->block_size != offset) | ld_block_is_free(b);
-}
-
+/* One test per check, each to free_slow, which repeats them to name the fault exactly. A
+ * NULL pointer, or one larder never handed out, finds no entry in the table. */
 void larder_free(void *p) {
-  if (LD_UNLIKELY(p == NULL)) return;
-  sb_t *sb = ld_sb_of(p);
   heap_t *heap = ld_heap_tls;
-  ld_block_t *b = p;
-  /* One of the thread's current superblocks? Answered from the heap alone: no header is read
-   * before the pointer is known to be larder's. */
-  if (LD_LIKELY(heap->current_tag[ld_current_slot(sb)] == (uintptr_t)sb + 1)) {
-    if (LD_UNLIKELY(owned_block_is_bad(sb, b))) {
-      free_slow(p);
+  uintptr_t sb = (uintptr_t)p & ld_sb_mask;
+  uintptr_t bin_offset = heap->owned[ld_owned_slot(sb)] - sb; /* class << 6, if the heap owns sb */
+  if (LD_LIKELY(bin_offset < ((uintptr_t)LD_CLASS_COUNT << LD_OWNED_CLASS_SHIFT))) {
+    ld_bin_t *bin = (ld_bin_t *)((char *)heap + bin_offset * (sizeof(ld_bin_t) >> LD_OWNED_CLASS_SHIFT));
+    ld_block_t *b = p;
+    void **slot = &bin->slots[bin->count];
+    uint32_t offset = (uint32_t)((uintptr_t)p - sb) - bin->first;
+    if (LD_LIKELY(*slot != LD_BIN_FULL && offset < bin->span && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
+                  b->tag != ld_free_key)) {
+      b->tag = ld_free_key;
+      ld_bin_seal(b);
+      *slot = b;
+      LD_OWNER_INC32(bin->count);
+      LD_STAT_INC(heap, frees_cached);
       return;
     }
-    ld_set_next(b, sb->free_list);
-    b->tag = ld_tag(b);
-    sb->free_list = b;
-    /* floor: the used count below which the class falls under Hoard's threshold */
-    int32_t used = sb->used - 1;
-    int32_t floor = sb->floor;
-    LD_OWNER_SET(sb->used, used);
-    LD_STAT_INC(heap, frees);
-    if (LD_UNLIKELY(used < floor)) ld_heap_free_slow(heap, sb->size_class);
-    return;
   }
-  free_not_current(heap, sb, b);
+  free_slow(p);
 }
+
+/* ---------------------------------------------------------------------------------------- */
+/* Slow paths                                                                                 */
 
 /* A pointer whose header is not in memory larder owns: reported, never read through. */
 static LD_NORETURN LD_NOINLINE void not_owned(const char *call, const void *p) {
@@ -97,109 +100,73 @@ static LD_NORETURN LD_NOINLINE void not_owned(const char *call, const void *p) {
                              : "invalid free (not a block from larder)", p);
 }
 
-/* A block of any superblock but the calling thread's current one for its class (or a pointer
- * that is not larder's, or one of its current superblocks whose table slot another holds). */
-static LD_NOINLINE void free_not_current(heap_t *heap, sb_t *sb, ld_block_t *b) {
-  if (LD_UNLIKELY(!ld_addrmap_contains_header(b))) not_owned("free", b);
-  if (sb->size_class < LD_CLASS_COUNT && heap->current[sb->size_class] == sb) { /* a slot collision */
-    free_slow(b);
-    return;
-  }
-  if (LD_LIKELY(atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap)) {
-    /* One of the thread's other superblocks: a plain push on its local list, no atomic (a
-     * locked instruction would wait for the block's cache line, often not cached here). The
-     * tag check is a load whose branch is predicted: it does not hold the free up. */
-    if (LD_UNLIKELY(owned_block_is_bad(sb, b))) {
-      free_slow(b);
-      return;
-    }
-    ld_set_next(b, sb->local_free);
-    b->tag = ld_tag(b);
-    if (!sb->local_free) sb->local_tail = b;
-    sb->local_free = b;
-    int32_t n = sb->local_count + 1;
-    __atomic_store_n(&sb->local_count, n, __ATOMIC_RELEASE); /* a helper may take the list: ld_heap_tidy */
-    LD_STAT_INC(heap, frees);
-    /* not yet on the heap's list of superblocks with local frees, or now wholly free */
-    if (LD_UNLIKELY(!sb->in_local_dirty | (n >= __atomic_load_n(&sb->used, __ATOMIC_RELAXED))))
-      ld_heap_free_local_slow(heap, sb, n);
-    return;
-  }
-  free_slow(b);
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Slow paths                                                                                 */
-
-static LD_NOINLINE void *malloc_slow(heap_t *heap, size_t size) {
-  if (heap == &ld_heap_empty && !(heap = thread_heap())) return NULL;
-  if (size > ld_small_max) {
-    bool zeroed;
-    void *p = ld_large_alloc(size, LD_MIN_ALIGN, &zeroed);
-    if (p) {
-      LD_STAT_INC(heap, large_allocs); /* medium spans included; medium_allocs counts those */
-      LD_STAT_INC(heap, mallocs);
-    }
-    return p;
-  }
-  void *p = ld_heap_refill(heap, ld_size_class(size));
-  if (p) LD_STAT_INC(heap, mallocs);
-  return p;
-}
-
 /* The calling thread's heap, made on its first call; NULL (errno ENOMEM) if it cannot be. */
 static heap_t *thread_heap(void) {
   heap_t *heap = ld_heap_tls;
-  if (heap == &ld_heap_empty && !(heap = ld_heap_for_thread())) errno = ENOMEM;
+  if (heap == &ld_heap_empty && !(heap = ld_maintain_thread_heap())) errno = ENOMEM;
   return heap;
 }
 
-/* A small block of class cls, for aligned requests that need a particular class. */
-static void *malloc_class(unsigned cls) {
-  heap_t *heap = thread_heap();
-  if (!heap) return NULL;
-  sb_t *sb = heap->current[cls];
-  if (sb->free_list) {
-    LD_STAT_INC(heap, mallocs);
-    return ld_sb_pop(sb);
+/* A small block of class cls from the thread's bin, refilled when empty. */
+static void *malloc_class(heap_t *heap, unsigned cls) {
+  ld_bin_t *bin = &heap->bins[cls];
+  if (bin->count) {
+    ld_block_t *b = bin->slots[bin->count - 1];
+    LD_OWNER_SET(bin->count, bin->count - 1);
+    ld_bin_check(b);
+    b->tag = 0;
+    return b;
   }
-  void *p = ld_heap_refill(heap, cls);
-  if (p) LD_STAT_INC(heap, mallocs);
+  ld_maintain_debug_validate(heap);
+  void *p = ld_cache_refill(heap, cls);
+  ld_maintain_poll(heap, ld_os_now_coarse_ns(), true);
   return p;
 }
 
-/* Every free that is not into the calling thread's current superblock of that class: large
- * spans, invalid pointers, and blocks of any other superblock, its own included, which go on
- * the superblock's remote list. Also entered from the fast path when a check failed there, so
- * every check is repeated here to name the fault exactly. */
+static LD_NOINLINE void *malloc_slow(size_t size) {
+  heap_t *heap = thread_heap();
+  if (!heap) return NULL;
+  if (size <= ld_small_max) return malloc_class(heap, ld_size_class(size));
+  bool zeroed;
+  void *p = ld_large_alloc(size, LD_MIN_ALIGN, &zeroed);
+  if (p) LD_STAT_INC(heap, large_allocs); /* medium spans included; medium_allocs counts those */
+  ld_maintain_poll(heap, ld_os_now_coarse_ns(), true);
+  return p;
+}
+
+/* Every free the fast path did not take: a full bin, a block of another heap's superblock
+ * (or of one of the thread's own that the table does not list), medium and large spans, and
+ * pointers that are not larder's. Every check is made again here, to name the fault. */
 static LD_NOINLINE void free_slow(void *p) {
+  if (p == NULL) return;
   if (LD_UNLIKELY(!ld_addrmap_contains_header(p))) not_owned("free", p);
   sb_t *sb = ld_sb_of(p);
   if (sb->magic != LD_SB_MAGIC) ld_fatal_bad_free("invalid free (not a block from larder)", p);
+  heap_t *heap = ld_heap_tls;
   if (sb->kind != LD_KIND_SMALL) {
     if (sb->kind == LD_KIND_LARGE_CACHED || sb->kind == LD_KIND_FREED) ld_fatal_bad_free("double free", p);
     if ((sb->kind != LD_KIND_LARGE && sb->kind != LD_KIND_MEDIUM) || p != sb->data)
       ld_fatal_bad_free("invalid free (not the start of a block)", p);
+    ld_stat_count(heap, offsetof(ld_stats_t, frees_other));
     ld_large_free(sb);
+    if (heap != &ld_heap_empty) ld_maintain_poll(heap, ld_os_now_coarse_ns(), false);
     return;
   }
-  uintptr_t offset = (uintptr_t)p - (uintptr_t)sb->data;
-  if ((uintptr_t)p < (uintptr_t)sb->data || ((offset * sb->reciprocal) >> 40) * sb->block_size != offset ||
-      (uintptr_t)p >= (uintptr_t)sb->data + (uintptr_t)sb->capacity * sb->block_size)
-    ld_fatal_bad_free("invalid free (not the start of a block)", p);
+  if (!ld_sb_is_block_start(sb, p)) ld_fatal_bad_free("invalid free (not the start of a block)", p);
   ld_block_t *b = p;
   if (ld_block_is_free(b)) ld_fatal_bad_free("double free", p);
-  heap_t *heap = ld_heap_tls;
-  /* A thread that only frees gets a heap too, so that its counters are its own: shared
-   * atomic counters would serialise every consumer thread on one cache line. */
-  if (LD_UNLIKELY(heap == &ld_heap_empty) && !(heap = ld_heap_for_thread())) heap = &ld_heap_empty;
-  /* Only the owner may read bump, and for its current superblock only: beyond it, the block
-   * was never handed out. */
-  if (heap->current[sb->size_class] == sb && (char *)p >= sb->bump)
-    ld_fatal_bad_free("invalid free (block was never allocated)", p);
-  ld_stat_count(heap, offsetof(ld_stats_t, frees));
-  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap) ld_stat_count(heap, offsetof(ld_stats_t, remote_frees));
-  ld_heap_free_other(heap, sb, b);
+  /* A thread that only frees gets a heap too: its batches of remote frees and its counters
+   * are its own (shared ones would serialise every consumer thread on one cache line). */
+  if (LD_UNLIKELY(heap == &ld_heap_empty) && !(heap = ld_maintain_thread_heap())) heap = &ld_heap_empty;
+  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap) {
+    /* Only the owner may read bump: beyond it, the block was never handed out. */
+    if ((char *)p >= sb->bump) ld_fatal_bad_free("invalid free (block was never allocated)", p);
+    b->tag = ld_tag(b);
+    if (ld_cache_free_owned(heap, sb, b)) ld_maintain_poll(heap, ld_os_now_coarse_ns(), false);
+  } else {
+    b->tag = ld_tag(b);
+    if (ld_cache_free_remote(heap, sb, b) && heap != &ld_heap_empty) ld_maintain_poll(heap, ld_os_now_coarse_ns(), false);
+  }
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -286,14 +253,15 @@ void *larder_reallocarray(void *p, size_t count, size_t size) {
  * a multiple too (heap.c, sb_data_offset), so every block is aligned. */
 static void *aligned_alloc_pow2(size_t alignment, size_t size) {
   if (alignment <= LD_MIN_ALIGN) return larder_malloc(size);
+  heap_t *heap = thread_heap();
+  if (!heap) return NULL;
   if (size <= ld_small_max && alignment <= ld_small_max) {
     size_t want = size < alignment ? alignment : size;
     for (unsigned cls = ld_size_class(want); cls < LD_CLASS_COUNT; cls++) {
       if (ld_class_size[cls] > ld_small_max) break;
-      if (ld_class_size[cls] % alignment == 0) return malloc_class(cls);
+      if (ld_class_size[cls] % alignment == 0) return malloc_class(heap, cls);
     }
   }
-  if (!thread_heap()) return NULL;
   bool zeroed;
   return ld_large_alloc(size, alignment, &zeroed);
 }
@@ -339,5 +307,5 @@ void *larder_malloc_shared(size_t size) {
 
 int larder_trim(size_t pad) {
   (void)pad; /* larder keeps no heap top to pad: every empty page is given back */
-  return ld_purge_trim();
+  return ld_maintain_trim();
 }

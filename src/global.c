@@ -26,6 +26,7 @@ static struct {
   int64_t u, a;                        /* Hoard's u_0 and a_0 */
   sb_list_t by_class[LD_CLASS_COUNT];  /* superblocks with room */
   sb_list_t full;                      /* no room: waiting for frees */
+  size_t taken_bytes;                  /* remote frees accounted for (statistics) */
 } global = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void ld_global_lock(void) { pthread_mutex_lock(&global.lock); }
@@ -69,7 +70,6 @@ static bool give_back_if_empty(sb_t *sb) {
 
 void ld_global_put_locked(sb_t *sb) {
   atomic_store_explicit(&sb->owner, &ld_global_heap, memory_order_release);
-  sb->floor = 0;
   global.a += (int64_t)ld_sb_size;
   global.u += (int64_t)sb->used * sb->block_size;
   list_file(sb);
@@ -81,14 +81,14 @@ void ld_global_put_locked(sb_t *sb) {
 static void global_tidy_locked(void) {
   if (!atomic_load_explicit(&ld_global_heap.pending, memory_order_relaxed)) return;
   sb_t *sb = atomic_exchange_explicit(&ld_global_heap.pending, NULL, memory_order_acquire);
-  atomic_store_explicit(&ld_global_heap.pending_count, 0, memory_order_relaxed);
   while (sb) {
     sb_t *next = sb->pending_next;
     if (atomic_load_explicit(&sb->owner, memory_order_acquire) != &ld_global_heap) {
-      ld_heap_announce(sb); /* it changed hands after it was announced: tell its owner */
+      ld_sb_announce(sb); /* it changed hands after it was announced: tell its owner */
     } else {
-      int n = ld_sb_collect(sb, true);
+      int n = ld_sb_account_remote(sb, true);
       global.u -= (int64_t)n * sb->block_size;
+      global.taken_bytes += (size_t)n * sb->block_size;
       if (!give_back_if_empty(sb) && list_for(sb) != list_of(sb)) {
         list_remove(list_of(sb), sb);
         list_file(sb);
@@ -110,6 +110,7 @@ sb_t *ld_global_take(heap_t *heap, unsigned cls) {
   sb_t *sb = global.by_class[cls].head;
   if (sb) {
     list_remove(&global.by_class[cls], sb);
+    sb->group = LD_GROUP_NONE;
     global.a -= (int64_t)ld_sb_size;
     global.u -= (int64_t)sb->used * sb->block_size;
     atomic_store_explicit(&sb->owner, heap, memory_order_release);
@@ -127,10 +128,11 @@ sb_t *ld_global_take(heap_t *heap, unsigned cls) {
   return sb;
 }
 
-void ld_global_stats(int64_t *in_use, int64_t *held) {
+void ld_global_stats(int64_t *in_use, int64_t *held, size_t *taken_bytes) {
   ld_global_lock();
   *in_use = global.u;
   *held = global.a;
+  *taken_bytes = global.taken_bytes;
   ld_global_unlock();
 }
 

@@ -1,22 +1,22 @@
-/* Thread heaps: the slow paths of small allocations and frees, Hoard's emptiness threshold,
- * and the life of a heap from a thread's first call to its exit.
+/* Thread heaps: the superblocks a thread owns, Hoard's emptiness threshold, and the life of a
+ * heap from a thread's first call to its exit.
  *
  * Hoard (seed 004 §3): each thread has its own heap; superblocks of one size class belong to
  * one heap at a time; a heap that falls below the emptiness threshold gives a superblock to the
  * global heap (global.c). The threshold keeps, for every heap and class,
  * (u >= a - K*S) or (u >= (1-f)*a), which bounds blowup to a constant factor (Hoard §4.1).
  *
- * What a heap's thread does without a lock: allocate from and free into the current
- * superblock of each class (alloc.c). Every other free, the thread's own included, goes on
- * the superblock's remote list with a CAS; the first such free since the owner last looked
- * puts the superblock on the heap's pending list (a CAS too). A refill takes the whole pending
- * list with one exchange and collects only the superblocks on it, so its cost is paid by the
- * frees that announced them, whatever the number of superblocks the heap holds.
+ * The front end (cache.c) talks to a heap in batches only: ld_heap_fill moves free blocks
+ * from the heap's superblocks into the thread's cache, ld_heap_return moves them back, and
+ * Hoard's accounting (u, a, the threshold) is applied per batch. Frees by other threads arrive
+ * on the superblocks' remote lists (a CAS per batch); the first batch since the owner last
+ * looked puts the superblock on the heap's pending list, so a fill collects only the
+ * superblocks on it, whatever the number the heap holds.
  *
- * The heap lock guards the superblocks other than the current ones (their free lists, the
- * fullness groups, u and a). The owner takes it in its slow paths, uncontended; another
- * thread takes it with trylock to collect an idle owner's frees (help, below, and purge.c).
- * Lock order: heap locks, then the global heap's, then the segments'.
+ * The heap lock guards everything here. The owner takes it in its slow paths, uncontended;
+ * another thread takes it with trylock to tidy an idle heap (ld_heap_tidy, from the purge) or
+ * to collect frees for an idle owner (ld_heap_help_idle_owner). Lock order: the list of heaps,
+ * heap locks, the large-span cache, the global heap, the segments.
  */
 #define _GNU_SOURCE
 #include "addrmap.h"
@@ -28,10 +28,11 @@
 #include <pthread.h>
 #include <string.h>
 
-/* The heap every thread starts with: all its classes point at a superblock with no blocks,
- * so the first malloc of a thread falls to the slow path, which makes the real heap. */
+/* The heap every thread starts with: its bins are empty (limit 0) and it owns nothing, so
+ * the first malloc and free of a thread take the slow paths, which make the real heap. */
 sb_t ld_sb_none;
-heap_t ld_heap_empty = {.current = {[0 ... LD_CLASS_COUNT] = &ld_sb_none}};
+heap_t ld_heap_empty = {.current = {[0 ... LD_CLASS_COUNT] = &ld_sb_none},
+                        .bin_of = {[0 ... LD_SMALL_LIMIT / 16] = &ld_heap_empty.bins[LD_CLASS_LARGE]}};
 __thread heap_t *ld_heap_tls __attribute__((tls_model("initial-exec"))) = &ld_heap_empty;
 
 static struct {
@@ -42,21 +43,31 @@ static struct {
 } heaps = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static ld_stats_t stats_unowned;   /* events in threads without a heap, counted atomically */
-static pthread_key_t heap_key;
-static _Atomic int heap_key_made;
-static __thread int thread_exit_ran;  /* larder's thread-exit hook has run in this thread */
 
 /* Hysteresis (issue "server speed"): a heap that takes a superblock of a class within this
  * long after giving one of that class back earns more slack for it, so a producer/consumer
  * pair stops passing superblocks back and forth through the global heap. */
 #define PINGPONG_WINDOW_NS 50000000u
 #define BOOST_DECAY_NS     1000000000u
-/* An owner that has not looked at its pending list for this many announcements (plus half the
- * superblocks it holds) is probably idle: the announcing thread collects for it. */
-#define HELP_AFTER 64u
+/* An owner that has made no slow-path call for this long, or that has not looked at half of
+ * a superblock's worth of frees into it, is probably blocked (on a queue, a lock, a request):
+ * the thread that frees into it collects them for it, so a producer that idles does not keep
+ * every block its consumers freed (Hoard §2.2's P-fold blowup, which Hoard's locked free
+ * avoids; tests/alloc/blowup_idle.c). */
+#define HELP_IDLE_NS       20000000u
+/* A fill looks at no more than this many superblocks (the bound every slow path keeps). */
+#define FILL_MAX_SUPERBLOCKS 4
 
 static void heap_lock(heap_t *heap) { pthread_mutex_lock(&heap->lock); }
 static void heap_unlock(heap_t *heap) { pthread_mutex_unlock(&heap->lock); }
+
+/* ---- the table of owned superblocks (read by the free fast path) ---- */
+
+static void heap_own(heap_t *heap, sb_t *sb) { LD_OWNER_SET(heap->owned[ld_owned_slot((uintptr_t)sb)], ld_owned_entry(sb)); }
+static void heap_disown(heap_t *heap, sb_t *sb) {
+  unsigned slot = ld_owned_slot((uintptr_t)sb);
+  if (heap->owned[slot] == ld_owned_entry(sb)) LD_OWNER_SET(heap->owned[slot], 0);
+}
 
 /* ---- fullness groups ---- */
 
@@ -87,17 +98,17 @@ static void heap_group_remove(heap_t *heap, sb_t *sb) {
   if (sb->prev) sb->prev->next = sb->next; else heap->groups[c][g] = sb->next;
   if (sb->next) sb->next->prev = sb->prev;
   sb->next = sb->prev = NULL;
+  sb->group = LD_GROUP_NONE;
 }
 
 static inline bool sb_is_current(const heap_t *heap, const sb_t *sb) { return heap->current[sb->size_class] == sb; }
 
-/* The one way heap->current[c] changes: the fast path's table follows it. */
-static void heap_set_current(heap_t *heap, unsigned c, sb_t *sb) {
-  sb_t *old = heap->current[c];
-  if (old != &ld_sb_none && heap->current_tag[ld_current_slot(old)] == (uintptr_t)old + 1)
-    heap->current_tag[ld_current_slot(old)] = 0;
-  LD_OWNER_SET(heap->current[c], sb);
-  if (sb != &ld_sb_none) heap->current_tag[ld_current_slot(sb)] = (uintptr_t)sb + 1;
+/* After sb's used count changed: a superblock in a group moves to the group it now belongs to. */
+static void heap_regroup(heap_t *heap, sb_t *sb) {
+  if (sb->group != LD_GROUP_NONE && sb_group_of(sb) != sb->group) {
+    heap_group_remove(heap, sb);
+    heap_group_insert(heap, sb);
+  }
 }
 
 /* ---- Hoard's threshold ---- */
@@ -110,35 +121,6 @@ static void heap_recompute_threshold(heap_t *heap, unsigned c) {
   /* The invariant fails only when both hold: u < a - K*S and u < (1-f)*a (Hoard §3.1);
    * rounding by_f down keeps u == (1-f)*a on the legal side. */
   heap->u_release[c] = by_k < by_f ? by_k : by_f;
-}
-
-/* Sets the current superblock's floor from the threshold; the owner's paths only, since its
- * fast path reads it. */
-static void heap_set_release_mark(heap_t *heap, unsigned c) {
-  heap_recompute_threshold(heap, c);
-  sb_t *cur = heap->current[c];
-  if (cur != &ld_sb_none) {
-    int64_t mark = heap->u_release[c] - heap->u_other[c];
-    int64_t floor = mark <= 0 ? 0 : (mark + cur->block_size - 1) / cur->block_size;
-    cur->floor = floor > INT32_MAX ? INT32_MAX : (int32_t)floor;
-  }
-}
-
-/* Hoard's u for class c: the current superblock's blocks and the others'. */
-static inline int64_t heap_u(const heap_t *heap, unsigned c) {
-  const sb_t *cur = __atomic_load_n(&heap->current[c], __ATOMIC_RELAXED);
-  return __atomic_load_n(&heap->u_other[c], __ATOMIC_RELAXED) +
-         (cur != &ld_sb_none ? (int64_t)__atomic_load_n(&cur->used, __ATOMIC_RELAXED) * cur->block_size : 0);
-}
-
-/* The same, for another thread's heap: its current superblock may change hands meanwhile, and
- * its memory may even have been given back, so it is read only if larder still owns it. */
-static int64_t heap_u_other_thread(const heap_t *heap, unsigned c) {
-  const sb_t *cur = __atomic_load_n(&heap->current[c], __ATOMIC_RELAXED);
-  int64_t u = __atomic_load_n(&heap->u_other[c], __ATOMIC_RELAXED);
-  if (cur && cur != &ld_sb_none && ld_addrmap_contains(cur))
-    u += (int64_t)__atomic_load_n(&cur->used, __ATOMIC_RELAXED) * __atomic_load_n(&cur->block_size, __ATOMIC_RELAXED);
-  return u;
 }
 
 /* The fraction f changed (larder_option_set): the group boundaries move with it. */
@@ -162,59 +144,57 @@ static void heap_options_changed(heap_t *heap) {
   }
 }
 
+static inline void heap_check_options(heap_t *heap) {
+  if (heap->options_epoch != atomic_load_explicit(&ld_options_epoch, memory_order_relaxed)) heap_options_changed(heap);
+}
+
 /* A superblock that may be given back (at most (1-f) full): the head of group 0, 1 or 2, else
  * the current one. If u < (1-f)a one of them is, since the others are all above (1-f). */
-static sb_t *heap_find_releasable(heap_t *heap, unsigned c, bool allow_current) {
-  if (!allow_current) {
-    /* A helper (another thread) gives away only an empty superblock that the owner has not
-     * listed as having local frees: the owner can neither free into it (no block of it is
-     * live) nor meet it again on its own list. */
-    sb_t *sb = heap->groups[c][0];
-    return sb && !sb->in_local_dirty ? sb : NULL;
-  }
+static sb_t *heap_find_releasable(heap_t *heap, unsigned c) {
   for (int g = 0; g <= LD_GROUP_RELEASABLE_MAX; g++)
     if (heap->groups[c][g]) return heap->groups[c][g];
   sb_t *sb = heap->current[c];
-  if (allow_current && sb != &ld_sb_none && sb->used <= class_release_blocks(sb->capacity)) return sb;
+  if (sb != &ld_sb_none && sb->used <= class_release_blocks(sb->capacity)) return sb;
   return NULL;
 }
 
-static void heap_detach(heap_t *heap, sb_t *sb) {
+static void heap_add_superblock(heap_t *heap, sb_t *sb) {
   unsigned c = sb->size_class;
-  if (sb_is_current(heap, sb)) {
-    heap_set_current(heap, c, &ld_sb_none);
-  } else {
-    heap_group_remove(heap, sb);
-    LD_OWNER_ADD(heap->u_other[c], -((int64_t)sb->used * sb->block_size));
-  }
-  LD_OWNER_ADD(heap->a[c], -(ld_class_capacity_bytes[c]));
-  LD_OWNER_ADD(heap->superblocks_held, (size_t)-1);
+  LD_OWNER_ADD(heap->a[c], ld_class_capacity_bytes[c]);
+  LD_OWNER_ADD(heap->u[c], (int64_t)sb->used * sb->block_size);
+  LD_OWNER_ADD(heap->superblocks_held, 1);
+  heap_own(heap, sb);
+  heap_recompute_threshold(heap, c);
 }
 
-/* Hands sb to the global heap. The caller holds the heap and global locks. */
+/* Hands sb to the global heap. The caller holds the heap and global locks. Blocks of sb that
+ * the thread's cache still holds stay counted in sb's used: the cache finds at its next
+ * flush that sb has another owner and frees them as remote frees (cache.c). */
 static void heap_give_to_global(heap_t *heap, sb_t *sb) {
-  int n = ld_sb_collect_local(sb); /* owner paths; a helper only gives superblocks without */
-  if (n && !sb_is_current(heap, sb)) LD_OWNER_ADD(heap->u_other[sb->size_class], -((int64_t)n * sb->block_size));
-  heap_detach(heap, sb);
-  ld_sb_collect(sb, false);
+  unsigned c = sb->size_class;
+  if (sb_is_current(heap, sb)) LD_OWNER_SET(heap->current[c], &ld_sb_none);
+  else heap_group_remove(heap, sb);
+  heap_disown(heap, sb);
+  LD_OWNER_ADD(heap->u[c], -((int64_t)sb->used * sb->block_size));
+  LD_OWNER_ADD(heap->a[c], -(ld_class_capacity_bytes[c]));
+  LD_OWNER_ADD(heap->superblocks_held, (size_t)-1);
+  heap_recompute_threshold(heap, c);
   ld_global_put_locked(sb);
 }
 
 /* Gives superblocks of class c to the global heap while the class is below Hoard's threshold.
- * allow_current: false when another thread does it for an idle heap, whose current superblocks
- * belong to that heap's fast paths. Heap lock held. */
-static void heap_release_while_below(heap_t *heap, unsigned c, bool allow_current) {
-  if (heap->options_epoch != atomic_load_explicit(&ld_options_epoch, memory_order_relaxed)) heap_options_changed(heap);
-  if (heap_u(heap, c) >= heap->u_release[c]) return;
-  uint64_t now = ld_os_now_ns();
+ * Heap lock held. */
+static void heap_release_while_below(heap_t *heap, unsigned c) {
+  if (heap->u[c] >= heap->u_release[c]) return;
+  uint64_t now = ld_os_now_coarse_ns();
   if (heap->boost[c] && now - heap->last_take_ns[c] > BOOST_DECAY_NS) {
     heap->boost[c] /= 2;
     heap_recompute_threshold(heap, c);
-    if (heap_u(heap, c) >= heap->u_release[c]) return;
+    if (heap->u[c] >= heap->u_release[c]) return;
   }
   ld_global_lock();
-  while (heap_u(heap, c) < heap->u_release[c]) {
-    sb_t *sb = heap_find_releasable(heap, c, allow_current);
+  while (heap->u[c] < heap->u_release[c]) {
+    sb_t *sb = heap_find_releasable(heap, c);
     if (!sb) break;
     heap_give_to_global(heap, sb);
     LD_STAT_INC(heap, superblocks_to_global);
@@ -224,162 +204,48 @@ static void heap_release_while_below(heap_t *heap, unsigned c, bool allow_curren
   ld_global_unlock();
 }
 
-/* ---- pending frees ---- */
-
-void ld_heap_announce(sb_t *sb) {
-  heap_t *owner = atomic_load_explicit(&sb->owner, memory_order_acquire);
-  sb_t *head = atomic_load_explicit(&owner->pending, memory_order_relaxed);
-  do {
-    sb->pending_next = head;
-  } while (!atomic_compare_exchange_weak_explicit(&owner->pending, &head, sb, memory_order_release, memory_order_relaxed));
-  atomic_fetch_add_explicit(&owner->pending_count, 1, memory_order_relaxed);
-}
-
-/* Collects the frees of every superblock on heap's pending list. mine: the caller is the
- * heap's thread, so it may collect into current superblocks too; a helper leaves those on
- * the list. Returns the classes whose u went down. Heap lock held. */
-static uint64_t heap_process_pending(heap_t *heap, bool mine) {
-  if (!atomic_load_explicit(&heap->pending, memory_order_relaxed)) return 0;
-  sb_t *sb = atomic_exchange_explicit(&heap->pending, NULL, memory_order_acquire);
-  atomic_store_explicit(&heap->pending_count, 0, memory_order_relaxed);
-  uint64_t classes = 0;
-  sb_t *keep = NULL;
-  while (sb) {
-    sb_t *next = sb->pending_next;
-    if (atomic_load_explicit(&sb->owner, memory_order_acquire) != heap) {
-      ld_heap_announce(sb); /* it changed hands after it was announced: tell its owner */
-    } else if (!mine && sb_is_current(heap, sb)) {
-      sb->pending_next = keep; /* the owner's fast path uses it: leave it announced */
-      keep = sb;
-    } else {
-      unsigned c = sb->size_class;
-      int n = ld_sb_collect(sb, true);
-      /* The owner's local frees too: by the owner, or by a helper once they are all the
-       * blocks left (the owner then frees nothing more into sb). */
-      if (!sb_is_current(heap, sb) &&
-          (mine || __atomic_load_n(&sb->local_count, __ATOMIC_ACQUIRE) == __atomic_load_n(&sb->used, __ATOMIC_RELAXED)))
-        n += ld_sb_collect_local(sb);
-      if (n && !sb_is_current(heap, sb)) {
-        LD_OWNER_ADD(heap->u_other[c], -((int64_t)n * sb->block_size));
-        if (sb_group_of(sb) != sb->group) {
-          heap_group_remove(heap, sb);
-          heap_group_insert(heap, sb);
-        }
-      }
-      if (n) classes |= (uint64_t)1 << c;
-    }
-    sb = next;
-  }
-  while (keep) {
-    sb_t *next = keep->pending_next;
-    ld_heap_announce(keep);
-    keep = next;
-  }
-  return classes;
-}
-
-static void heap_release_classes(heap_t *heap, uint64_t classes, bool mine);
-
-/* Collects the owner's local frees into every superblock it listed. Owner only, heap lock
- * held. Entries whose superblock changed hands since are skipped. */
-static uint64_t heap_process_local(heap_t *heap) {
-  uint64_t classes = 0;
-  for (unsigned i = 0; i < heap->local_dirty_count; i++) {
-    sb_t *sb = heap->local_dirty[i];
-    if (atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap) continue;
-    sb->in_local_dirty = 0;
-    int n = ld_sb_collect_local(sb);
-    if (!n) continue;
-    unsigned c = sb->size_class;
-    if (!sb_is_current(heap, sb)) {
-      LD_OWNER_ADD(heap->u_other[c], -((int64_t)n * sb->block_size));
-      if (sb_group_of(sb) != sb->group) {
-        heap_group_remove(heap, sb);
-        heap_group_insert(heap, sb);
-      }
-    }
-    classes |= (uint64_t)1 << c;
-  }
-  heap->local_dirty_count = 0;
-  return classes;
-}
-
-void ld_heap_free_local_slow(heap_t *heap, sb_t *sb, int32_t n) {
-  if (!sb->in_local_dirty) {
-    if (heap->local_dirty_count == LD_LOCAL_DIRTY_MAX) {
-      /* One uncontended lock of its own heap per LD_LOCAL_DIRTY_MAX superblocks touched. */
-      heap_lock(heap);
-      LD_STAT_INC(heap, free_lock_acquisitions);
-      heap_release_classes(heap, heap_process_local(heap), true);
-      heap_unlock(heap);
-    }
-    if (sb->local_count > 0 && atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap) {
-      sb->in_local_dirty = 1;
-      heap->local_dirty[heap->local_dirty_count++] = sb;
-    }
-  }
-  if (n >= __atomic_load_n(&sb->used, __ATOMIC_RELAXED) && atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap) {
-    /* Every block of sb is free again. Announce it on the heap's own pending list, so that the
-     * next refill, or the purge if this thread goes idle, finds it without a scan. */
-    uintptr_t old = atomic_load_explicit(&sb->remote, memory_order_relaxed);
-    while (!(old & LD_REMOTE_ANNOUNCED)) {
-      if (atomic_compare_exchange_weak_explicit(&sb->remote, &old, old | LD_REMOTE_ANNOUNCED, memory_order_acq_rel,
-                                                memory_order_relaxed)) {
-        ld_heap_announce(sb);
-        break;
-      }
-    }
-    uint64_t now = ld_os_now_coarse_ns();
-    ld_purge_note_free_memory(now);
-    ld_purge_check(now);
-  }
-}
-
-/* After collecting: Hoard's threshold for every class whose u went down. */
-static void heap_release_classes(heap_t *heap, uint64_t classes, bool mine) {
+static void heap_release_classes(heap_t *heap, uint64_t classes) {
   while (classes) {
     unsigned c = (unsigned)__builtin_ctzll(classes);
     classes &= classes - 1;
-    heap_release_while_below(heap, c, mine);
-    if (mine) heap_set_release_mark(heap, c);
+    heap_release_while_below(heap, c);
   }
 }
 
-void ld_heap_free_other(heap_t *self, sb_t *sb, ld_block_t *b) {
-  if (!ld_sb_push_remote(sb, b)) return;
-  ld_heap_announce(sb);
-  /* An owner that never allocates again would keep these frees: the purge collects them once
-   * the delay has passed, if nobody did before. */
-  uint64_t now = ld_os_now_coarse_ns();
-  ld_purge_note_free_memory(now);
-  ld_purge_check(now);
-  heap_t *owner = atomic_load_explicit(&sb->owner, memory_order_relaxed);
-  if (owner == self || owner->is_global) return; /* the owner collects at its next refill */
-  /* The owner has not looked at its list for a while: it may be idle (blocked on a queue, a
-   * lock, a request). Without help, every block other threads free would stay with it, a
-   * P-fold blowup (Hoard §2.2) that Hoard's locked free avoids. */
-  unsigned pending = atomic_load_explicit(&owner->pending_count, memory_order_relaxed);
-  if (pending < HELP_AFTER + __atomic_load_n(&owner->superblocks_held, __ATOMIC_RELAXED) / 2) return;
-  if (!__atomic_load_n(&owner->live, __ATOMIC_RELAXED) || pthread_mutex_trylock(&owner->lock) != 0) return;
-  if (self != &ld_heap_empty) LD_STAT_INC(self, free_lock_acquisitions);
-  heap_release_classes(owner, heap_process_pending(owner, false), false);
-  pthread_mutex_unlock(&owner->lock);
+/* ---- pending frees ---- */
+
+/* Accounts for the frees announced on heap's pending list: each superblock's remote count
+ * leaves u (the blocks stay on its remote list until a fill takes them, with no walk). Heap
+ * lock held. Returns the classes whose u went down. */
+static uint64_t heap_process_pending(heap_t *heap) {
+  if (!atomic_load_explicit(&heap->pending, memory_order_relaxed)) return 0;
+  sb_t *sb = atomic_exchange_explicit(&heap->pending, NULL, memory_order_acquire);
+  uint64_t classes = 0;
+  while (sb) {
+    sb_t *next = sb->pending_next;
+    if (atomic_load_explicit(&sb->owner, memory_order_acquire) != heap) {
+      ld_sb_announce(sb); /* it changed hands after it was announced: tell its owner */
+    } else {
+      int n = ld_sb_account_remote(sb, true);
+      if (n) {
+        unsigned c = sb->size_class;
+        LD_OWNER_ADD(heap->u[c], -((int64_t)n * sb->block_size));
+        LD_STAT_ADD(heap, remote_taken_bytes, (size_t)n * sb->block_size);
+        heap_regroup(heap, sb);
+        classes |= (uint64_t)1 << c;
+      }
+    }
+    sb = next;
+  }
+  return classes;
 }
 
-void ld_heap_free_slow(heap_t *heap, unsigned cls) {
-  heap_lock(heap);
-  LD_STAT_INC(heap, free_lock_acquisitions);
-  heap_release_while_below(heap, cls, true);
-  heap_set_release_mark(heap, cls);
-  heap_unlock(heap);
-}
-
-/* ---- refill: the current superblock of a class has no free block ---- */
+/* ---- fill: the thread's cache of class cls is empty ---- */
 
 /* A class-c superblock to allocate from: the fullest that still has a good share of its
  * blocks free (groups 3, 2, 1: Hoard §3.1 allocates from nearly-full superblocks to keep
- * the others emptying). A superblock of group 4 has less than f/2 of its blocks free: a refill
- * there yields a few blocks, and the next refill follows at once (a random-replacement heap
+ * the others emptying). A superblock of group 4 has less than f/2 of its blocks free: a fill
+ * there yields a few blocks, and the next fill follows at once (a random-replacement heap
  * at steady state has every superblock there). So while the class has less than f/2 of its
  * bytes free, it grows by a superblock instead (NULL here); Hoard's invariant still holds,
  * since u then stays above (1-f)a. Empty superblocks (group 0) come before growing. */
@@ -389,7 +255,7 @@ static sb_t *heap_fullest(heap_t *heap, unsigned c) {
   for (unsigned i = 0; i < sizeof order / sizeof order[0] && !sb; i++) sb = heap->groups[c][order[i]];
   if (!sb) {
     sb = heap->groups[c][4];
-    int64_t free_bytes = heap->a[c] - heap_u(heap, c);
+    int64_t free_bytes = heap->a[c] - heap->u[c];
     int64_t slack = (int64_t)(ld_options.empty_fraction / 2 * (double)heap->a[c]);
     if (slack < ld_class_capacity_bytes[c]) slack = ld_class_capacity_bytes[c];
     if (sb && free_bytes < slack) sb = NULL;
@@ -398,137 +264,143 @@ static sb_t *heap_fullest(heap_t *heap, unsigned c) {
   return sb;
 }
 
-void *ld_heap_refill(heap_t *heap, unsigned cls) {
-  ld_debug_validate_maybe(heap);
-  heap_lock(heap);
-  LD_STAT_INC(heap, refills);
-  if (heap->options_epoch != atomic_load_explicit(&ld_options_epoch, memory_order_relaxed)) heap_options_changed(heap);
-  uint64_t classes = heap_process_pending(heap, true);
-  sb_t *sb = heap->current[cls];
-  if (sb != &ld_sb_none) {
-    LD_STAT_INC(heap, superblocks_examined);
-    if (!sb->free_list) ld_sb_carve(sb);
-    if (!sb->free_list) { /* full: it waits in group 5 until frees into it come back */
-      heap_set_current(heap, cls, &ld_sb_none);
-      heap_group_insert(heap, sb);
-      LD_OWNER_ADD(heap->u_other[cls], (int64_t)sb->used * sb->block_size);
-      sb = &ld_sb_none;
-    }
+/* A superblock from the global heap (or a new one) becomes the heap's; hysteresis. */
+static sb_t *heap_take_from_global(heap_t *heap, unsigned cls) {
+  sb_t *sb = ld_global_take(heap, cls);
+  if (!sb) return NULL;
+  heap_add_superblock(heap, sb);
+  uint64_t now = ld_os_now_coarse_ns();
+  /* One give-and-take is one event: the release it answers is used up. */
+  if (heap->last_release_ns[cls] && now - heap->last_release_ns[cls] < PINGPONG_WINDOW_NS) {
+    if (heap->boost[cls] < LD_BOOST_MAX)
+      heap->boost[cls] = (uint8_t)(heap->boost[cls] * 2 + 1 > LD_BOOST_MAX ? LD_BOOST_MAX : heap->boost[cls] * 2 + 1);
+    heap->last_release_ns[cls] = 0;
+    heap_recompute_threshold(heap, cls);
   }
-  if (sb == &ld_sb_none) {
-    sb = heap_fullest(heap, cls);
-    /* The groups see local frees only once they are collected: collect them when the groups
-     * offer nothing, so the cost is paid once per many refills and by the frees themselves. */
-    if (!sb && heap->local_dirty_count) {
-      classes |= heap_process_local(heap);
-      sb = heap_fullest(heap, cls);
-    }
-    if (sb) {
-      LD_STAT_INC(heap, superblocks_examined);
-      int64_t counted = sb->used; /* what u_other holds for it, local frees included */
-      ld_sb_collect_local(sb);
-      LD_OWNER_ADD(heap->u_other[cls], -(counted * sb->block_size));
-      if (!sb->free_list) ld_sb_carve(sb);
-    }
-  }
-  uint64_t now = 0;
-  if (!sb) {
-    sb = ld_global_take(heap, cls);
-    if (!sb) {
-      heap_unlock(heap);
-      errno = ENOMEM;
-      return NULL;
-    }
-    LD_OWNER_ADD(heap->a[cls], ld_class_capacity_bytes[cls]);
-    LD_OWNER_ADD(heap->superblocks_held, 1);
-    if (!sb->free_list) ld_sb_carve(sb);
-    now = ld_os_now_ns();
-    /* One give-and-take is one event: the release it answers is used up. */
-    if (heap->last_release_ns[cls] && now - heap->last_release_ns[cls] < PINGPONG_WINDOW_NS) {
-      if (heap->boost[cls] < LD_BOOST_MAX)
-        heap->boost[cls] = (uint8_t)(heap->boost[cls] * 2 + 1 > LD_BOOST_MAX ? LD_BOOST_MAX : heap->boost[cls] * 2 + 1);
-      heap->last_release_ns[cls] = 0;
-    }
-    heap->last_take_ns[cls] = now;
-  }
-  heap_set_current(heap, cls, sb);
-  ld_block_t *b = ld_sb_pop(sb);
-  /* Collected frees lowered u: the threshold may have been crossed (a release may take the
-   * current superblock; the next malloc then refills again). */
-  heap_release_classes(heap, classes | ((uint64_t)1 << cls), true);
-  heap_unlock(heap);
-  uint64_t coarse = ld_os_now_coarse_ns();
-  LD_OWNER_SET(heap->last_refill_ns, coarse);
-  ld_purge_check(coarse);
-  return b;
+  heap->last_take_ns[cls] = now;
+  return sb;
 }
 
-/* ---- maintenance by any thread (purge.c) ---- */
+unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
+  ld_bin_t *bin = &heap->bins[cls];
+  heap_lock(heap);
+  LD_STAT_INC(heap, refills);
+  heap_check_options(heap);
+  uint64_t classes = heap_process_pending(heap);
+  unsigned n = 0;
+  for (int examined = 0; n < want && examined < FILL_MAX_SUPERBLOCKS; examined++) {
+    sb_t *sb = heap->current[cls];
+    if (sb == &ld_sb_none) {
+      sb = heap_fullest(heap, cls);
+      if (!sb) sb = heap_take_from_global(heap, cls);
+      if (!sb) break;
+      LD_OWNER_SET(heap->current[cls], sb);
+    }
+    LD_STAT_INC(heap, superblocks_examined);
+    int32_t before = sb->used, remote = 0;
+    n += ld_sb_take_blocks(sb, bin->slots + bin->count + n, want - n, &remote);
+    LD_OWNER_ADD(heap->u[cls], (int64_t)(sb->used - before) * sb->block_size);
+    if (remote) LD_STAT_ADD(heap, remote_taken_bytes, (size_t)remote * sb->block_size);
+    if (n < want) { /* sb has nothing left: it waits in its group until frees come back */
+      LD_OWNER_SET(heap->current[cls], &ld_sb_none);
+      heap_group_insert(heap, sb);
+    }
+  }
+  LD_STAT_ADD(heap, blocks_refilled, n);
+  /* Collected frees lowered u: the threshold may have been crossed. */
+  heap_release_classes(heap, classes);
+  LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns());
+  heap_unlock(heap);
+  if (n == 0) errno = ENOMEM;
+  return n;
+}
+
+/* ---- return: blocks from the thread's cache go back to their superblocks ---- */
+
+void ld_heap_return(heap_t *heap, void **blocks, unsigned n, unsigned *foreign_out) {
+  unsigned foreign = 0;
+  uint64_t classes = 0;
+  heap_lock(heap);
+  LD_STAT_INC(heap, flushes);
+  heap_check_options(heap);
+  for (unsigned i = 0; i < n; i++) {
+    ld_block_t *b = blocks[i];
+    sb_t *sb = ld_sb_of(b);
+    if (LD_UNLIKELY(atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap)) {
+      blocks[foreign++] = b; /* its superblock was given away while the block was cached */
+      continue;
+    }
+    unsigned c = sb->size_class;
+    ld_sb_put_block(sb, b);
+    LD_OWNER_ADD(heap->u[c], -(int64_t)sb->block_size);
+    heap_regroup(heap, sb);
+    classes |= (uint64_t)1 << c;
+  }
+  LD_STAT_ADD(heap, blocks_flushed, n); /* foreign ones too: they left the bin */
+  classes |= heap_process_pending(heap);
+  heap_release_classes(heap, classes);
+  LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns());
+  heap_unlock(heap);
+  *foreign_out = foreign;
+}
+
+/* ---- maintenance by any thread (maintain.c) ---- */
 
 void ld_heap_collect_pending(heap_t *heap) {
   if (heap == &ld_heap_empty) return;
   heap_lock(heap);
-  heap_release_classes(heap, heap_process_local(heap) | heap_process_pending(heap, true), true);
+  heap_release_classes(heap, heap_process_pending(heap));
   heap_unlock(heap);
 }
 
-/* Empties a superblock's pages in place, for an idle heap: no block of it is live, and the
- * owner only touches it again under this lock, in a refill that finds it uncarved. */
-static void sb_purge_in_place(sb_t *sb) {
-  if (sb->bump == sb->data) return; /* never carved, or purged already */
-  size_t page = ld_os_page_size();
-  ld_os_purge((char *)sb + page, ld_sb_size - page);
-  sb->free_list = NULL;
-  sb->bump = sb->data;
-  sb->purged = 1;
-}
-
-bool ld_heap_tidy(heap_t *heap, bool mine, bool all, uint64_t now) {
-  bool more = false;
+bool ld_heap_tidy(heap_t *heap, bool mine) {
   if (mine) heap_lock(heap);
   else if (pthread_mutex_trylock(&heap->lock) != 0) return false;
-  bool live = __atomic_load_n(&heap->live, __ATOMIC_RELAXED);
-  uint64_t classes = (mine ? heap_process_local(heap) : 0) | heap_process_pending(heap, mine);
-  if (live) {
-    heap_release_classes(heap, classes, mine);
-    /* Empty superblocks beyond the current ones go to the global heap (and from there to the
-     * segments, to be purged by age): Hoard's K slack is for bursts, and this runs once the
-     * purge delay has passed. A helper leaves those the owner may still list, and purges them
-     * in place if the heap has been idle for the delay. */
-    bool idle = all || now - __atomic_load_n(&heap->last_refill_ns, __ATOMIC_RELAXED) >= (uint64_t)ld_options.purge_delay_ms * 1000000u;
+  if (__atomic_load_n(&heap->live, __ATOMIC_RELAXED)) {
+    heap_check_options(heap);
+    heap_release_classes(heap, heap_process_pending(heap));
+    /* Empty superblocks go to the global heap (and from there to the segments, to be purged
+     * by age): Hoard's K slack is for bursts, and this runs once per purge delay. No block
+     * of an empty superblock is live or cached, so nothing of the owner's refers to it. */
     ld_global_lock();
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
-      sb_t *sb = heap->groups[c][0];
-      while (sb) {
-        sb_t *next = sb->next;
-        if (mine || !sb->in_local_dirty) {
-          heap_give_to_global(heap, sb);
-          LD_STAT_INC(heap, superblocks_to_global); /* under the heap's lock, as its owner counts it */
-        }
-        else if (idle) sb_purge_in_place(sb);
-        else more = true; /* purge it once the heap has been idle for the delay */
-        sb = next;
+      while (heap->groups[c][0]) {
+        heap_give_to_global(heap, heap->groups[c][0]);
+        LD_STAT_INC(heap, superblocks_to_global); /* under the heap's lock, as its owner counts it */
       }
-      if (mine) heap_set_release_mark(heap, c);
-      else heap_recompute_threshold(heap, c);
+      sb_t *cur = heap->current[c];
+      if (cur != &ld_sb_none && cur->used == 0) {
+        heap_give_to_global(heap, cur);
+        LD_STAT_INC(heap, superblocks_to_global);
+      }
+      heap_recompute_threshold(heap, c);
     }
     ld_global_unlock();
   }
   heap_unlock(heap);
-  return !more;
+  return true;
+}
+
+void ld_heap_help_idle_owner(heap_t *self, sb_t *sb, uint32_t unseen, uint64_t now) {
+  heap_t *owner = atomic_load_explicit(&sb->owner, memory_order_relaxed);
+  if (owner == self || owner->is_global || !__atomic_load_n(&owner->live, __ATOMIC_RELAXED)) return;
+  if (now - __atomic_load_n(&owner->last_slow_ns, __ATOMIC_RELAXED) < HELP_IDLE_NS && unseen < sb->capacity / 2) return;
+  if (pthread_mutex_trylock(&owner->lock) != 0) return;
+  if (self != &ld_heap_empty) LD_STAT_INC(self, free_lock_acquisitions);
+  heap_release_classes(owner, heap_process_pending(owner));
+  pthread_mutex_unlock(&owner->lock);
 }
 
 /* ---- heap lifecycle ---- */
 
 static void heap_abandon_locked(heap_t *heap);
-static void heap_thread_exit(void *arg);
 
 heap_t *ld_heaps_first(void) { return __atomic_load_n(&heaps.heaps, __ATOMIC_ACQUIRE); }
 size_t ld_heaps_live_count(void) { return atomic_load_explicit(&heaps.live, memory_order_relaxed); }
 
 /* A heap for a new thread: an exited thread's, or a new one. Heaps are never unmapped, and
  * there are never more than the most threads that lived at once. heaps.lock held. */
-static heap_t *heap_new_locked(void) {
+static heap_t *heap_new_locked(bool after_exit_hook) {
   /* A heap made by a thread after its exit hook had run (a destructor that allocated in the
    * last round) is given up once the kernel says that thread is gone. */
   for (heap_t *h = heaps.heaps; h; h = h->next_heap)
@@ -538,7 +410,7 @@ static heap_t *heap_new_locked(void) {
     }
   for (heap_t *h = heaps.heaps; h; h = h->next_heap)
     if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED)) {
-      h->orphan_tid = thread_exit_ran ? ld_os_thread_id() : 0;
+      h->orphan_tid = after_exit_hook ? ld_os_thread_id() : 0;
       __atomic_store_n(&h->live, 1, __ATOMIC_RELAXED);
       return h;
     }
@@ -549,49 +421,36 @@ static heap_t *heap_new_locked(void) {
   pthread_mutex_init(&heap->lock, NULL);
   /* The statistics read every heap's current superblocks: never a NULL one. */
   for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) heap->current[c] = &ld_sb_none;
-  heap->orphan_tid = thread_exit_ran ? ld_os_thread_id() : 0;
+  heap->orphan_tid = after_exit_hook ? ld_os_thread_id() : 0;
   __atomic_store_n(&heap->live, 1, __ATOMIC_RELAXED);
   heap->next_heap = heaps.heaps;
   __atomic_store_n(&heaps.heaps, heap, __ATOMIC_RELEASE); /* the purge walks without the lock */
   return heap;
 }
 
-heap_t *ld_heap_for_thread(void) {
-  ld_init_if_needed();
-  if (!atomic_load_explicit(&heap_key_made, memory_order_acquire)) {
-    pthread_mutex_lock(&heaps.lock);
-    if (!atomic_load_explicit(&heap_key_made, memory_order_relaxed)) {
-      pthread_key_create(&heap_key, heap_thread_exit);
-      atomic_store_explicit(&heap_key_made, 1, memory_order_release);
-    }
-    pthread_mutex_unlock(&heaps.lock);
-  }
+heap_t *ld_heap_new(bool after_exit_hook) {
   pthread_mutex_lock(&heaps.lock);
-  heap_t *heap = heap_new_locked();
+  heap_t *heap = heap_new_locked(after_exit_hook);
   pthread_mutex_unlock(&heaps.lock);
   if (!heap) return NULL;
   heap_lock(heap);
   /* A reused heap's pending list may hold superblocks announced after its last owner left;
    * they belong to the global heap now. */
-  heap_process_pending(heap, true);
-  memset(heap->current_tag, 0, sizeof heap->current_tag);
+  heap_process_pending(heap);
   for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) {
     LD_OWNER_SET(heap->current[c], &ld_sb_none);
-    LD_OWNER_SET(heap->u_other[c], 0);
+    LD_OWNER_SET(heap->u[c], 0);
     LD_OWNER_SET(heap->a[c], 0);
     heap->boost[c] = 0;
     heap->last_release_ns[c] = heap->last_take_ns[c] = 0;
   }
+  for (unsigned i = 0; i < LD_OWNED_SLOTS; i++)
+    if (heap->owned[i]) LD_OWNER_SET(heap->owned[i], 0);
   LD_OWNER_SET(heap->superblocks_held, 0);
-  heap->local_dirty_count = 0;
-  LD_OWNER_SET(heap->last_refill_ns, ld_os_now_coarse_ns());
+  LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns());
   heap_options_changed(heap);
   heap_unlock(heap);
   atomic_fetch_add_explicit(&heaps.live, 1, memory_order_relaxed);
-  ld_heap_tls = heap;
-  /* May allocate (glibc's second-level key table), which now finds the heap. */
-  pthread_setspecific(heap_key, heap);
-  ld_purge_thread_start_if_enabled();
   return heap;
 }
 
@@ -604,10 +463,10 @@ void ld_stats_add(ld_stats_t *dst, const ld_stats_t *src) {
 }
 
 /* Thread exit: everything the heap holds goes to the global heap, where other threads reuse
- * it (DESIGN §1), and the heap itself waits for the next new thread. Heap lock held. */
+ * it (DESIGN §1), and the heap itself waits for the next new thread. The caller has emptied
+ * the heap's cache and remote buffer. Heap lock held. */
 static void heap_abandon_locked(heap_t *heap) {
-  heap_process_local(heap);
-  heap_process_pending(heap, true);
+  heap_process_pending(heap);
   ld_global_lock();
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     sb_t *sb = heap->current[c];
@@ -616,7 +475,7 @@ static void heap_abandon_locked(heap_t *heap) {
       while ((sb = heap->groups[c][g])) heap_give_to_global(heap, sb);
   }
   ld_global_unlock();
-  heap_process_pending(heap, true); /* announced meanwhile: forwarded to the global heap */
+  heap_process_pending(heap); /* announced meanwhile: forwarded to the global heap */
 #ifdef LARDER_STATS
   ld_stats_add(&heaps.retired, &heap->stats);
   for (size_t i = 0; i < sizeof heap->stats / sizeof(size_t); i++) LD_OWNER_SET(((size_t *)&heap->stats)[i], 0);
@@ -626,17 +485,12 @@ static void heap_abandon_locked(heap_t *heap) {
   __atomic_store_n(&heap->live, 0, __ATOMIC_RELEASE);
 }
 
-static void heap_thread_exit(void *arg) {
-  heap_t *heap = arg;
-  thread_exit_ran = 1;
-  if (!heap || heap == &ld_heap_empty) return;
-  ld_heap_tls = &ld_heap_empty;
+void ld_heap_abandon(heap_t *heap) {
   pthread_mutex_lock(&heaps.lock);
   heap_lock(heap);
   heap_abandon_locked(heap);
   heap_unlock(heap);
   pthread_mutex_unlock(&heaps.lock);
-  ld_purge_check(ld_os_now_ns());
 }
 
 /* ---- fork ---- */
@@ -665,17 +519,22 @@ void ld_stat_count(heap_t *heap, size_t field_offset) {
 #endif
 }
 
-void ld_heaps_stats(ld_stats_t *out, int64_t *in_use, int64_t *held) {
+/* Sums every heap's counters and figures. u counts the blocks in caches as in use (they are
+ * the front end's); the caller takes `cached` out to report what the program holds. */
+void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures) {
   memset(out, 0, sizeof *out);
-  *in_use = *held = 0;
+  memset(figures, 0, sizeof *figures);
   pthread_mutex_lock(&heaps.lock);
   ld_stats_add(out, &heaps.retired);
   ld_stats_add(out, &stats_unowned);
   for (heap_t *h = heaps.heaps; h; h = h->next_heap) {
     ld_stats_add(out, &h->stats);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
-      *in_use += heap_u_other_thread(h, c);
-      *held += __atomic_load_n(&h->a[c], __ATOMIC_RELAXED) / ld_class_capacity_bytes[c] * (int64_t)ld_sb_size;
+      figures->in_use += LD_READ(h->u[c]);
+      figures->held += LD_READ(h->a[c]) / ld_class_capacity_bytes[c] * (int64_t)ld_sb_size;
+      int64_t blocks = LD_READ(h->bins[c].count);
+      figures->cached_blocks += blocks;
+      figures->cached += blocks * ld_class_size[c];
     }
   }
   pthread_mutex_unlock(&heaps.lock);
@@ -695,6 +554,8 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
     if (cur != &ld_sb_none) {
       ld_sb_validate(cur, heap, violations);
       if (cur->size_class != c) VIOLATION("heap %p: current superblock of class %u has class %u\n", (void *)heap, c, cur->size_class);
+      if (cur->group != LD_GROUP_NONE) VIOLATION("heap %p: current superblock %p is also in group %u\n", (void *)heap, (void *)cur, cur->group);
+      u += (int64_t)cur->used * cur->block_size;
       a += ld_class_capacity_bytes[c];
       held++;
     }
@@ -713,32 +574,55 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
         if (++n > (1u << 30)) break;
       }
     }
-    if (u != heap->u_other[c])
-      VIOLATION("heap %p class %u: u outside the current superblock is %lld, superblocks add up to %lld\n", (void *)heap, c,
-                (long long)heap->u_other[c], (long long)u);
+    if (u != heap->u[c])
+      VIOLATION("heap %p class %u: u is %lld, superblocks add up to %lld\n", (void *)heap, c, (long long)heap->u[c], (long long)u);
     if (a != heap->a[c]) VIOLATION("heap %p class %u: a is %lld, superblocks add up to %lld\n", (void *)heap, c, (long long)heap->a[c], (long long)a);
-    int64_t hu = heap_u(heap, c);
+    /* Every cached block is a free block start of its class; those of superblocks the heap
+     * still owns are part of its u (a superblock given away while some of its blocks were
+     * cached counts them in its new owner's u, until the bin's next flush sends them there). */
+    int64_t cached_owned = 0;
+    for (uint32_t i = 0; i < heap->bins[c].count && i < LD_BIN_SLOTS; i++) {
+      ld_block_t *b = heap->bins[c].slots[i];
+      sb_t *sb = ld_sb_of(b);
+      if (!ld_addrmap_contains_header(b) || sb->magic != LD_SB_MAGIC || sb->size_class != c || !ld_sb_is_block_start(sb, b) ||
+          !ld_block_is_free(b)) {
+        VIOLATION("heap %p class %u: cached block %p is not a free block of its class\n", (void *)heap, c, (void *)b);
+        continue;
+      }
+      if (atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap) cached_owned += sb->block_size;
+    }
+    if (cached_owned > heap->u[c])
+      VIOLATION("heap %p class %u: %lld bytes cached but u is %lld\n", (void *)heap, c, (long long)cached_owned, (long long)heap->u[c]);
+    if (heap->bins[c].count > heap->bins[c].limit || heap->bins[c].slots[heap->bins[c].limit] != LD_BIN_FULL)
+      VIOLATION("heap %p class %u: %u blocks cached, limit %u, or its end mark lost\n", (void *)heap, c, heap->bins[c].count, heap->bins[c].limit);
     /* Hoard's invariant (seed 004 §3.1), per size class as its proof has it (§4.1), with K
      * raised by at most LD_BOOST_MAX for classes that ping-pong: the bound stays O(1). */
-    if (!(hu >= heap->a[c] - k_slack || (double)hu >= (1.0 - f) * (double)heap->a[c]))
+    if (!(heap->u[c] >= heap->a[c] - k_slack || (double)heap->u[c] >= (1.0 - f) * (double)heap->a[c]))
       VIOLATION("heap %p class %u: Hoard's invariant fails: u=%lld a=%lld K*S=%lld f=%.3f\n", (void *)heap, c,
-                (long long)hu, (long long)heap->a[c], (long long)k_slack, f);
+                (long long)heap->u[c], (long long)heap->a[c], (long long)k_slack, f);
+  }
+  for (unsigned i = 0; i < LD_OWNED_SLOTS; i++) {
+    uintptr_t e = heap->owned[i];
+    if (!e) continue;
+    sb_t *sb = (sb_t *)(e & ld_sb_mask);
+    unsigned cls = (unsigned)((e & ~ld_sb_mask) >> LD_OWNED_CLASS_SHIFT);
+    if (ld_owned_slot((uintptr_t)sb) != i || !ld_addrmap_contains(sb) || sb->magic != LD_SB_MAGIC ||
+        atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap || sb->size_class != cls)
+      VIOLATION("heap %p: owned-table slot %u names %p, not a class-%u superblock of this heap\n", (void *)heap, i, (void *)sb, cls);
   }
   if (held != heap->superblocks_held) VIOLATION("heap %p: holds %zu superblocks, counted %zu\n", (void *)heap, held, heap->superblocks_held);
 }
 
 /* The calling thread's heap (brought up to date first, as its next slow path would) and every
- * abandoned heap: other live threads' heaps change under our feet without a lock, so they are
- * checked by their own threads. */
+ * abandoned heap: other live threads' heaps are checked by their own threads. */
 void ld_heap_validate(heap_t *mine, int *violations) {
   if (mine != &ld_heap_empty) {
     heap_lock(mine);
-    heap_process_local(mine);
-    heap_process_pending(mine, true);
-    if (mine->options_epoch != atomic_load_explicit(&ld_options_epoch, memory_order_relaxed)) heap_options_changed(mine);
+    heap_check_options(mine);
+    heap_process_pending(mine);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
-      heap_release_while_below(mine, c, true);
-      heap_set_release_mark(mine, c);
+      heap_recompute_threshold(mine, c);
+      heap_release_while_below(mine, c);
     }
     heap_validate_locked(mine, violations);
     heap_unlock(mine);
@@ -746,6 +630,6 @@ void ld_heap_validate(heap_t *mine, int *violations) {
   pthread_mutex_lock(&heaps.lock);
   for (heap_t *h = heaps.heaps; h; h = h->next_heap)
     for (unsigned c = 0; c < LD_CLASS_COUNT && !h->live; c++)
-      if (h->u_other[c] != 0 || h->a[c] != 0) VIOLATION("abandoned heap %p still holds memory in class %u\n", (void *)h, c);
+      if (h->u[c] != 0 || h->a[c] != 0) VIOLATION("abandoned heap %p still holds memory in class %u\n", (void *)h, c);
   pthread_mutex_unlock(&heaps.lock);
 }

@@ -1,24 +1,28 @@
 /* Internal types and functions of liblarder, shared by the files in src/.
  *
- * Vocabulary (Hoard, seed 004 §3), and the file that owns each:
- *   size class, superblock (sb_)   superblock.c  S bytes, S-aligned, blocks of one size class,
- *                                                owned by one heap at a time.
- *   heap (heap_)                   heap.c        one per thread; keeps u (bytes in use) and a
- *                                                (bytes held) per class, Hoard's threshold.
- *   global heap (global_)          global.c      Hoard's heap 0: superblocks given back by heaps
- *                                                and by exited threads.
- *   segment, chunk (segment_)      segment.c     large mappings cut into S-sized chunks; runs of
- *                                                chunks are superblocks or medium spans, and free
- *                                                runs are coalesced and purged by age.
- *   medium and large spans         large.c       objects above the largest size class: runs of
- *                                                chunks (medium) or mappings of their own (large),
- *                                                with a header laid out like a superblock's so that
- *                                                free finds it with the same mask.
- *   purge (purge_)                 purge.c       memory back to the OS by age: deadlines checked
- *                                                from slow paths, an optional background thread,
- *                                                malloc_trim.
- *   init, fork                     init.c        start-up, fork handlers, statistics at exit.
- *   os (ld_os_)                    os.c          the only calls to the OS.
+ * Vocabulary (Hoard, seed 004 §3), and the file that owns each, from the top floor down
+ * (src/floors.txt; a file calls only files on its own floor or below, and maintenance is
+ * entered only from above it):
+ *   fast paths, slow paths        alloc.c       malloc and free (top of the file), the rest of
+ *                                               the interface
+ *   maintenance (ld_maintain_)    maintain.c    start-up, thread start and exit, the purge runs
+ *                                               and the purge thread, fork, statistics at exit,
+ *                                               debug validation, option changes
+ *   front end (ld_cache_)         cache.c       each thread's caches of free blocks per size
+ *                                               class and its buffer of frees for other heaps,
+ *                                               fed and drained in batches
+ *   heap (heap_)                  heap.c        one per thread; the superblocks it owns, u and a
+ *                                               per class, Hoard's threshold
+ *   global heap (global_)         global.c      Hoard's heap 0: superblocks given back by heaps
+ *                                               and by exited threads
+ *   size class, superblock (sb_)  superblock.c  S bytes, S-aligned, blocks of one size class,
+ *                                               owned by one heap at a time
+ *   medium and large spans        large.c       objects above the largest size class
+ *   segment, chunk (segment_)     segment.c     large mappings cut into S-sized chunks
+ *   os (ld_os_)                   os.c          the only calls to the OS
+ *
+ * Lower files never call maintenance: they record that work is due (ld_due_note below: a
+ * deadline) and return; the slow paths in alloc.c and the purge thread run it.
  */
 #ifndef LD_INTERNAL_H
 #define LD_INTERNAL_H
@@ -44,6 +48,20 @@
  * and aarch64, so that the readers' relaxed loads are not a data race in C11 terms. */
 #define LD_OWNER_ADD(lv, n) __atomic_store_n(&(lv), (lv) + (n), __ATOMIC_RELAXED)
 #define LD_OWNER_SET(lv, v) __atomic_store_n(&(lv), (v), __ATOMIC_RELAXED)
+#define LD_READ(lv)         __atomic_load_n(&(lv), __ATOMIC_RELAXED)
+
+/* A counter only its owner thread increments, read by others through LD_READ: one
+ * read-modify-write instruction on x86-64, which the compiler sees as opaque (so a sanitizer
+ * does not call the readers' loads a race); elsewhere a relaxed load and store. */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#define LD_OWNER_INC(lv) __asm__("incq %0" : "+m"(lv))
+#define LD_OWNER_INC32(lv) __asm__("incl %0" : "+m"(lv))
+#define LD_OWNER_DEC32(lv) __asm__("decl %0" : "+m"(lv))
+#else
+#define LD_OWNER_INC(lv) LD_OWNER_ADD(lv, 1)
+#define LD_OWNER_INC32(lv) LD_OWNER_ADD(lv, 1)
+#define LD_OWNER_DEC32(lv) LD_OWNER_ADD(lv, -1)
+#endif
 
 /* ---- size classes (superblock.c) ----
  * 16..128 in steps of 16, then 8 classes per doubling up to 16 KiB: neighbouring classes are
@@ -58,11 +76,14 @@
 extern uint8_t  ld_class_of_granule[LD_SMALL_LIMIT / 16 + 1]; /* (size+15)/16 -> class */
 extern uint32_t ld_class_size[LD_CLASS_COUNT];
 extern int64_t  ld_class_capacity_bytes[LD_CLASS_COUNT + 1];  /* bytes of blocks per superblock */
+extern uint32_t ld_class_first[LD_CLASS_COUNT];               /* offset of the first block */
+extern uint32_t ld_class_capacity[LD_CLASS_COUNT];            /* blocks per superblock */
 
 static inline unsigned ld_size_class(size_t size) { return ld_class_of_granule[(size + 15) >> 4]; }
 
 /* ---- blocks and superblocks ---- */
 extern size_t ld_sb_size;          /* S */
+extern unsigned ld_sb_shift;       /* log2(S) */
 typedef struct ld_block_s {
   struct ld_block_s *next;
   uintptr_t tag;          /* ld_free_key ^ address while free: catches double frees cheaply */
@@ -78,17 +99,23 @@ enum { LD_KIND_SMALL = 1, LD_KIND_LARGE = 2, LD_KIND_LARGE_CACHED = 3, LD_KIND_M
 #define LD_GROUP_COUNT 6
 #define LD_GROUP_FULL  5
 #define LD_GROUP_RELEASABLE_MAX 2
+#define LD_GROUP_NONE  7   /* not in a group: a heap's current superblock, or in transit */
 
 #define LD_SB_MAGIC 0x1a7de75bu
 
-/* The remote free list head carries one flag in its low bit (blocks are 16-byte aligned):
- * set while the superblock waits on its owner's pending list. A freer that sets it (the first
- * remote free since the owner last looked) puts the superblock on that list, so the owner
- * finds superblocks with frees to collect without scanning (heap.c, heap_process_pending). */
-#define LD_REMOTE_ANNOUNCED ((uintptr_t)1)
+/* The remote list head of a superblock, one 64-bit word so that one CAS pushes a whole batch
+ * of frees and says how many it holds (issue "front end": the owner learns the count without
+ * walking blocks another core wrote):
+ *   bit 0          announced: the superblock waits on its owner's pending list;
+ *   bits 1..24     blocks on the list;
+ *   bits 25..63    the first block's offset in the superblock (0: the list is empty; offset 0
+ *                  is the header, never a block). */
+#define LD_REMOTE_ANNOUNCED ((uint64_t)1)
+#define LD_REMOTE_COUNT_SHIFT 1
+#define LD_REMOTE_COUNT_MASK ((uint64_t)0xffffff)
+#define LD_REMOTE_HEAD_SHIFT 25
 
 struct heap_s;
-struct segment_s;
 
 typedef struct sb_s {
   /* first cache line: set when the superblock is formatted, then only read; remote freers
@@ -103,27 +130,27 @@ typedef struct sb_s {
   void *map_base;              /* large span: the mapping */
   size_t map_bytes;            /* large span: its length; medium span: bytes of its chunks */
   size_t usable;               /* spans: bytes usable from data */
-  /* second cache line: the owner's (or, for spans, the cache's) */
-  _Alignas(LD_CACHE_LINE) ld_block_t *free_list; /* blocks to allocate from (heap lock, or current) */
-  ld_block_t *local_free;      /* the owner's frees while not current: no lock, no atomic */
-  int32_t used;                /* blocks handed out and not yet collected back */
-  int32_t local_count;         /* blocks on local_free (written by the owner only) */
-  int32_t floor;               /* current: Hoard's release mark; else unused */
-  uint8_t in_local_dirty;      /* listed in its owner's local_dirty (owner only) */
+  /* second cache line: the owner's, under its heap lock (spans: the cache's) */
+  _Alignas(LD_CACHE_LINE) ld_block_t *free_list; /* free blocks, each tagged */
+  int32_t used;                /* carved blocks not on free_list and not counted in
+                                  remote_seen: handed out, in a thread's cache, or freed by
+                                  another thread since the owner last looked */
+  int32_t remote_seen;         /* blocks on the remote list already taken out of used */
   char *bump;                  /* blocks below this have been carved; above, untouched */
   struct sb_s *next, *prev;    /* links in a fullness group, a global list, the large cache */
-  ld_block_t *local_tail;      /* the first block pushed on local_free: splicing is O(1) */
-  /* third cache line: other threads' frees (CAS push), taken by the owner with an exchange */
-  _Alignas(LD_CACHE_LINE) _Atomic(uintptr_t) remote; /* ld_block_t * | LD_REMOTE_ANNOUNCED */
+  /* third cache line: other threads' frees (CAS push of a batch), taken with an exchange */
+  _Alignas(LD_CACHE_LINE) _Atomic(uint64_t) remote; /* see LD_REMOTE_* above */
   struct sb_s *pending_next;   /* link on the owner's pending list, written by the announcer */
   uint64_t idle_since_ns;      /* large cache: when it was freed */
 } sb_t;
 
 _Static_assert(sizeof(sb_t) <= LD_SB_HEADER, "superblock header must fit before the first block");
 
-/* Free blocks carry a tag derived from their address, on every list (local, remote, free), so
- * that a double free is caught at the second free, on every path. A live block's tag is 0. */
-static inline uintptr_t ld_tag(const void *b) { return ld_free_key ^ (uintptr_t)b; }
+/* Free blocks carry a tag (a random key, made at start) wherever they wait (a thread's cache,
+ * a superblock's lists, a batch of remote frees), so that a double free is caught at the
+ * second free, on every path. malloc clears it; a live block's tag is whatever the program
+ * wrote, which equals the key with odds of 2^-64. */
+static inline uintptr_t ld_tag(const void *b) { (void)b; return ld_free_key; }
 static inline bool ld_block_is_free(const ld_block_t *b) { return b->tag == ld_tag(b); }
 
 /* Free-list links. In the hardened build (-DLARDER_HARDENED=ON) a link is stored encoded with
@@ -151,18 +178,19 @@ static inline void ld_set_next(ld_block_t *b, ld_block_t *next) { b->next = next
 static inline ld_block_t *ld_next(const ld_block_t *b) { return b->next; }
 #endif
 
-static inline ld_block_t *ld_sb_pop(sb_t *sb) {
-  ld_block_t *b = sb->free_list;
-  ld_block_t *next = ld_next(b);
-  sb->free_list = next;
-  /* The next malloc reads next->next: in a large heap the block is often not cached, and
-   * fetching it now hides the miss behind the caller's work. */
-  __builtin_prefetch(next, 1);
-  int32_t used = sb->used + 1;
-  b->tag = 0;
-  LD_OWNER_SET(sb->used, used);
-  return b;
+/* Blocks in a bin need no link. The hardened build seals them (the link word holds the
+ * encoded NULL) and checks the seal and the tag when malloc hands a block out, so that a
+ * use-after-free write into a cached block stops the program there. */
+#ifdef LARDER_HARDENED
+static inline void ld_bin_seal(ld_block_t *b) { ld_set_next(b, NULL); }
+static inline void ld_bin_check(const ld_block_t *b) {
+  if (ld_next(b) != NULL || b->tag != ld_free_key)
+    ld_fatal_corrupt_list((const void *)((uintptr_t)b & ~(uintptr_t)(ld_sb_size - 1)), b);
 }
+#else
+static inline void ld_bin_seal(ld_block_t *b) { (void)b; }
+static inline void ld_bin_check(const ld_block_t *b) { (void)b; }
+#endif
 
 extern uintptr_t ld_sb_mask;       /* ~(S-1) */
 extern size_t ld_small_max;        /* min(LD_SMALL_LIMIT, S/4) */
@@ -172,56 +200,146 @@ extern size_t ld_medium_max;       /* largest span carved from segments (large.c
  * aligned to S or more keep its header in the S-chunk just below the user pointer. */
 static inline sb_t *ld_sb_of(const void *p) { return (sb_t *)(((uintptr_t)p - 1) & ld_sb_mask); }
 
+/* True when p is the start of a block of sb that has been carved (the owner's view: bump is
+ * the owner's). The slow paths' full check; the fast path has a cheaper one (ld_bin_t). */
+static inline bool ld_sb_is_block_start(const sb_t *sb, const void *p) {
+  uintptr_t offset = (uintptr_t)p - (uintptr_t)sb->data;
+  return (uintptr_t)p >= (uintptr_t)sb->data && offset < (uintptr_t)sb->capacity * sb->block_size &&
+         ((offset * sb->reciprocal) >> 40) * sb->block_size == offset;
+}
+
 /* superblock.c */
 void ld_classes_init(void);
 void ld_sb_format(sb_t *sb, unsigned cls);
-int  ld_sb_carve(sb_t *sb);
-/* Takes the blocks other threads freed into sb onto its free list; returns how many. With
- * clear_announce the announced flag is cleared too: only the one who took sb off a pending
- * list may do that, so a superblock is never on a pending list twice. */
-int  ld_sb_collect(sb_t *sb, bool clear_announce);
-/* Moves the owner's local frees onto the free list; returns how many. */
-int  ld_sb_collect_local(sb_t *sb);
-/* Pushes b on sb's remote list; true when this free announced sb (the caller then puts it
- * on its owner's pending list). */
-bool ld_sb_push_remote(sb_t *sb, ld_block_t *b);
+/* Takes up to `want` free blocks of sb into out[]: its free list, then its remote list (taken
+ * whole with one exchange once the free list is empty: it becomes the free list, no walk),
+ * then untouched blocks carved at the bump pointer (a page at a time). Each block read is
+ * checked (its tag, the list's length). Returns how many; used grows by that many. Owner. */
+unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_accounted);
+/* Puts b (tagged) back on sb's free list; used shrinks by one. Owner, under its lock. */
+static inline void ld_sb_put_block(sb_t *sb, ld_block_t *b) {
+  ld_set_next(b, sb->free_list);
+  sb->free_list = b;
+  LD_OWNER_SET(sb->used, sb->used - 1);
+}
+/* Free blocks sb can still give: its lists and its untouched blocks. */
+static inline int32_t ld_sb_free_blocks(const sb_t *sb) { return (int32_t)sb->capacity - sb->used; }
+/* The owner looks at sb's remote list without taking it: the blocks pushed since it last
+ * looked leave used (returned: how many), and the announced flag is cleared, so that the next
+ * batch announces sb again. Only the one who took sb off a pending list may call it with
+ * clear_announce, so a superblock is never on a pending list twice. */
+int  ld_sb_account_remote(sb_t *sb, bool clear_announce);
+/* Pushes a batch (head..tail, n blocks of sb, linked and tagged) on sb's remote list with one
+ * CAS; true when this push announced sb (the caller then calls ld_sb_announce). *unseen: the
+ * blocks on the list its owner has not looked at (an estimate: the owner's count is racy). */
+bool ld_sb_push_remote_batch(sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n, uint32_t *unseen);
+/* Puts sb on its owner's pending list (a CAS): the owner, or whoever tidies it, collects it. */
+void ld_sb_announce(sb_t *sb);
 bool ld_sb_is_announced(const sb_t *sb);
 void ld_sb_validate(const sb_t *sb, const struct heap_s *owner, int *violations);
 
-/* ---- statistics, per heap, merged on demand (stats.c) ---- */
+/* ---- statistics, per heap, merged on demand (stats.c) ----
+ * Only one counter is written on the fast paths (frees_cached); malloc's count is derived:
+ * every small malloc pops a block that a refill or a free put in the cache, so
+ * mallocs = blocks_refilled + frees_cached - blocks_flushed - blocks cached now. */
 typedef struct ld_stats_s {
-  size_t mallocs, frees, remote_frees, reallocs;
+  size_t frees_cached;          /* frees of the thread's own blocks into its cache */
+  size_t frees_other;           /* every other free: remote, medium, large */
+  size_t remote_frees, reallocs;
+  size_t blocks_refilled, blocks_flushed; /* cache traffic, in batches */
   size_t superblocks_to_global, superblocks_from_global;
   size_t large_allocs, large_cache_hits, medium_allocs;
-  size_t refills, superblocks_examined, free_lock_acquisitions;
+  size_t refills, flushes, superblocks_examined, free_lock_acquisitions;
+  size_t remote_batches, remote_announcements; /* the remote free path's atomic operations */
+  size_t remote_sent_bytes;     /* freed by this thread into other heaps' superblocks */
+  size_t remote_taken_bytes;    /* taken by this heap from its superblocks' remote lists */
 } ld_stats_t;
 
 #ifdef LARDER_STATS
-#define LD_STAT_INC(heap, field) LD_OWNER_ADD((heap)->stats.field, 1)
+#define LD_STAT_INC(heap, field) LD_OWNER_INC((heap)->stats.field)
 #define LD_STAT_ADD(heap, field, n) LD_OWNER_ADD((heap)->stats.field, (n))
 #else
 #define LD_STAT_INC(heap, field) ((void)0)
 #define LD_STAT_ADD(heap, field, n) ((void)0)
 #endif
 
+/* ---- the front end: per-thread caches (cache.c) ----
+ * A bin holds pointers to free blocks of one class that the thread owns: malloc pops one
+ * without reading the block's neighbours or its superblock, and a free of an owned block
+ * pushes one (alloc.c). A bin never holds more than `limit` (at most LD_BIN_SLOTS, and about
+ * LD_BIN_BYTES of blocks); refills and flushes move half of that between the bin and the
+ * superblocks, under the heap's lock, where Hoard's accounting is applied per batch. A bin is
+ * 512 bytes; its first 24 hold what the free fast path needs on one cache line. */
+#define LD_BIN_SLOTS 61
+#define LD_BIN_BYTES 16384
+#define LD_BIN_FULL ((void *)1) /* slots[limit]: where a free's push stops (no limit load) */
+typedef struct ld_bin_s {
+  uint32_t count;            /* blocks in slots[0, count), newest last */
+  uint16_t limit;            /* at most LD_BIN_SLOTS - 1; slots[limit] holds LD_BIN_FULL */
+  uint16_t refilled;         /* refilled since the thread's last trim: the bin is in use */
+  uint32_t first;            /* the class's first block offset in a superblock */
+  uint32_t span;             /* capacity x block size: offsets past first + span are no block */
+  uint64_t divisor_magic;    /* ceil(2^64 / block size): n is a multiple iff n*magic < magic */
+  void *slots[LD_BIN_SLOTS];
+} ld_bin_t;
+_Static_assert(sizeof(ld_bin_t) == 512, "a bin is 512 bytes, so its address is a shift");
+
+/* The superblocks a heap owns, by address hash, each as its address | class << 6: the free
+ * fast path learns a block's owner and bin from the heap alone, without reading any header (a
+ * pointer larder never handed out finds no entry and goes to the slow path, which asks the
+ * ownership map first: addrmap.h). class << 6 is the bin's offset in the heap divided by 8,
+ * an x86 scaled index, and stays below the smallest S (16 KiB). Two superblocks may want one
+ * slot; the later one wins, and the other's frees take the slow path, which finds the same
+ * answer from the header. */
+#define LD_OWNED_BITS 12
+#define LD_OWNED_SLOTS (1u << LD_OWNED_BITS)
+#define LD_OWNED_CLASS_SHIFT 6
+static inline unsigned ld_owned_slot(uintptr_t sb) {
+  return (unsigned)((sb * 0x9E3779B97F4A7C15ull) >> (64 - LD_OWNED_BITS)); /* Fibonacci hashing */
+}
+static inline uintptr_t ld_owned_entry(const sb_t *sb) {
+  return (uintptr_t)sb | ((uintptr_t)sb->size_class << LD_OWNED_CLASS_SHIFT);
+}
+
+/* Frees of blocks other heaps own wait in a small buffer, one batch per superblock, and are
+ * handed over with one CAS per batch (snmalloc's message passing is the model; seed 002's
+ * point: no free waits for a lock). A batch goes when it reaches LD_REMOTE_BATCH blocks or
+ * LD_REMOTE_BATCH_BYTES, when its slot is wanted by another superblock, at the thread's next
+ * maintenance, and at thread exit. */
+#define LD_REMOTE_SLOTS 32
+#define LD_REMOTE_BATCH 64
+#define LD_REMOTE_BATCH_BYTES 16384
+typedef struct ld_remote_slot_s {
+  sb_t *sb;
+  ld_block_t *head, *tail;
+  uint32_t count;
+  uint32_t bytes;
+} ld_remote_slot_t;
+static inline unsigned ld_remote_slot(const sb_t *sb) {
+  return (unsigned)(((uintptr_t)sb >> ld_sb_shift) & (LD_REMOTE_SLOTS - 1));
+}
+
 /* ---- heaps (heap.c) ---- */
 /* Hoard's u and a are kept per size class, as its proof bounds them (seed 004 §4.1): a heap
  * takes a superblock of class c only when all its class-c superblocks are full, so taking one
- * keeps the invariant for K >= 1, which per-heap sums would not.
- * u is kept in two parts so that the fast paths write no heap counter: the current
- * superblock's used blocks, and u_other, the bytes in use in the class's other superblocks,
- * which only changes under the heap's lock. The current superblock's floor is set so that a
- * free taking u below the release threshold leaves the fast path. */
+ * keeps the invariant for K >= 1, which per-heap sums would not. u counts the blocks in the
+ * thread's cache as in use (they are the front end's); the cache's bound therefore enters
+ * Hoard's blowup bound as a constant per thread (docs/allocator.md). */
 #define LD_BOOST_MAX 16   /* hysteresis: extra superblocks of slack a class may earn */
-#define LD_LOCAL_DIRTY_MAX 256 /* superblocks with local frees a heap remembers */
-#define LD_CURRENT_SLOTS 128
-static inline unsigned ld_current_slot(const void *sb) {
-  return (unsigned)(((uintptr_t)sb * 0x9E3779B97F4A7C15ull) >> 57);
-}
 
 typedef struct heap_s {
-  sb_t *current[LD_CLASS_COUNT + 1];   /* the superblock each class allocates from */
-  int64_t u_other[LD_CLASS_COUNT + 1]; /* bytes in use outside the current superblock */
+  /* ---- the front end: owner only, no lock (alloc.c's fast paths, cache.c) ---- */
+  ld_bin_t bins[LD_CLASS_COUNT + 1];   /* first in the heap (ld_owned_entry); [LD_CLASS_LARGE]
+                                          stays empty, limit 0 */
+  uintptr_t owned[LD_OWNED_SLOTS];     /* ld_owned_entry(sb); written under the heap lock */
+  ld_bin_t *bin_of[LD_SMALL_LIMIT / 16 + 1]; /* (size + 15) / 16 -> its class's bin */
+  ld_stats_t stats;
+  ld_remote_slot_t remote[LD_REMOTE_SLOTS];
+  uint32_t remote_blocks;              /* blocks waiting in remote[] */
+  uint64_t last_maintenance_ns;        /* coarse clock at the last trim of idle bins */
+  /* ---- the heap proper: under `lock` ---- */
+  sb_t *current[LD_CLASS_COUNT + 1];   /* the superblock each class's refills draw from */
+  int64_t u[LD_CLASS_COUNT + 1];       /* bytes in use per class (Hoard's u_i) */
   int64_t a[LD_CLASS_COUNT + 1];       /* bytes held per class (Hoard's a_i) */
   int64_t u_release[LD_CLASS_COUNT + 1]; /* give a superblock of class c back when u[c] < this */
   uint8_t boost[LD_CLASS_COUNT + 1];   /* extra K earned by ping-pong (hysteresis, heap.c) */
@@ -230,24 +348,12 @@ typedef struct heap_s {
   unsigned options_epoch;
   sb_t *groups[LD_CLASS_COUNT][LD_GROUP_COUNT];
   size_t superblocks_held;
-  /* Superblocks into which the owner freed while they were not current (owner only, no lock).
-   * An entry may be stale (the superblock was given away since): it is checked when used. */
-  sb_t *local_dirty[LD_LOCAL_DIRTY_MAX];
-  unsigned local_dirty_count;
-  uint64_t last_refill_ns;             /* coarse clock at the last refill: is the heap idle? */
-  /* The current superblocks by address hash, each as its address + 1: free's fast path finds
-   * whether a pointer is in one of them without reading any header (a pointer larder never
-   * handed out is checked against the ownership map first: addrmap.h). A collision only sends
-   * a free to the slower path. */
-  uintptr_t current_tag[LD_CURRENT_SLOTS];
-  ld_stats_t stats;
-  unsigned remote_since_help;
+  uint64_t last_slow_ns;               /* coarse clock at the owner's last slow path: idle? */
   /* Superblocks with frees waiting (announced), pushed by any thread with a CAS. Its own
    * cache line: remote freers write it, the owner reads it on every refill. */
   _Alignas(LD_CACHE_LINE) _Atomic(sb_t *) pending;
-  _Atomic unsigned pending_count;      /* announcements since the list was last taken */
-  /* Guards everything but the current superblocks' free lists: taken by the owner in its slow
-   * paths, and by another thread that collects an idle heap's frees. */
+  /* Guards the heap proper: taken by the owner in its slow paths (uncontended), and with
+   * trylock by another thread that tidies an idle heap. */
   _Alignas(LD_CACHE_LINE) pthread_mutex_t lock;
   struct heap_s *next_heap;            /* all heaps, live and abandoned */
   int live;                            /* a thread uses it */
@@ -255,36 +361,61 @@ typedef struct heap_s {
   bool is_global;                      /* the global heap's owner token */
 } heap_t;
 
-extern heap_t ld_heap_empty;          /* every thread starts here; its classes have no blocks */
+extern heap_t ld_heap_empty;          /* every thread starts here: no blocks, owns nothing */
 extern sb_t ld_sb_none;               /* the current superblock of a class that has none */
 extern __thread heap_t *ld_heap_tls __attribute__((tls_model("initial-exec")));
 
-heap_t *ld_heap_for_thread(void);                  /* makes the calling thread's heap */
-void   *ld_heap_refill(heap_t *heap, unsigned cls); /* a block of class cls, or NULL (ENOMEM) */
-void    ld_heap_free_slow(heap_t *heap, unsigned cls); /* Hoard's release after a local free */
-/* Frees b into sb, a superblock that is not the calling thread's current one: a CAS on its
- * remote list, and the first such free puts sb on its owner's pending list. Never a lock. */
-void    ld_heap_free_other(heap_t *self, sb_t *sb, ld_block_t *b);
-void    ld_heap_announce(sb_t *sb);
-/* The owner's free into one of its superblocks that is not current took local_count to n:
- * the first local free (remember sb) or the last block (sb is empty: announce it). */
-void    ld_heap_free_local_slow(heap_t *heap, sb_t *sb, int32_t n);
-/* Maintenance of one heap by any thread (purge.c): collects its pending frees and gives its
- * empty superblocks to the global heap. mine: the caller owns it. Returns false when work is
- * left for a later run (the heap's lock was busy, or it is not idle yet). */
-bool    ld_heap_tidy(heap_t *heap, bool mine, bool all, uint64_t now);
+/* Fills bin cls of the calling thread's heap with up to `want` blocks (the heap's pending
+ * frees first, then its superblocks, the global heap, a new superblock). Returns how many
+ * (0: out of memory, errno ENOMEM). Takes the heap's lock. */
+unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want);
+/* Returns n blocks of the calling thread's (blocks[i] freed or cached, tagged) to their
+ * superblocks, and applies Hoard's threshold to the classes they belong to. Blocks of
+ * superblocks the heap no longer owns are left in place and their number returned through
+ * *foreign_out: the caller frees those as remote frees. Takes the heap's lock. */
+void ld_heap_return(heap_t *heap, void **blocks, unsigned n, unsigned *foreign_out);
+/* Collects the frees announced on heap's pending list (the caller owns heap). */
+void ld_heap_collect_pending(heap_t *heap);
+/* Tidies a heap for the purge: its pending frees collected, Hoard's threshold applied, its
+ * empty superblocks given to the global heap. mine: the caller owns it; else trylock, false
+ * when the lock was busy. */
+bool ld_heap_tidy(heap_t *heap, bool mine);
+/* An owner that has made no slow-path call for a while, or has not looked at `unseen` frees
+ * into sb (half of it), is helped by the freer: its pending frees are collected and Hoard's
+ * threshold applied (trylock; never waits). */
+void ld_heap_help_idle_owner(heap_t *self, sb_t *sb, uint32_t unseen, uint64_t now);
+heap_t *ld_heap_new(bool after_exit_hook);  /* a heap for the calling thread (made or reused) */
+void    ld_heap_abandon(heap_t *heap);      /* thread exit: everything goes to the global heap */
 void    ld_heap_validate(heap_t *heap, int *violations);
-/* The calling thread's own pending frees, collected (statistics: u counts them as freed). */
-void    ld_heap_collect_pending(heap_t *heap);
 heap_t *ld_heaps_first(void);
 void    ld_heaps_lock_all(void);
 void    ld_heaps_unlock_all(bool reinit);
 size_t  ld_heaps_live_count(void);
-void    ld_heaps_stats(ld_stats_t *out, int64_t *in_use, int64_t *held);
+typedef struct ld_heap_figures_s {
+  int64_t in_use, held, cached, cached_blocks;
+} ld_heap_figures_t;
+void    ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures);
 void    ld_stats_add(ld_stats_t *dst, const ld_stats_t *src);
 /* Counts one event in the field at field_offset of the calling thread's counters (or, for a
  * thread without a heap, in a shared atomic set): for the cold paths only. */
 void    ld_stat_count(heap_t *heap, size_t field_offset);
+
+/* ---- the front end (cache.c) ---- */
+/* Bin cls is empty: refill it; returns a block, or NULL (errno ENOMEM). */
+void   *ld_cache_refill(heap_t *heap, unsigned cls);
+/* A free of b, a block of sb, that the fast path did not take (b checked and tagged): into
+ * the thread's bin (half of it goes back to the superblocks first when it is full), or into
+ * the batch for sb's owner. True when a batch moved (the caller polls maintenance then). */
+bool    ld_cache_free_owned(heap_t *heap, sb_t *sb, ld_block_t *b);
+bool    ld_cache_free_remote(heap_t *heap, sb_t *sb, ld_block_t *b);
+/* The thread's own maintenance: bins unused since the last call give back most of what they
+ * hold (as jemalloc's tcache garbage collection does), and the remote buffer is sent. */
+void    ld_cache_trim(heap_t *heap);
+/* Empties every bin and the remote buffer (thread exit, malloc_trim). */
+void    ld_cache_drain(heap_t *heap);
+/* Sets the bins' limits and fast-check figures (a new heap, or changed options). */
+void    ld_cache_init_bins(heap_t *heap);
+int64_t ld_cache_bytes(const heap_t *heap);   /* what a heap's bins hold, read from any thread */
 
 /* ---- the global heap (global.c), Hoard's heap 0 ---- */
 extern heap_t ld_global_heap;  /* the owner token of superblocks the global heap holds */
@@ -293,12 +424,12 @@ void    ld_global_unlock(void);
 /* A superblock of class cls for heap (from the global heap's lists, else a new one from the
  * segments), or NULL when the OS has no memory. */
 sb_t   *ld_global_take(heap_t *heap, unsigned cls);
-/* Gives sb (detached from its heap, remote frees collected) to the global heap. Global lock
- * held. Empty superblocks go straight back to the segments. */
+/* Gives sb (detached from its heap) to the global heap. Global lock held. Empty superblocks
+ * go straight back to the segments. */
 void    ld_global_put_locked(sb_t *sb);
 void    ld_global_tidy(void);   /* collects announced frees of superblocks it holds */
 void    ld_global_validate(int *violations);
-void    ld_global_stats(int64_t *in_use, int64_t *held);
+void    ld_global_stats(int64_t *in_use, int64_t *held, size_t *taken_bytes);
 void    ld_global_reinit_lock(void);
 
 /* ---- segments (segment.c): runs of S-sized chunks ---- */
@@ -313,6 +444,7 @@ bool    ld_segment_resize(void *run, size_t chunks, size_t new_chunks);
  * are wholly free. Returns the bytes given back. */
 size_t  ld_segment_purge(uint64_t now, bool all);
 uint64_t ld_segment_next_expiry(void); /* when the oldest dirty run expires; 0: none */
+size_t  ld_segment_dirty_bytes(void);  /* free chunks still resident, read without the lock */
 void    ld_segment_validate(int *violations);
 void    ld_segment_lock(void);
 void    ld_segment_unlock(bool reinit);
@@ -332,35 +464,38 @@ size_t  ld_large_purge(uint64_t now, bool all);
 uint64_t ld_large_next_expiry(void);
 size_t  ld_large_bytes_in_use(void);
 size_t  ld_large_bytes_cached(void);
+size_t  ld_large_bytes_cached_dirty(void); /* cached spans not yet purged, read without the lock */
 size_t  ld_medium_bytes_in_use(void);
 void    ld_large_lock(void);
 void    ld_large_unlock(bool reinit);
 
-/* ---- purge.c ---- */
-/* The deadline when the next purge is due; slow paths call ld_purge_check with the clock
- * they have read. */
-extern _Atomic uint64_t ld_purge_deadline_ns;
-void    ld_purge_run(uint64_t now);
-static inline void ld_purge_check(uint64_t now) {
-  if (LD_UNLIKELY(now >= atomic_load_explicit(&ld_purge_deadline_ns, memory_order_relaxed))) ld_purge_run(now);
+/* ---- work due for the maintenance floor ----
+ * The earliest time something should be purged. Lower files lower it when free memory
+ * appears (ld_due_note) and return; alloc.c's slow paths and the purge thread compare it with
+ * the clock and run the purge (maintain.c). Takes no lock, so it may be called anywhere. */
+extern _Atomic uint64_t ld_due_ns;
+static inline void ld_due_lower_to(uint64_t t) {
+  uint64_t cur = atomic_load_explicit(&ld_due_ns, memory_order_relaxed);
+  while (t < cur && !atomic_compare_exchange_weak_explicit(&ld_due_ns, &cur, t, memory_order_relaxed, memory_order_relaxed)) {
+  }
 }
-/* Free memory appeared: lowers the deadline to when it expires. Takes no lock and runs
- * nothing, so it may be called with any lock held; ld_purge_check is called with none. */
-void    ld_purge_note_free_memory(uint64_t now);
-void    ld_purge_thread_start_if_enabled(void);
-void    ld_purge_after_fork_child(void);
-bool    ld_purge_thread_running(void);
-int     ld_purge_trim(void);
-typedef struct ld_purge_stats_s {
-  size_t thread_runs, thread_bytes;
-} ld_purge_stats_t;
-void    ld_purge_stats(ld_purge_stats_t *out);
+static inline void ld_due_note(uint64_t now) { ld_due_lower_to(now + (uint64_t)ld_options.purge_delay_ms * 1000000u); }
 
-/* ---- init.c ---- */
-void    ld_init_if_needed(void);
-void    ld_options_changed(void);
+/* ---- maintenance (maintain.c), entered from alloc.c, stats.c, wrappers.c, its thread ---- */
+void    ld_maintain_init(void);                 /* start-up, once (any thread, any time) */
+heap_t *ld_maintain_thread_heap(void);          /* the calling thread's heap, made on first use */
+/* From the slow paths, with the coarse clock: runs the purge when due and the thread's own
+ * cache trim now and then; allocating: the caller is an allocation (not a free), where the
+ * purge thread may be started. */
+void    ld_maintain_poll(heap_t *heap, uint64_t now, bool allocating);
+void    ld_maintain_debug_validate(heap_t *heap); /* LARDER_DEBUG: at a bounded rate */
+int     ld_maintain_trim(void);
+int     ld_maintain_validate(void);
+typedef struct ld_purge_stats_s {
+  size_t thread_runs, thread_bytes, thread_starts;
+} ld_purge_stats_t;
+void    ld_maintain_purge_stats(ld_purge_stats_t *out);
 extern _Atomic unsigned ld_options_epoch;
-void    ld_debug_validate_maybe(heap_t *heap);  /* LARDER_DEBUG: at a bounded rate */
 extern _Atomic size_t ld_validations;
 
 /* ---- report.c ---- */

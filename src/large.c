@@ -8,7 +8,7 @@
  * Large spans (above that, or aligned to S or more): each a mapping of its own. Freed ones go
  * to a small cache instead of back to the OS, so that a program that mallocs and frees large
  * buffers in a loop does not pay an mmap and a page fault per buffer; cached spans stay
- * resident until they have been idle for the purge delay (purge.c), so the cache never purges
+ * resident until they have been idle for the purge delay (maintain.c), so the cache never purges
  * a span it is about to hand out. realloc grows one with mremap: in place when the address
  * space after it is free, else by moving its pages to a new mapping, never by copying.
  *
@@ -36,6 +36,7 @@ static struct {
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static _Atomic size_t large_in_use, medium_in_use;
+static _Atomic size_t cached_dirty; /* cached spans not yet purged: memory waiting for the purge */
 
 void ld_large_lock(void) { pthread_mutex_lock(&cache.lock); }
 void ld_large_unlock(bool reinit) {
@@ -66,6 +67,7 @@ static void cache_remove(sb_t *span) {
   span->next = span->prev = NULL;
   cache.count--;
   cache.bytes -= span->map_bytes;
+  if (!span->purged) atomic_fetch_sub_explicit(&cached_dirty, span->map_bytes, memory_order_relaxed);
 }
 
 /* The smallest cached span that holds `need` bytes without wasting more than three quarters,
@@ -159,7 +161,6 @@ void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
   if (size == 0) size = 1; /* a block of its own, even for malloc(0): usable size never 0 */
   sb_t *span = NULL;
   char *user;
-  ld_purge_check(ld_os_now_coarse_ns());
   if (align < ld_sb_size) {
     size_t offset = round_up(LD_SB_HEADER, align);
     if (offset + size <= ld_medium_max) return medium_alloc(offset, size, zeroed);
@@ -207,13 +208,11 @@ void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
 }
 
 void ld_large_free(sb_t *span) {
-  ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, frees));
   size_t bytes = span->map_bytes;
   if (span->kind == LD_KIND_MEDIUM) {
     atomic_fetch_sub_explicit(&medium_in_use, bytes, memory_order_relaxed);
     span->kind = LD_KIND_FREED;
     ld_segment_free(span, bytes / ld_sb_size);
-    ld_purge_check(ld_os_now_coarse_ns());
     return;
   }
   atomic_fetch_sub_explicit(&large_in_use, bytes, memory_order_relaxed);
@@ -234,14 +233,14 @@ void ld_large_free(sb_t *span) {
   cache.head = span;
   cache.count++;
   cache.bytes += bytes;
+  atomic_fetch_add_explicit(&cached_dirty, bytes, memory_order_relaxed);
   while (cache.count > LARGE_CACHE_MAX_SPANS || cache.bytes > limit) { /* the oldest go first */
     sb_t *old = cache.tail;
     cache_remove(old);
     span_unmap(old->map_base, old->map_bytes);
   }
   ld_large_unlock(false);
-  ld_purge_note_free_memory(now);
-  ld_purge_check(now);
+  ld_due_note(now);
 }
 
 void *ld_large_realloc_in_place(sb_t *span, size_t size) {
@@ -323,6 +322,7 @@ size_t ld_large_purge(uint64_t now, bool all) {
       if (s->idle_since_ns + delay > now) break;
       if (s->map_bytes > page) ld_os_purge((char *)s + page, s->map_bytes - page);
       s->purged = 1;
+      atomic_fetch_sub_explicit(&cached_dirty, s->map_bytes, memory_order_relaxed);
       released += s->map_bytes - page;
     }
   }
@@ -343,6 +343,7 @@ uint64_t ld_large_next_expiry(void) {
 }
 
 size_t ld_large_bytes_in_use(void) { return atomic_load_explicit(&large_in_use, memory_order_relaxed); }
+size_t ld_large_bytes_cached_dirty(void) { return atomic_load_explicit(&cached_dirty, memory_order_relaxed); }
 size_t ld_medium_bytes_in_use(void) { return atomic_load_explicit(&medium_in_use, memory_order_relaxed); }
 
 size_t ld_large_bytes_cached(void) {

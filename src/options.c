@@ -100,15 +100,13 @@ void ld_options_init(void) {
 
 void ld_options_freeze(void) { options_frozen = 1; }
 
-int larder_option_set(const char *name, const char *value) {
+int ld_option_set(const char *name, const char *value) {
   option_row_t *row = name ? option_find(name, strlen(name)) : NULL;
   if (!row) {
     ld_message("larder: larder_option_set: unknown option '%s'\n", name ? name : "(null)");
     return -1;
   }
-  if (option_apply(row, value, "", name, (int)strlen(name)) != 0) return -1;
-  ld_options_changed();
-  return 0;
+  return option_apply(row, value, "", name, (int)strlen(name));
 }
 
 double larder_option_get(const char *name) {

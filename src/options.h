@@ -16,7 +16,8 @@
   X(k,               4,     1,    1e6,   1, 0, "Hoard K >= 1: superblocks of slack per class (K=0 would break the invariant at a heap's first block)") \
   X(superblock_size, 65536, 16384, 1048576, 1, 1, "bytes per superblock S, a power of two")               \
   X(purge_delay_ms,  1000,  0,    3.6e6, 1, 0, "empty memory is returned to the OS after this delay; 0: at once") \
-  X(purge_thread,    2,     0,    2,     1, 0, "background purge thread: 0 never, 1 always, 2 once a second thread allocates") \
+  X(purge_thread,    2,     0,    2,     1, 0, "background purge thread: 0 never, 1 from the first allocation, 2 once the process maps purge_thread_mb") \
+  X(purge_thread_mb, 16,    0,    1e6,   1, 0, "mapped memory that starts the purge thread (purge_thread 2), in MiB: tiny programs get none") \
   X(large_cache_mb,  64,    0,    1e6,   1, 0, "freed large spans kept for reuse, in MiB")               \
   X(stats,           0,     0,    2,     1, 0, "print statistics at exit: 1 table, 2 JSON")             \
   X(verbose,         0,     0,    1,     1, 0, "report settings and warnings on stderr")               \
@@ -34,6 +35,8 @@ extern ld_options_t ld_options;
 void ld_options_init(void);
 /* After this, options marked "at start" refuse changes. */
 void ld_options_freeze(void);
+/* Sets one option by name (larder_option_set's checks and messages); 0 or -1. */
+int ld_option_set(const char *name, const char *value);
 
 #pragma GCC visibility pop
 

@@ -3,6 +3,8 @@
 #include "os.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
@@ -159,6 +161,50 @@ void ld_os_sleep_ms(unsigned ms) {
   }
 }
 
+int ld_os_thread_count(void) {
+  /* Field 20 of /proc/self/stat, after the command name in parentheses (which may itself hold
+   * spaces and parentheses: the last ')' ends it). Read without allocating. */
+  int saved = errno;
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    errno = saved;
+    return 0;
+  }
+  char buf[1024];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  errno = saved;
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  char *p = NULL;
+  for (char *q = buf; *q; q++)
+    if (*q == ')') p = q;
+  if (!p) return 0;
+  int field = 2; /* the ')' ends field 2 */
+  for (p++; *p && field < 20; p++)
+    if (*p == ' ') field++;
+  return field == 20 ? atoi(p) : 0;
+}
+
+void ld_os_cond_init(pthread_cond_t *cond) {
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(cond, &attr);
+  pthread_condattr_destroy(&attr);
+}
+
+void ld_os_cond_wait_ns(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t ns) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t t = (uint64_t)ts.tv_nsec + ns;
+  ts.tv_sec += (time_t)(t / 1000000000u);
+  ts.tv_nsec = (long)(t % 1000000000u);
+  int saved = errno;
+  pthread_cond_timedwait(cond, mutex, &ts);
+  errno = saved;
+}
+
 void ld_os_write(int fd, const char *buf, size_t len) {
   /* write() is a cancellation point: a thread with a pending cancellation would otherwise be
    * cancelled inside malloc_stats() with nothing printed. */
@@ -183,4 +229,8 @@ void ld_os_counts(ld_os_counts_t *out) {
   out->mmap_bytes = atomic_load_explicit(&os_mmap_bytes, memory_order_relaxed);
   out->munmap_bytes = atomic_load_explicit(&os_munmap_bytes, memory_order_relaxed);
   out->madvise_bytes = atomic_load_explicit(&os_madvise_bytes, memory_order_relaxed);
+}
+
+size_t ld_os_mapped_bytes(void) {
+  return atomic_load_explicit(&os_mmap_bytes, memory_order_relaxed) - atomic_load_explicit(&os_munmap_bytes, memory_order_relaxed);
 }

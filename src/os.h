@@ -7,6 +7,7 @@
 #define LD_OS_H
 
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 
 /* Maps `bytes` of zeroed read-write memory. */
@@ -32,6 +33,12 @@ int      ld_os_thread_id(void);       /* the kernel's id of the calling thread *
 int      ld_os_thread_alive(int tid); /* 0 once that thread of this process has exited */
 
 void     ld_os_sleep_ms(unsigned ms);
+/* Threads of this process now (from /proc/self/stat), or 0 when that cannot be read. */
+int      ld_os_thread_count(void);
+/* A condition variable timed by the monotonic clock, and a wait on it of at most ns
+ * (the mutex held, as pthread_cond_timedwait). */
+void     ld_os_cond_init(pthread_cond_t *cond);
+void     ld_os_cond_wait_ns(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t ns);
 /* Writes all of buf to fd without allocating (messages from inside the allocator). */
 void     ld_os_write(int fd, const char *buf, size_t len);
 
@@ -41,5 +48,6 @@ typedef struct ld_os_counts_s {
   size_t mmap_bytes, munmap_bytes, madvise_bytes;
 } ld_os_counts_t;
 void     ld_os_counts(ld_os_counts_t *out);
+size_t   ld_os_mapped_bytes(void);  /* mapped and not yet unmapped, read without a lock */
 
 #endif

@@ -165,9 +165,11 @@ static void run_mark(segment_t *s, uint32_t start, uint32_t len, uint8_t state) 
 
 static void free_run_account(chunk_t *c, int sign) {
   size_t bytes = (size_t)c->run * ld_sb_size;
-  if (c->dirty) seg.bytes_free_dirty += sign > 0 ? bytes : -bytes;
+  if (c->dirty) LD_OWNER_SET(seg.bytes_free_dirty, seg.bytes_free_dirty + (sign > 0 ? bytes : -bytes));
   else seg.bytes_free_clean += sign > 0 ? bytes : -bytes;
 }
+
+size_t ld_segment_dirty_bytes(void) { return LD_READ(seg.bytes_free_dirty); }
 
 /* Files the free run that starts at s->chunks[start]. */
 static void free_run_insert(segment_t *s, uint32_t start, uint32_t len, bool dirty, bool purged, uint64_t freed_ns) {
@@ -316,7 +318,7 @@ void ld_segment_free(void *run, size_t chunks) {
   s->used_chunks -= (uint32_t)chunks;
   run_free_locked(s, start, (uint32_t)chunks, now);
   ld_segment_unlock(false);
-  ld_purge_note_free_memory(now);
+  ld_due_note(now);
 }
 
 bool ld_segment_resize(void *run, size_t chunks, size_t new_chunks) {
@@ -345,7 +347,7 @@ bool ld_segment_resize(void *run, size_t chunks, size_t new_chunks) {
     }
   }
   ld_segment_unlock(false);
-  if (ok && new_chunks < chunks) ld_purge_note_free_memory(now);
+  if (ok && new_chunks < chunks) ld_due_note(now);
   return ok;
 }
 

@@ -4,12 +4,12 @@
 set(LARDER_CORE_SOURCES
   alloc.c       # malloc/free fast paths (top of the file), the rest of the interface
   superblock.c  # size classes, superblock layout, carving, the remote free list
-  heap.c        # thread heaps: refill, pending frees, Hoard's threshold, heap lifecycle
+  cache.c       # the front end: per-thread caches of free blocks, batched remote frees
+  heap.c        # thread heaps: fill and return in batches, pending frees, Hoard's threshold, heap lifecycle
   global.c      # the global heap (Hoard's heap 0)
   segment.c     # segments cut into chunks; free runs by length, coalesced, purged by age
   large.c       # medium spans (runs of chunks) and large spans (own mappings, cache)
-  purge.c       # memory back to the OS: deadlines, the background thread, trim
-  init.c        # start-up, fork handlers, statistics at exit, debug validation rate
+  maintain.c    # maintenance: start-up, thread start/exit, the purge and its thread, fork, stats at exit, validation, option changes
   options.c     # the tunables table
   addrmap.c     # the address ranges larder owns (segments, large spans), checked before a header is read
   os.c          # the one seam to the OS

@@ -15,31 +15,42 @@
   X(large_bytes_in_use) X(large_bytes_cached) X(mmap_calls) X(munmap_calls) X(madvise_calls) X(mmap_bytes)           \
   X(munmap_bytes) X(madvise_bytes) X(refills) X(superblocks_examined) X(free_lock_acquisitions)             \
   X(validations) X(medium_allocs) X(medium_bytes_in_use) X(segments) X(bytes_free_dirty) X(bytes_purged)     \
-  X(bytes_refaulted) X(purge_thread_runs) X(purge_thread_bytes)
+  X(bytes_refaulted) X(purge_thread_runs) X(purge_thread_bytes) X(bytes_cached) X(bytes_remote_pending) \
+  X(cache_flushes) X(remote_batches) X(remote_announcements) X(purge_thread_starts)
+
+static size_t positive(int64_t v) { return v > 0 ? (size_t)v : 0; }
 
 void larder_stats_get(larder_stats_t *out) {
-  ld_init_if_needed();
+  ld_maintain_init();
   ld_heap_collect_pending(ld_heap_tls);
   ld_stats_t counts;
-  int64_t in_use, held, global_in_use, global_held;
-  ld_heaps_stats(&counts, &in_use, &held);
-  ld_global_stats(&global_in_use, &global_held);
-  in_use += global_in_use;
-  held += global_held;
+  ld_heap_figures_t heaps;
+  int64_t global_in_use, global_held;
+  size_t global_taken;
+  ld_heaps_stats(&counts, &heaps);
+  ld_global_stats(&global_in_use, &global_held, &global_taken);
   ld_os_counts_t os;
   ld_os_counts(&os);
   ld_segment_stats_t seg;
   ld_segment_stats(&seg);
   ld_purge_stats_t purge;
-  ld_purge_stats(&purge);
+  ld_maintain_purge_stats(&purge);
   memset(out, 0, sizeof *out);
-  out->mallocs = counts.mallocs;
-  out->frees = counts.frees;
+  /* Every small malloc pops a block that a refill or a free put in a bin (ld_stats_t). */
+  int64_t small_mallocs = (int64_t)counts.blocks_refilled + (int64_t)counts.frees_cached - (int64_t)counts.blocks_flushed -
+                          heaps.cached_blocks;
+  out->mallocs = positive(small_mallocs) + counts.large_allocs;
+  out->frees = counts.frees_cached + counts.frees_other;
   out->remote_frees = counts.remote_frees;
   out->reallocs = counts.reallocs;
+  /* u counts the blocks in bins and the blocks freed by other threads that their owners have
+   * not yet looked at; neither is the program's. */
+  int64_t remote_pending = (int64_t)counts.remote_sent_bytes - (int64_t)counts.remote_taken_bytes - (int64_t)global_taken;
   size_t large = ld_large_bytes_in_use(), cached = ld_large_bytes_cached(), medium = ld_medium_bytes_in_use();
-  out->bytes_in_use = (size_t)(in_use > 0 ? in_use : 0) + large + medium;
-  out->bytes_held = (size_t)(held > 0 ? held : 0) + large + cached + medium;
+  out->bytes_in_use = positive(heaps.in_use + global_in_use - heaps.cached - positive(remote_pending)) + large + medium;
+  out->bytes_held = positive(heaps.held + global_held) + large + cached + medium;
+  out->bytes_cached = positive(heaps.cached);
+  out->bytes_remote_pending = positive(remote_pending);
   out->bytes_mapped = os.mmap_bytes - os.munmap_bytes;
   out->superblocks_to_global = counts.superblocks_to_global;
   out->superblocks_from_global = counts.superblocks_from_global;
@@ -54,8 +65,11 @@ void larder_stats_get(larder_stats_t *out) {
   out->munmap_bytes = os.munmap_bytes;
   out->madvise_bytes = os.madvise_bytes;
   out->refills = counts.refills;
+  out->cache_flushes = counts.flushes;
   out->superblocks_examined = counts.superblocks_examined;
   out->free_lock_acquisitions = counts.free_lock_acquisitions;
+  out->remote_batches = counts.remote_batches;
+  out->remote_announcements = counts.remote_announcements;
   out->validations = atomic_load_explicit(&ld_validations, memory_order_relaxed);
   out->medium_allocs = counts.medium_allocs;
   out->medium_bytes_in_use = medium;
@@ -65,6 +79,7 @@ void larder_stats_get(larder_stats_t *out) {
   out->bytes_refaulted = seg.bytes_refaulted;
   out->purge_thread_runs = purge.thread_runs;
   out->purge_thread_bytes = purge.thread_bytes;
+  out->purge_thread_starts = purge.thread_starts;
 }
 
 void larder_stats_print(int fd) {
@@ -98,15 +113,4 @@ void larder_stats_print_json(int fd) {
   ld_os_write(fd, buf, n < sizeof buf ? n : sizeof buf - 1);
 }
 
-/* What one thread can check without stopping the others: its own heap (other live heaps
- * change without a lock under their threads' fast paths, so each thread checks its own), the
- * abandoned heaps, the global heap, and the segments. */
-int larder_validate(void) {
-  ld_init_if_needed();
-  int violations = 0;
-  atomic_fetch_add_explicit(&ld_validations, 1, memory_order_relaxed);
-  ld_heap_validate(ld_heap_tls, &violations);
-  ld_global_validate(&violations);
-  ld_segment_validate(&violations);
-  return violations;
-}
+int larder_validate(void) { return ld_maintain_validate(); }

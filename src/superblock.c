@@ -1,10 +1,10 @@
-/* Size classes and superblocks: the layout of a superblock, carving its blocks, and the
- * remote free list that other threads push onto without a lock (seed 002).
+/* Size classes and superblocks: the layout of a superblock, taking its free blocks in
+ * batches, and the remote list that other threads push batches onto without a lock (seed 002).
  *
  * A superblock is one S-sized chunk of a segment (segment.c), S-aligned, holding blocks of one
- * size class after a header (internal.h, sb_t). Its owner alone pops and pushes its local free
- * list; every other free, and the owner's own frees into a superblock it is not allocating
- * from, go on the remote list with a CAS.
+ * size class after a header (internal.h, sb_t). Its owner (a heap, under its lock) takes free
+ * blocks from it into a thread's cache and puts them back in batches (heap.c); other threads
+ * hand their frees of its blocks over in batches, one CAS each, on its remote list.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -17,8 +17,11 @@ uint32_t ld_class_size[LD_CLASS_COUNT];
  * so that a heap of full superblocks has u == a even when blocks do not divide S evenly
  * (otherwise, for f below the tail waste, the invariant could never hold). */
 int64_t ld_class_capacity_bytes[LD_CLASS_COUNT + 1];
+uint32_t ld_class_first[LD_CLASS_COUNT];
+uint32_t ld_class_capacity[LD_CLASS_COUNT];
 
 size_t ld_sb_size = 65536;
+unsigned ld_sb_shift = 16;
 uintptr_t ld_sb_mask = ~(uintptr_t)65535;
 size_t ld_small_max = LD_SMALL_LIMIT;
 uintptr_t ld_free_key;
@@ -47,9 +50,12 @@ void ld_classes_init(void) {
   for (uint32_t s = 16; s <= 128; s += 16) ld_class_size[cls++] = s;
   for (uint32_t base = 128; base < LD_SMALL_LIMIT; base *= 2)
     for (uint32_t step = 1; step <= 8; step++) ld_class_size[cls++] = base + step * (base / 8);
-  for (unsigned k = 0; k < LD_CLASS_COUNT; k++)
-    ld_class_capacity_bytes[k] =
-        (int64_t)((ld_sb_size - sb_data_offset(ld_class_size[k])) / ld_class_size[k]) * ld_class_size[k];
+  for (unsigned k = 0; k < LD_CLASS_COUNT; k++) {
+    size_t first = sb_data_offset(ld_class_size[k]);
+    ld_class_first[k] = (uint32_t)first;
+    ld_class_capacity[k] = first < ld_sb_size ? (uint32_t)((ld_sb_size - first) / ld_class_size[k]) : 0;
+    ld_class_capacity_bytes[k] = (int64_t)ld_class_capacity[k] * ld_class_size[k];
+  }
   for (unsigned k = 0; k <= LD_CLASS_COUNT; k++) /* classes too big for this S are never used */
     if (ld_class_capacity_bytes[k] <= 0) ld_class_capacity_bytes[k] = (int64_t)ld_sb_size;
   unsigned c = 0;
@@ -62,132 +68,154 @@ void ld_classes_init(void) {
 
 void ld_sb_format(sb_t *sb, unsigned cls) {
   uint32_t bs = ld_class_size[cls];
-  size_t offset = sb_data_offset(bs);
   sb->free_list = NULL;
-  sb->local_free = sb->local_tail = NULL;
-  sb->local_count = 0;
-  sb->in_local_dirty = 0;
   LD_OWNER_SET(sb->used, 0);
-  sb->floor = 0;
+  sb->remote_seen = 0;
   LD_OWNER_SET(sb->block_size, bs);
-  sb->capacity = (uint32_t)((ld_sb_size - offset) / bs);
+  sb->capacity = ld_class_capacity[cls];
   sb->reciprocal = (((uint64_t)1 << 40) + bs - 1) / bs;
-  sb->data = (char *)sb + offset;
+  sb->data = (char *)sb + ld_class_first[cls];
   sb->bump = sb->data;
   sb->magic = LD_SB_MAGIC;
   sb->size_class = (uint8_t)cls;
   sb->kind = LD_KIND_SMALL;
-  sb->group = 0;
+  sb->group = LD_GROUP_NONE;
   sb->purged = 0;
   sb->next = sb->prev = sb->pending_next = NULL;
   atomic_store_explicit(&sb->remote, 0, memory_order_relaxed);
 }
 
-/* Carves up to a page's worth of untouched blocks onto the free list: memory is touched as it
- * is needed, so a superblock's pages become resident one at a time, and a purged page is not
- * written before a block on it is handed out. */
-int ld_sb_carve(sb_t *sb) {
+/* ---- the remote list word ---- */
+static inline uint64_t remote_count(uint64_t w) { return (w >> LD_REMOTE_COUNT_SHIFT) & LD_REMOTE_COUNT_MASK; }
+static inline ld_block_t *remote_head(const sb_t *sb, uint64_t w) {
+  uint64_t off = w >> LD_REMOTE_HEAD_SHIFT;
+  return off ? (ld_block_t *)((char *)sb + off) : NULL;
+}
+
+/* Carves up to a page's worth of untouched blocks (and at most `want`): memory is touched as
+ * it is needed, so a superblock's pages become resident one at a time, and a purged page is
+ * not written before a block on it is handed out. Each carved block is tagged, as every free
+ * block is, so that a free of a block still in a cache is caught as a double free. */
+static unsigned sb_carve(sb_t *sb, void **out, unsigned want) {
   char *end = sb->data + (size_t)sb->capacity * sb->block_size;
-  if (sb->bump >= end) return 0;
-  size_t want = 4096 / sb->block_size;
-  if (want < 1) want = 1;
-  ld_block_t *head = sb->free_list;
-  int n = 0;
-  while (n < (int)want && sb->bump + sb->block_size <= end) {
-    n++;
+  unsigned page_worth = 4096 / sb->block_size;
+  if (page_worth < 1) page_worth = 1;
+  if (want > page_worth) want = page_worth;
+  unsigned n = 0;
+  while (n < want && sb->bump + sb->block_size <= end) {
+    out[n++] = sb->bump;
     sb->bump += sb->block_size;
   }
 #ifdef LARDER_HARDENED
   /* Hardened: the blocks of each carved page are handed out in a random order, so that the
-   * layout of consecutive allocations cannot be predicted (a shuffle of at most 256). */
-  uint16_t order[4096 / 16];
-  for (int i = 0; i < n; i++) order[i] = (uint16_t)i;
+   * layout of consecutive allocations cannot be predicted. */
   if (!carve_rng) carve_rng = (ld_link_secret ^ (uintptr_t)&carve_rng) | 1;
-  for (int i = n - 1; i > 0; i--) {
+  for (unsigned i = n; i > 1; i--) {
     carve_rng ^= carve_rng << 13, carve_rng ^= carve_rng >> 7, carve_rng ^= carve_rng << 17;
-    int j = (int)(carve_rng % (uint64_t)(i + 1));
-    uint16_t t = order[i];
-    order[i] = order[j];
-    order[j] = t;
-  }
-  for (int i = 0; i < n; i++) {
-    ld_block_t *b = (ld_block_t *)(sb->bump - (size_t)(order[i] + 1) * sb->block_size);
-    ld_set_next(b, head);
-    b->tag = ld_tag(b);
-    head = b;
-  }
-#else
-  for (int i = 1; i <= n; i++) { /* carved in address order, so pushed in reverse */
-    ld_block_t *b = (ld_block_t *)(sb->bump - (size_t)i * sb->block_size);
-    ld_set_next(b, head);
-    b->tag = ld_tag(b);
-    head = b;
+    unsigned j = (unsigned)(carve_rng % i);
+    void *t = out[i - 1];
+    out[i - 1] = out[j];
+    out[j] = t;
   }
 #endif
-  sb->free_list = head;
+  for (unsigned i = 0; i < n; i++) {
+    ((ld_block_t *)out[i])->tag = ld_tag(out[i]);
+    ld_bin_seal(out[i]);
+  }
   return n;
+}
+
+/* Free blocks the owner may take from its lists: the carved ones not in use. A list longer
+ * than that has a block on it twice (two threads freed one block at once) or was overwritten. */
+static inline int32_t sb_listed_blocks(const sb_t *sb) {
+  return (int32_t)((size_t)(sb->bump - sb->data) / sb->block_size) - sb->used - sb->remote_seen;
+}
+
+unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_accounted) {
+  unsigned n = 0;
+  for (int pass = 0; pass < 2 && n < want; pass++) {
+    int32_t listed = sb_listed_blocks(sb);
+    unsigned start = n;
+    ld_block_t *b = sb->free_list;
+    while (b && n < want) {
+      /* The block's line is read for its link anyway: its tag is checked on the way. */
+      if (LD_UNLIKELY(!ld_block_is_free(b))) ld_fatal_bad_free("free block written after free (use after free), or double free", b);
+      if (LD_UNLIKELY(listed-- <= 0)) ld_fatal_bad_free("double free (a block freed twice at once) in the superblock", sb);
+      out[n++] = b;
+      ld_block_t *next = ld_next(b);
+      ld_bin_seal(b);
+      b = next;
+    }
+    sb->free_list = b;
+    LD_OWNER_SET(sb->used, sb->used + (int32_t)(n - start));
+    if (n == want || pass == 1) break;
+    /* The free list is empty: the remote list becomes it, taken whole (the announced flag
+     * stays with whoever holds sb on a pending list). */
+    uint64_t old = atomic_load_explicit(&sb->remote, memory_order_relaxed);
+    do {
+      if (remote_count(old) == 0) break;
+    } while (!atomic_compare_exchange_weak_explicit(&sb->remote, &old, old & LD_REMOTE_ANNOUNCED, memory_order_acquire,
+                                                    memory_order_relaxed));
+    uint64_t count = remote_count(old);
+    if (count == 0) break;
+    /* used counts the blocks pushed since the owner last looked; remote_seen the others */
+    *remote_accounted += (int32_t)(count - (uint64_t)sb->remote_seen);
+    LD_OWNER_SET(sb->used, sb->used - (int32_t)(count - (uint64_t)sb->remote_seen));
+    LD_OWNER_SET(sb->remote_seen, 0);
+    sb->free_list = remote_head(sb, old);
+  }
+  if (n < want) {
+    unsigned carved = sb_carve(sb, out + n, want - n);
+    LD_OWNER_SET(sb->used, sb->used + (int32_t)carved);
+    n += carved;
+  }
+  return n;
+}
+
+int ld_sb_account_remote(sb_t *sb, bool clear_announce) {
+  uint64_t old = atomic_load_explicit(&sb->remote, memory_order_relaxed);
+  if (clear_announce)
+    while ((old & LD_REMOTE_ANNOUNCED) &&
+           !atomic_compare_exchange_weak_explicit(&sb->remote, &old, old & ~LD_REMOTE_ANNOUNCED, memory_order_acquire,
+                                                  memory_order_relaxed)) {
+    }
+  int32_t count = (int32_t)remote_count(old);
+  int32_t fresh = count - sb->remote_seen;
+  if (fresh <= 0) return 0;
+  if (LD_UNLIKELY(fresh > sb->used)) ld_fatal_bad_free("double free (more blocks freed than in use) in the superblock", sb);
+  LD_OWNER_SET(sb->remote_seen, count);
+  LD_OWNER_SET(sb->used, sb->used - fresh);
+  return fresh;
 }
 
 bool ld_sb_is_announced(const sb_t *sb) {
   return (atomic_load_explicit(&((sb_t *)sb)->remote, memory_order_acquire) & LD_REMOTE_ANNOUNCED) != 0;
 }
 
-/* Splices a list taken from the remote list onto the free list. The walk (needed for its tail
- * and length) also checks each block: one whose tag was overwritten was written after it was
- * freed, and a list longer than the superblock holds has a cycle, which only a block pushed
- * twice (two threads freeing it at once) makes. Either stops the program. */
-static int collect_list(sb_t *sb, ld_block_t *list) {
-  int n = 0;
-  ld_block_t *tail = NULL;
-  for (ld_block_t *b = list; b; b = ld_next(b)) {
-    if (!ld_block_is_free(b)) ld_fatal_bad_free("free block written after free (use after free), or double free", b);
-    if (++n > (int)sb->capacity) ld_fatal_bad_free("double free (a block freed twice at once) in the superblock", sb);
-    tail = b;
-  }
-  if (tail) {
-    ld_set_next(tail, sb->free_list);
-    sb->free_list = list;
-    __atomic_store_n(&sb->used, sb->used - n, __ATOMIC_RELAXED); /* the owner's free path reads it */
-  }
-  return n;
-}
-
-int ld_sb_collect(sb_t *sb, bool clear_announce) {
-  uintptr_t old = atomic_load_explicit(&sb->remote, memory_order_relaxed);
-  uintptr_t keep;
+bool ld_sb_push_remote_batch(sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n, uint32_t *unseen) {
+  uint64_t head_word = (uint64_t)((char *)head - (char *)sb) << LD_REMOTE_HEAD_SHIFT;
+  uint64_t old = atomic_load_explicit(&sb->remote, memory_order_relaxed), next;
   do {
-    keep = clear_announce ? 0 : (old & LD_REMOTE_ANNOUNCED);
-    if (old == keep) return 0;
-  } while (!atomic_compare_exchange_weak_explicit(&sb->remote, &old, keep, memory_order_acq_rel, memory_order_relaxed));
-  return collect_list(sb, (ld_block_t *)(old & ~LD_REMOTE_ANNOUNCED));
-}
-
-/* The owner's local frees are spliced without a walk (their tags are checked as they are
- * handed out: ld_sb_pop), so collecting them costs nothing per block. */
-int ld_sb_collect_local(sb_t *sb) {
-  int n = __atomic_load_n(&sb->local_count, __ATOMIC_ACQUIRE);
-  if (!n) return 0;
-  ld_set_next(sb->local_tail, sb->free_list);
-  sb->free_list = sb->local_free;
-  sb->local_free = sb->local_tail = NULL;
-  __atomic_store_n(&sb->local_count, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&sb->used, sb->used - n, __ATOMIC_RELAXED);
-  return n;
-}
-
-bool ld_sb_push_remote(sb_t *sb, ld_block_t *b) {
-  b->tag = ld_tag(b);
-  uintptr_t old = atomic_load_explicit(&sb->remote, memory_order_relaxed);
-  do {
-    ld_set_next(b, (ld_block_t *)(old & ~LD_REMOTE_ANNOUNCED));
-  } while (!atomic_compare_exchange_weak_explicit(&sb->remote, &old, (uintptr_t)b | LD_REMOTE_ANNOUNCED,
-                                                  memory_order_acq_rel, memory_order_relaxed));
+    ld_set_next(tail, remote_head(sb, old));
+    next = head_word | ((remote_count(old) + n) << LD_REMOTE_COUNT_SHIFT) | LD_REMOTE_ANNOUNCED;
+  } while (!atomic_compare_exchange_weak_explicit(&sb->remote, &old, next, memory_order_release, memory_order_relaxed));
+  /* remote_seen is the owner's: read racily, it only decides whether to help (heap.c) */
+  *unseen = (uint32_t)(remote_count(next) - (uint64_t)(uint32_t)__atomic_load_n(&sb->remote_seen, __ATOMIC_RELAXED));
   return (old & LD_REMOTE_ANNOUNCED) == 0;
+}
+
+void ld_sb_announce(sb_t *sb) {
+  struct heap_s *owner = atomic_load_explicit(&sb->owner, memory_order_acquire);
+  sb_t *head = atomic_load_explicit(&owner->pending, memory_order_relaxed);
+  do {
+    sb->pending_next = head;
+  } while (!atomic_compare_exchange_weak_explicit(&owner->pending, &head, sb, memory_order_release, memory_order_relaxed));
 }
 
 #define VIOLATION(...) (ld_message("larder: validate: " __VA_ARGS__), (*violations)++)
 
-/* Checks one superblock's lists and counts; `owner` is who must own it. */
+/* Checks one superblock's lists and counts; `owner` is who must own it. The remote list is
+ * not walked (other threads push onto it); its count is checked against what the owner saw. */
 void ld_sb_validate(const sb_t *sb, const heap_t *owner, int *violations) {
   if (sb->magic != LD_SB_MAGIC || sb->kind != LD_KIND_SMALL) {
     VIOLATION("superblock %p: bad header\n", (const void *)sb);
@@ -211,17 +239,11 @@ void ld_sb_validate(const sb_t *sb, const heap_t *owner, int *violations) {
       return;
     }
   }
-  size_t local_count = 0;
-  for (const ld_block_t *b = sb->local_free; b; b = ld_next(b)) {
-    if (b->tag != ld_tag(b)) VIOLATION("superblock %p: local free block %p lost its tag\n", (const void *)sb, (const void *)b);
-    if (++local_count > carved) {
-      VIOLATION("superblock %p: local free list longer than the carved blocks\n", (const void *)sb);
-      return;
-    }
-  }
-  if (local_count != (size_t)sb->local_count)
-    VIOLATION("superblock %p: %zu local frees, counted %d\n", (const void *)sb, local_count, sb->local_count);
-  /* Blocks on the local and remote lists are still counted in used until they are collected. */
-  if ((size_t)sb->used != carved - free_count)
-    VIOLATION("superblock %p: used %d but %zu carved - %zu free\n", (const void *)sb, sb->used, carved, free_count);
+  uint64_t word = atomic_load_explicit(&((sb_t *)sb)->remote, memory_order_acquire);
+  if (sb->remote_seen < 0 || (uint64_t)sb->remote_seen > remote_count(word))
+    VIOLATION("superblock %p: %d remote frees seen, the list holds %llu\n", (const void *)sb, sb->remote_seen,
+              (unsigned long long)remote_count(word));
+  if (sb->used < 0 || (size_t)sb->used + free_count + (size_t)sb->remote_seen != carved)
+    VIOLATION("superblock %p: used %d + %zu free + %d remote seen, but %zu carved\n", (const void *)sb, sb->used,
+              free_count, sb->remote_seen, carved);
 }

@@ -1,6 +1,6 @@
 /* LARDER_DEBUG=1 costs a constant factor, counted (issue "server speed"): every validation walks
  * O(superblocks), so the debug mode runs one only after as many refills as the heaps hold
- * superblocks (src/init.c, ld_debug_validate_maybe). Four threads churn a heap of about 20k
+ * superblocks (src/maintain.c, ld_maintain_debug_validate). Four threads churn a heap of about 20k
  * blocks, a quarter freed by another thread; the test asserts that validations ran, found
  * nothing, and numbered at most one per 256 refills, so the validation work per refill is
  * bounded whatever the heap size. Run with LARDER_DEBUG=1 (tests/alloc/core.cmake). */

@@ -1,0 +1,179 @@
+/* The front end: each thread's bins of free blocks (one per size class) and its buffer of
+ * frees for other heaps. Everything here belongs to the calling thread and takes no lock and
+ * no atomic operation, except where a batch crosses to a heap: a fill or a return of half a
+ * bin (heap.c, under the thread's own heap lock, uncontended) and the hand-over of a batch of
+ * remote frees (one CAS on the superblock's remote list, and one more to announce it when it
+ * is the first batch since the owner looked).
+ *
+ * Bounds (docs/allocator.md, "The front end"): a bin holds at most LD_BIN_SLOTS blocks and
+ * about LD_BIN_BYTES bytes; the remote buffer at most LD_REMOTE_SLOTS batches of
+ * LD_REMOTE_BATCH blocks or LD_REMOTE_BATCH_BYTES. Both are emptied at thread exit and by
+ * malloc_trim in the thread, and trimmed by the thread's own maintenance (ld_cache_trim,
+ * once per purge delay from its slow paths): a bin that was not refilled since the last trim
+ * gives back three quarters of what it holds, as jemalloc's tcache garbage collection does.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "os.h"
+
+#include <errno.h>
+#include <string.h>
+
+void ld_cache_init_bins(heap_t *heap) {
+  for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) {
+    ld_bin_t *bin = &heap->bins[c];
+    bin->refilled = 0;
+    uint32_t limit = 0;
+    if (c < LD_CLASS_COUNT && ld_class_size[c] <= ld_small_max && ld_class_capacity[c] > 0) {
+      uint32_t size = ld_class_size[c];
+      limit = LD_BIN_BYTES / size;
+      if (limit > LD_BIN_SLOTS - 1) limit = LD_BIN_SLOTS - 1;
+      if (limit < 1) limit = 1;
+      bin->first = ld_class_first[c];
+      bin->span = ld_class_capacity[c] * size;
+      bin->divisor_magic = UINT64_MAX / size + 1;
+    } else { /* never used: no free matches it, and it never holds a block */
+      bin->first = bin->span = 0;
+      bin->divisor_magic = 0;
+    }
+    if (bin->limit < LD_BIN_SLOTS && bin->slots[bin->limit] == LD_BIN_FULL) bin->slots[bin->limit] = NULL;
+    bin->limit = (uint16_t)limit;
+    bin->slots[limit] = LD_BIN_FULL;
+  }
+  for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++) heap->bin_of[g] = &heap->bins[ld_class_of_granule[g]];
+}
+
+int64_t ld_cache_bytes(const heap_t *heap) {
+  int64_t bytes = 0;
+  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) bytes += (int64_t)LD_READ(heap->bins[c].count) * ld_class_size[c];
+  return bytes;
+}
+
+/* ---- remote frees ---- */
+
+/* Hands slot's batch to its superblock: one CAS; the first batch since the owner looked also
+ * announces the superblock to its owner, and helps an owner that seems idle. */
+static void remote_send(heap_t *heap, ld_remote_slot_t *slot) {
+  sb_t *sb = slot->sb;
+  uint32_t unseen;
+  bool announce = ld_sb_push_remote_batch(sb, slot->head, slot->tail, slot->count, &unseen);
+  if (heap != &ld_heap_empty) {
+    LD_STAT_INC(heap, remote_batches);
+    LD_OWNER_SET(heap->remote_blocks, heap->remote_blocks - slot->count);
+  }
+  slot->sb = NULL;
+  slot->head = slot->tail = NULL;
+  slot->count = slot->bytes = 0;
+  uint64_t now = ld_os_now_coarse_ns();
+  if (announce) {
+    ld_sb_announce(sb);
+    if (heap != &ld_heap_empty) LD_STAT_INC(heap, remote_announcements);
+    ld_due_note(now); /* the owner collects at its next fill; if it idles, the purge does */
+  }
+  /* An owner that stopped calling (blocked on a queue) is helped by its freers, batch by
+   * batch, rather than keeping everything they free until the purge (Hoard §2.2). */
+  ld_heap_help_idle_owner(heap, sb, unseen, now);
+}
+
+/* Adds b (tagged) to the batch of its superblock; a batch that reaches its bound goes (true). */
+static bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
+  if (heap == &ld_heap_empty) { /* no heap could be made: a batch of one */
+    ld_remote_slot_t one = {.sb = sb, .head = b, .tail = b, .count = 1};
+    ld_set_next(b, NULL);
+    remote_send(heap, &one);
+    return true;
+  }
+  ld_remote_slot_t *slot = &heap->remote[ld_remote_slot(sb)];
+  bool sent = false;
+  if (slot->sb != sb) {
+    if (slot->count) remote_send(heap, slot), sent = true;
+    slot->sb = sb;
+  }
+  ld_set_next(b, slot->head);
+  if (!slot->count) slot->tail = b;
+  slot->head = b;
+  slot->count++;
+  slot->bytes += sb->block_size;
+  LD_OWNER_SET(heap->remote_blocks, heap->remote_blocks + 1);
+  LD_STAT_ADD(heap, remote_sent_bytes, sb->block_size);
+  if (slot->count >= LD_REMOTE_BATCH || slot->bytes >= LD_REMOTE_BATCH_BYTES) remote_send(heap, slot), sent = true;
+  return sent;
+}
+
+bool ld_cache_free_remote(heap_t *heap, sb_t *sb, ld_block_t *b) {
+  if (heap != &ld_heap_empty) {
+    LD_STAT_INC(heap, remote_frees);
+    LD_STAT_INC(heap, frees_other);
+  } else {
+    ld_stat_count(heap, offsetof(ld_stats_t, remote_frees));
+    ld_stat_count(heap, offsetof(ld_stats_t, frees_other));
+  }
+  return remote_append(heap, sb, b);
+}
+
+static void remote_send_all(heap_t *heap) {
+  if (!heap->remote_blocks) return;
+  for (unsigned i = 0; i < LD_REMOTE_SLOTS; i++)
+    if (heap->remote[i].count) remote_send(heap, &heap->remote[i]);
+}
+
+/* ---- bins ---- */
+
+/* Returns the n oldest blocks of bin cls to their superblocks. */
+static void bin_flush(heap_t *heap, unsigned cls, unsigned n) {
+  ld_bin_t *bin = &heap->bins[cls];
+  if (n > bin->count) n = bin->count;
+  if (!n) return;
+  void *out[LD_BIN_SLOTS];
+  memcpy(out, bin->slots, n * sizeof(void *));
+  memmove(bin->slots, bin->slots + n, (bin->count - n) * sizeof(void *));
+  LD_OWNER_SET(bin->count, bin->count - n);
+  unsigned foreign;
+  ld_heap_return(heap, out, n, &foreign);
+  /* Blocks of superblocks given away while cached go to their new owner, as any free would
+   * (they are tagged already). */
+  for (unsigned i = 0; i < foreign; i++) remote_append(heap, ld_sb_of(out[i]), out[i]);
+}
+
+void *ld_cache_refill(heap_t *heap, unsigned cls) {
+  ld_bin_t *bin = &heap->bins[cls];
+  /* The fast path found the bin empty: half of what it may hold comes in. */
+  unsigned n = ld_heap_fill(heap, cls, (bin->limit + 1u) / 2);
+  if (!n) return NULL;
+  bin->refilled = 1;
+  n--;
+  ld_block_t *b = bin->slots[n];
+  LD_OWNER_SET(bin->count, n);
+  ld_bin_check(b);
+  b->tag = 0;
+  return b;
+}
+
+bool ld_cache_free_owned(heap_t *heap, sb_t *sb, ld_block_t *b) {
+  ld_bin_t *bin = &heap->bins[sb->size_class];
+  bool full = bin->count >= bin->limit;
+  if (full) bin_flush(heap, sb->size_class, (bin->count + 1u) / 2);
+  ld_bin_seal(b);
+  bin->slots[bin->count] = b;
+  LD_OWNER_SET(bin->count, bin->count + 1);
+  LD_STAT_INC(heap, frees_cached);
+  return full;
+}
+
+void ld_cache_trim(heap_t *heap) {
+  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+    ld_bin_t *bin = &heap->bins[c];
+    if (bin->count && !bin->refilled) bin_flush(heap, c, (bin->count * 3u + 3u) / 4);
+    bin->refilled = 0;
+  }
+  remote_send_all(heap);
+}
+
+void ld_cache_drain(heap_t *heap) {
+  if (heap == &ld_heap_empty) return;
+  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+    bin_flush(heap, c, heap->bins[c].count);
+    heap->bins[c].refilled = 0;
+  }
+  remote_send_all(heap);
+}

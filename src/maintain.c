@@ -1,0 +1,457 @@
+/* The maintenance floor: everything that keeps the allocator healthy over a process's life
+ * without being part of one malloc or free. It is entered only from above (alloc.c's slow
+ * paths, stats.c and wrappers.c's public calls, its own thread, the thread-exit hook); the
+ * files below it never call it: they lower the deadline ld_due_ns when free memory appears and
+ * return (internal.h, "work due for the maintenance floor").
+ *
+ *   start-up          the tunables, the size classes, the ownership map, the fork handlers
+ *   thread start/exit a thread's heap is made at its first call; at its exit the thread's
+ *                     cache and remote buffer are emptied and its superblocks go to the
+ *                     global heap (where other threads reuse them)
+ *   the purge         memory back to the OS by age (a decay in the manner of jemalloc's):
+ *                     free runs of chunks (segment.c) and cached large spans (large.c) idle
+ *                     for LARDER_PURGE_DELAY_MS are purged, wholly free segments unmapped, and
+ *                     every heap whose lock is free is tidied (its pending frees collected,
+ *                     Hoard's threshold applied, its empty superblocks to the global heap)
+ *   the purge thread  for processes that stop calling: started once the process has mapped
+ *                     LARDER_PURGE_THREAD_MB (any process shape: an event loop, a pool, a
+ *                     forked worker), it sleeps until the deadline; it never keeps a process
+ *                     alive nor changes how it ends (below)
+ *   a thread's own    bins unused for a purge delay give back most of their blocks, and the
+ *   trim              buffered remote frees are sent (cache.c, ld_cache_trim)
+ *   fork              every lock taken before, made new in the child
+ *   statistics        at exit (LARDER_STATS)
+ *   validation        larder_validate, and LARDER_DEBUG's validation at a bounded rate
+ *   option changes    larder_option_set
+ */
+#define _GNU_SOURCE
+#include "addrmap.h"
+#include "internal.h"
+#include "larder.h"
+#include "os.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/types.h>
+
+_Atomic uint64_t ld_due_ns = UINT64_MAX;
+_Atomic unsigned ld_options_epoch = 1;
+_Atomic size_t ld_validations;
+
+static _Atomic int init_state;     /* 0 not started, 1 running, 2 done */
+static __thread int init_running_here;
+static pthread_key_t heap_key;
+static _Atomic int heap_key_made;
+static __thread int thread_exit_ran;  /* larder's thread-exit hook has run in this thread */
+
+static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER; /* the purge thread's sleep */
+static pthread_cond_t thread_wake;
+
+static void fork_prepare(void);
+static void fork_parent(void);
+static void fork_child(void);
+static void stats_at_exit(void);
+static void thread_exit(void *arg);
+static void purge_thread_start_if_wanted(void);
+static void purge_thread_nudge(void);
+
+static uint64_t purge_delay_ns(void) { return (uint64_t)ld_options.purge_delay_ms * 1000000u; }
+
+/* ---- start-up ---- */
+
+void ld_maintain_init(void) {
+  int state = atomic_load_explicit(&init_state, memory_order_acquire);
+  if (LD_LIKELY(state == 2)) return;
+  if (init_running_here) return; /* the initialiser itself allocated: defaults serve it */
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&init_state, &expected, 1)) {
+    while (atomic_load_explicit(&init_state, memory_order_acquire) != 2) sched_yield();
+    return;
+  }
+  init_running_here = 1;
+  int saved_errno = errno;
+  ld_options_init();
+  ld_sb_size = (size_t)ld_options.superblock_size;
+  ld_sb_shift = (unsigned)__builtin_ctzll(ld_sb_size);
+  ld_sb_mask = ~(uintptr_t)(ld_sb_size - 1);
+  ld_small_max = ld_sb_size / 4 < LD_SMALL_LIMIT ? ld_sb_size / 4 : LD_SMALL_LIMIT;
+  ld_options_freeze();
+  ld_classes_init();
+  if (ld_addrmap_init(ld_sb_size) != 0) ld_message("larder: the ownership map could not be made; bad pointers may fault\n");
+  /* The key that detects double frees: from the clock and an address (ASLR), not secret,
+   * only unlikely to appear in user data by chance. */
+  ld_free_key = (uintptr_t)ld_os_now_ns() * 0x9E3779B97F4A7C15ull ^ (uintptr_t)&init_state ^ 0x5bd1e995u;
+  ld_free_key |= 1; /* a tag is never 0 */
+#ifdef LARDER_HARDENED
+  /* The link secret must not be guessable: from the kernel's random source. */
+  if (ld_os_random(&ld_link_secret, sizeof ld_link_secret) != 0) ld_link_secret = ld_free_key * 0xff51afd7ed558ccdull;
+  ld_link_secret |= 1;
+  ld_free_key ^= ld_link_secret & ~(uintptr_t)1;
+#endif
+  ld_os_cond_init(&thread_wake);
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+  if (ld_options.stats) atexit(stats_at_exit);
+  if (ld_options.verbose)
+    ld_message("larder %s: superblock %zu bytes, f=%.3f, K=%d, purge delay %d ms, purge thread %d (from %d MiB), "
+               "large cache %d MiB\n",
+               LARDER_VERSION_STRING, ld_sb_size, ld_options.empty_fraction, (int)ld_options.k, (int)ld_options.purge_delay_ms,
+               (int)ld_options.purge_thread, (int)ld_options.purge_thread_mb, (int)ld_options.large_cache_mb);
+  errno = saved_errno;
+  init_running_here = 0;
+  atomic_store_explicit(&init_state, 2, memory_order_release);
+}
+
+/* Before main, so that the class table is ready before the first allocation of any thread. */
+__attribute__((constructor)) static void init_constructor(void) { ld_maintain_init(); }
+
+/* ---- thread start and exit ---- */
+
+heap_t *ld_maintain_thread_heap(void) {
+  ld_maintain_init();
+  int saved_errno = errno;
+  if (!atomic_load_explicit(&heap_key_made, memory_order_acquire)) {
+    static pthread_mutex_t key_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&key_lock);
+    if (!atomic_load_explicit(&heap_key_made, memory_order_relaxed)) {
+      pthread_key_create(&heap_key, thread_exit);
+      atomic_store_explicit(&heap_key_made, 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&key_lock);
+  }
+  heap_t *heap = ld_heap_new(thread_exit_ran);
+  if (!heap) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  ld_cache_init_bins(heap);
+  heap->last_maintenance_ns = ld_os_now_coarse_ns();
+  ld_heap_tls = heap;
+  /* May allocate (glibc's second-level key table), which now finds the heap. */
+  pthread_setspecific(heap_key, heap);
+  errno = saved_errno;
+  return heap;
+}
+
+/* The thread-exit hook (a pthread key destructor): the thread's bins and buffered remote
+ * frees go back, then everything its heap holds goes to the global heap. */
+static void thread_exit(void *arg) {
+  heap_t *heap = arg;
+  thread_exit_ran = 1;
+  if (!heap || heap == &ld_heap_empty) return;
+  int saved_errno = errno;
+  ld_cache_drain(heap);
+  ld_heap_tls = &ld_heap_empty;
+  ld_heap_abandon(heap);
+  ld_maintain_poll(&ld_heap_empty, ld_os_now_coarse_ns(), true);
+  purge_thread_nudge();
+  errno = saved_errno;
+}
+
+/* ---- the purge ---- */
+
+static _Atomic int purge_running;  /* one purge run at a time */
+static __thread int purging_here;  /* this thread holds purge_running (fork_prepare) */
+static _Atomic size_t thread_runs, thread_bytes, thread_starts;
+
+/* Tidies every heap (trylock for other threads' heaps) and the global heap, purges what has
+ * been idle for the delay (all: everything), and sets the next deadline. */
+static size_t purge_run_locked(uint64_t now, bool all) {
+  heap_t *mine = ld_heap_tls;
+  bool busy = false;
+  for (heap_t *h = ld_heaps_first(); h; h = h->next_heap)
+    if (!ld_heap_tidy(h, h == mine)) busy = true;
+  ld_global_tidy();
+  size_t released = ld_segment_purge(now, all) + ld_large_purge(now, all);
+  uint64_t next = UINT64_MAX, t;
+  if ((t = ld_segment_next_expiry()) && t < next) next = t;
+  if ((t = ld_large_next_expiry()) && t < next) next = t;
+  if (busy && now + purge_delay_ns() < next) next = now + purge_delay_ns();
+  atomic_store_explicit(&ld_due_ns, UINT64_MAX, memory_order_relaxed);
+  ld_due_lower_to(next);
+  return released;
+}
+
+/* Returns the bytes given back, or -1 when another thread was purging. */
+static ssize_t purge_run_once(uint64_t now) {
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&purge_running, &expected, 1)) return -1;
+  purging_here = 1;
+  size_t bytes = purge_run_locked(now, false);
+  purging_here = 0;
+  atomic_store_explicit(&purge_running, 0, memory_order_release);
+  return (ssize_t)bytes;
+}
+
+void ld_maintain_poll(heap_t *heap, uint64_t now, bool allocating) {
+  if (allocating) purge_thread_start_if_wanted();
+  bool due = now >= atomic_load_explicit(&ld_due_ns, memory_order_relaxed);
+  bool own = heap != &ld_heap_empty && now - heap->last_maintenance_ns >= purge_delay_ns();
+  if (LD_LIKELY(!due && !own)) return;
+  int saved_errno = errno; /* a successful call leaves errno alone */
+  if (own) {
+    heap->last_maintenance_ns = now;
+    ld_cache_trim(heap);
+  }
+  if (due) purge_run_once(ld_os_now_ns());
+  errno = saved_errno;
+}
+
+int ld_maintain_trim(void) {
+  ld_maintain_init();
+  heap_t *mine = ld_heap_tls;
+  ld_cache_drain(mine);
+  while (atomic_exchange(&purge_running, 1)) ld_os_sleep_ms(1);
+  purging_here = 1;
+  size_t released = purge_run_locked(ld_os_now_ns(), true);
+  purging_here = 0;
+  atomic_store_explicit(&purge_running, 0, memory_order_release);
+  return released > 0;
+}
+
+/* ---- the purge thread ----
+ * For processes that stop calling (an event loop that idles after a peak, an idle pool): it
+ * sleeps until the deadline, at most a second, and runs the purge. It never changes how a
+ * process ends:
+ *   - it blocks every signal (the program's signals are not its to take);
+ *   - each time it wakes it asks whether it is the process's last thread (a program whose
+ *     main called pthread_exit after its other threads ended; the thread-exit hook wakes it
+ *     at once when a thread leaves it nearly alone). Then it gives everything back, unblocks
+ *     signals, so that one already sent to the process (SIGTERM) takes effect as it would
+ *     have, and returns: the C library ends the process as after its last thread (exit(0));
+ *   - a fork child has none until it starts one as any process does; the library's
+ *     destructor (exit, dlclose) stops it and waits for it, so unloaded code never runs.
+ * It is started from an allocation's slow path, the thread-exit hook or a public call, never
+ * from a free: the C library frees memory while it holds the lock pthread_create needs (its
+ * stack cache), and a thread started there would deadlock (found by
+ * tests/alloc/misuse_stats_during_start.c). By default it starts once the process has mapped
+ * LARDER_PURGE_THREAD_MB (16 MiB): tiny programs never get a thread. */
+#define PURGE_THREAD_SLEEP_MS 1000u
+#define PURGE_THREAD_NUDGED_MS 10u
+
+static _Atomic int thread_state;   /* 0 none, 1 running */
+static _Atomic int thread_stop;
+static _Atomic int thread_nudged;  /* quick checks left: a thread just left it nearly alone */
+static pthread_t thread_id;
+
+static void *purge_thread_main(void *arg) {
+  sigset_t *program_mask = arg; /* the creator's mask, restored if the thread ends the process */
+  for (;;) {
+    uint64_t now = ld_os_now_ns();
+    if (now >= atomic_load_explicit(&ld_due_ns, memory_order_relaxed)) {
+      ssize_t bytes = purge_run_once(now);
+      if (bytes >= 0) {
+        atomic_fetch_add_explicit(&thread_runs, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&thread_bytes, (size_t)bytes, memory_order_relaxed);
+      }
+    }
+    if (atomic_load_explicit(&thread_stop, memory_order_relaxed)) break;
+    if (ld_os_thread_count() == 1) {
+      /* The program is gone: what it freed goes back now, and a signal sent to the process
+       * while every thread blocked it is delivered as it would have been. */
+      ld_maintain_trim();
+      atomic_store_explicit(&thread_state, 0, memory_order_release);
+      pthread_sigmask(SIG_SETMASK, program_mask, NULL);
+      return NULL;
+    }
+    uint64_t due = atomic_load_explicit(&ld_due_ns, memory_order_relaxed);
+    uint64_t sleep_ms = PURGE_THREAD_SLEEP_MS;
+    if (atomic_load_explicit(&thread_nudged, memory_order_relaxed) > 0) {
+      atomic_fetch_sub_explicit(&thread_nudged, 1, memory_order_relaxed);
+      sleep_ms = PURGE_THREAD_NUDGED_MS;
+    }
+    uint64_t wait_ns = due > now ? due - now : 0;
+    if (wait_ns > sleep_ms * 1000000u) wait_ns = sleep_ms * 1000000u;
+    pthread_mutex_lock(&thread_lock);
+    if (!atomic_load_explicit(&thread_stop, memory_order_relaxed)) ld_os_cond_wait_ns(&thread_wake, &thread_lock, wait_ns);
+    pthread_mutex_unlock(&thread_lock);
+  }
+  atomic_store_explicit(&thread_state, 0, memory_order_release);
+  return NULL;
+}
+
+static void purge_thread_start(void) {
+  if (atomic_load_explicit(&thread_state, memory_order_relaxed) || atomic_load_explicit(&thread_stop, memory_order_relaxed))
+    return;
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&thread_state, &expected, 1)) return;
+  int saved_errno = errno;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  /* Created with every signal blocked (a new thread inherits the mask): a signal must never
+   * reach it, not even before its first instruction. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  static sigset_t program_mask;
+  program_mask = old;
+  int failed = pthread_create(&thread_id, &attr, purge_thread_main, &program_mask);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (failed) {
+    /* Not retried at every call: the process may forbid threads (a sandbox). */
+    static _Atomic int warned;
+    if (ld_options.verbose && !atomic_exchange(&warned, 1))
+      ld_message("larder: could not start the purge thread; memory is returned from allocation calls only\n");
+  } else {
+    atomic_fetch_add_explicit(&thread_starts, 1, memory_order_relaxed);
+  }
+  pthread_attr_destroy(&attr);
+  errno = saved_errno;
+}
+
+/* From the slow paths of allocations (never frees: above), thread exits and public calls. */
+static void purge_thread_start_if_wanted(void) {
+  if (LD_LIKELY(atomic_load_explicit(&thread_state, memory_order_relaxed))) return;
+  if (ld_options.purge_thread == 1 ||
+      (ld_options.purge_thread == 2 && ld_os_mapped_bytes() >= (size_t)ld_options.purge_thread_mb << 20))
+    purge_thread_start();
+}
+
+/* A thread left: if the purge thread may be nearly alone, it checks often for a while. */
+static void purge_thread_nudge(void) {
+  if (!atomic_load_explicit(&thread_state, memory_order_relaxed)) return;
+  int threads = ld_os_thread_count();
+  if (threads == 0 || threads > 3) return; /* the purge thread, the leaving one, maybe one more */
+  atomic_store_explicit(&thread_nudged, 1000 / PURGE_THREAD_NUDGED_MS, memory_order_relaxed);
+  pthread_mutex_lock(&thread_lock);
+  pthread_cond_signal(&thread_wake);
+  pthread_mutex_unlock(&thread_lock);
+}
+
+/* The library is being unloaded (dlclose) or the process exits: the thread must not run
+ * code that is about to go. It is woken and waited for (it finishes a purge run at most). */
+__attribute__((destructor)) static void purge_thread_stop(void) {
+  atomic_store_explicit(&thread_stop, 1, memory_order_relaxed);
+  if (!atomic_load_explicit(&thread_state, memory_order_acquire)) return;
+  if (pthread_equal(pthread_self(), thread_id)) return; /* exit() called from the thread itself */
+  pthread_mutex_lock(&thread_lock);
+  pthread_cond_signal(&thread_wake);
+  pthread_mutex_unlock(&thread_lock);
+  for (int i = 0; i < 2000 && atomic_load_explicit(&thread_state, memory_order_acquire); i++) ld_os_sleep_ms(1);
+}
+
+void ld_maintain_purge_stats(ld_purge_stats_t *out) {
+  out->thread_runs = atomic_load_explicit(&thread_runs, memory_order_relaxed);
+  out->thread_bytes = atomic_load_explicit(&thread_bytes, memory_order_relaxed);
+  out->thread_starts = atomic_load_explicit(&thread_starts, memory_order_relaxed);
+}
+
+/* ---- fork ----
+ * The child of a multithreaded parent must find every lock free, so the prepare handler takes
+ * them all (lock order: heaps, the large-span cache, the global heap, the segments) and both
+ * sides release them. In a process with one allocating thread and no purge thread, nobody else
+ * can hold them, and a fork from a signal handler that interrupted malloc would deadlock on a
+ * lock the interrupted call holds: there, as the C library does, nothing is taken, and the
+ * child makes every lock new. */
+static bool fork_skipped;
+
+/* glibc's stdio list lock, taken by its fork after the atfork prepare handlers. A thread that
+ * holds a FILE lock and allocates, and one in fflush(NULL) that holds the list lock and waits
+ * for that FILE, would deadlock with a fork holding larder's locks and waiting for the list
+ * lock. Taking the list lock first gives glibc's own order (stdio, then malloc); it is
+ * recursive, so glibc's fork takes it again in this thread. Weak: absent from other C
+ * libraries, where the step is skipped. */
+extern void _IO_list_lock(void) __attribute__((weak));
+extern void _IO_list_unlock(void) __attribute__((weak));
+
+static bool fork_holds_purge;
+
+static void fork_prepare(void) {
+  fork_skipped = fork_holds_purge = false;
+  if (ld_heaps_live_count() <= 1) {
+    /* One allocating thread. The purge thread, if there is one, is kept out instead: no run
+     * in progress and none may start until the fork is done (its runs are short; one that is
+     * under way is waited for a little, else the locks are taken as usual). A run of this
+     * very thread (a fork from a signal handler that interrupted it) keeps the others out. */
+    if (purging_here) {
+      fork_skipped = true;
+      return;
+    }
+    for (int i = 0; i < 1000; i++) {
+      int expected = 0;
+      if (atomic_compare_exchange_strong(&purge_running, &expected, 1)) {
+        fork_skipped = fork_holds_purge = true;
+        return;
+      }
+      sched_yield();
+    }
+  }
+  if (_IO_list_lock) _IO_list_lock();
+  pthread_mutex_lock(&thread_lock);
+  ld_heaps_lock_all();
+  ld_large_lock();
+  ld_global_lock();
+  ld_segment_lock();
+}
+static void fork_parent(void) {
+  if (fork_holds_purge) atomic_store_explicit(&purge_running, 0, memory_order_release);
+  if (fork_skipped) return;
+  ld_segment_unlock(false);
+  ld_global_unlock();
+  ld_large_unlock(false);
+  ld_heaps_unlock_all(false);
+  pthread_mutex_unlock(&thread_lock);
+  if (_IO_list_unlock) _IO_list_unlock();
+}
+static void fork_child(void) {
+  /* The child has one thread, so every lock is made new, held or not (glibc resets its stdio
+   * list lock itself). The other threads' heaps stay as they were (a thread may have been in a
+   * fast path), unused: their memory stays allocated in the child. The child has no purge
+   * thread: one starts when enough memory waits, as in any process. */
+  ld_segment_unlock(true);
+  ld_global_reinit_lock();
+  ld_large_unlock(true);
+  ld_heaps_unlock_all(true);
+  pthread_mutex_init(&thread_lock, NULL);
+  ld_os_cond_init(&thread_wake);
+  atomic_store_explicit(&thread_state, 0, memory_order_relaxed);
+  atomic_store_explicit(&purge_running, 0, memory_order_relaxed);
+}
+
+/* ---- statistics at exit ---- */
+static void stats_at_exit(void) {
+  if (ld_options.stats >= 2) larder_stats_print_json(2);
+  else larder_stats_print(2);
+}
+
+/* ---- validation ---- */
+
+/* What one thread can check without stopping the others: its own heap (other live heaps
+ * change without a lock under their threads' fast paths, so each thread checks its own), the
+ * abandoned heaps, the global heap, and the segments. */
+int ld_maintain_validate(void) {
+  ld_maintain_init();
+  int violations = 0;
+  atomic_fetch_add_explicit(&ld_validations, 1, memory_order_relaxed);
+  ld_heap_validate(ld_heap_tls, &violations);
+  ld_global_validate(&violations);
+  ld_segment_validate(&violations);
+  return violations;
+}
+
+/* LARDER_DEBUG: a validation walks what the calling thread can check, O(superblocks). Running
+ * one only after as many slow-path events as there are superblocks keeps LARDER_DEBUG=1 within
+ * a constant factor of a release run. */
+void ld_maintain_debug_validate(heap_t *heap) {
+  if (LD_LIKELY(!ld_options.debug)) return;
+  static _Atomic size_t events, next_at;
+  size_t n = atomic_fetch_add_explicit(&events, 1, memory_order_relaxed) + 1;
+  if (n < atomic_load_explicit(&next_at, memory_order_relaxed)) return;
+  size_t gap = 256 + 4 * LD_READ(heap->superblocks_held) * (ld_heaps_live_count() + 1);
+  atomic_store_explicit(&next_at, n + gap, memory_order_relaxed);
+  if (ld_maintain_validate() != 0) ld_message("larder: validation failed before a refill (LARDER_DEBUG)\n");
+}
+
+/* ---- option changes ---- */
+int larder_option_set(const char *name, const char *value) {
+  ld_maintain_init();
+  if (ld_option_set(name, value) != 0) return -1;
+  atomic_fetch_add(&ld_options_epoch, 1);
+  /* The bins' limits follow the options at the thread's next heap; the heaps' groups and
+   * thresholds at their next slow path (heap.c, heap_check_options). */
+  return 0;
+}
