@@ -70,6 +70,9 @@ struct rf_pair {
   _Alignas(64) atomic_bool producer_done;
   pthread_t prod, cons;
   struct bench_rng rng;
+  size_t *size;       /* producer's batch: sizes drawn, blocks made */
+  unsigned char **blk;
+  void **got;         /* consumer's batch */
   /* producer's */
   uint64_t mallocs, p_batches;
   double p_cpu_ns, p_overhead_ns;
@@ -133,10 +136,8 @@ static void *rf_producer(void *arg) {
   struct rf_pair *c = arg;
   rf_pin(&rf_prod_set);
   const uint64_t B = opt_batch;
-  size_t *size = malloc(B * sizeof *size);
-  unsigned char **blk = malloc(B * sizeof *blk);
-  if (!size || !blk)
-    c->failed = 1;
+  size_t *size = c->size;
+  unsigned char **blk = c->blk;
   c->p_overhead_ns = rf_clock_overhead();
   pthread_barrier_wait(&rf_start);
   const uint64_t quota = opt_blocks ? opt_blocks : UINT64_MAX;
@@ -174,8 +175,6 @@ static void *rf_producer(void *arg) {
   c->mallocs = made;
   bench_ring_flush(&c->ring);
   atomic_store_explicit(&c->producer_done, true, memory_order_release);
-  free(size);
-  free(blk);
   return NULL;
 }
 
@@ -183,13 +182,11 @@ static void *rf_consumer(void *arg) {
   struct rf_pair *c = arg;
   rf_pin(&rf_cons_set);
   const uint64_t B = opt_batch;
-  void **got = malloc(B * sizeof *got);
-  if (!got)
-    c->failed = 1;
+  void **got = c->got;
   c->c_overhead_ns = rf_clock_overhead();
   pthread_barrier_wait(&rf_start);
   unsigned spins = 0;
-  while (got) {
+  for (;;) {
     bool done = atomic_load_explicit(&c->producer_done, memory_order_acquire);
     uint64_t n = bench_ring_take(&c->ring, got, B);
     if (n == 0) {
@@ -208,7 +205,6 @@ static void *rf_consumer(void *arg) {
     c->frees += n;
   }
   c->c_end = bench_now();
-  free(got);
   return NULL;
 }
 
@@ -268,6 +264,13 @@ int main(int argc, char **argv) {
     atomic_init(&pr[i].producer_done, false);
     bench_rng_seed(&pr[i].rng, opt_seed, i);
     bench_ring_init(PROG, &pr[i].ring, opt_queue);
+    /* The batch arrays are made here, so that a thread never starts without them (a consumer
+     * that could not run would leave its producer waiting on a full ring). */
+    pr[i].size = malloc(opt_batch * sizeof *pr[i].size);
+    pr[i].blk = malloc(opt_batch * sizeof *pr[i].blk);
+    pr[i].got = malloc(opt_batch * sizeof *pr[i].got);
+    if (!pr[i].size || !pr[i].blk || !pr[i].got)
+      bench_die(PROG, "out of memory for the batches");
   }
   pthread_barrier_init(&rf_start, NULL, 2 * P + 1);
   for (unsigned i = 0; i < P; i++) {
@@ -345,8 +348,12 @@ int main(int argc, char **argv) {
   bench_json_u64(&j, "cpus", (uint64_t)ncpu);
   bench_json_end(&j);
 
-  for (unsigned i = 0; i < P; i++)
+  for (unsigned i = 0; i < P; i++) {
     bench_ring_destroy(&pr[i].ring);
+    free(pr[i].size);
+    free(pr[i].blk);
+    free(pr[i].got);
+  }
   free(pr);
   return 0;
 }
