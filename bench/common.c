@@ -565,3 +565,14 @@ uint64_t bench_ring_drain(struct bench_ring *r) {
   atomic_store_explicit(&r->head, t, memory_order_release);
   return t - h;
 }
+
+uint64_t bench_ring_take(struct bench_ring *r, void **out, uint64_t max) {
+  uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+  uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed); /* only we write it */
+  uint64_t n = t - h < max ? t - h : max;
+  for (uint64_t i = 0; i < n; i++)
+    out[i] = r->slot[(h + i) & r->mask];
+  if (n)
+    atomic_store_explicit(&r->head, h + n, memory_order_release);
+  return n;
+}

@@ -147,5 +147,8 @@ bool bench_ring_push(struct bench_ring *r, void *p);
 void bench_ring_flush(struct bench_ring *r);
 /* Consumer: frees every published block; returns how many. */
 uint64_t bench_ring_drain(struct bench_ring *r);
+/* Consumer: moves up to `max` published blocks into out[] (without freeing them) and releases
+ * their slots; returns how many. For a consumer that times its frees apart from the hand-off. */
+uint64_t bench_ring_take(struct bench_ring *r, void **out, uint64_t max);
 
 #endif

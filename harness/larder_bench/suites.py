@@ -114,6 +114,13 @@ SUITES: list[Entry] = [
     Entry(_Q, "server-mix", "server-mix", "a server's work phase (1 s, 2 threads, 1% large blocks), then 1 s idle: "
           "RSS over time and after idle", {"--threads": 2, "--seconds": 1, "--idle-seconds": 1, "--working-set": 2000},
           axis=None, kind="compare", work=("--seconds",), repeats=2, rss_plot=True),
+    Entry(_Q, "idle-return", "idle-return", "an event loop builds 32 MiB of 16 B-1 KiB blocks, frees them and "
+          "idles 3 s with no allocator calls (helpers never allocate): RSS after idle",
+          {"--shape": "loop", "--threads": 2, "--heap-mb": 32, "--idle-ms": 3000}, axis=None, kind="compare",
+          repeats=1, rss_plot=True),
+    Entry(_Q, "remote-free", "remote-free", "producer mallocs 16 B-1 KiB, consumer on another core frees: CPU ns per "
+          "block, waiting excluded", {"--seconds": 0.5}, axis="--pairs", values=(1,), kind="compare",
+          work=("--seconds",)),
 
     # ---- seeds: each experiment of the source documents with its series (seed parameters;
     #      shrink the work with --scale on a small machine) ----
@@ -219,6 +226,17 @@ SUITES += [
           "freed remotely), then 5 s idle; RSS over time, at 5 s, at the end of work, after idle",
           {"--seconds": 20, "--idle-seconds": 5, "--remote-share": 0.25}, values=(2, 4), kind="compare",
           work=("--seconds",), repeats=2, timeout=120, rss_plot=True),
+    Entry(_SV, "idle-return", "idle-return", "issue 15's shapes: 200 MiB of 16 B-1 KiB blocks built, all freed, "
+          "then 11 s with no allocator calls; RSS after 1, 2, 5, 10 purge delays and after idle",
+          {"--heap-mb": 200}, axis=None, variants=(
+              Variant("loop", {"--shape": "loop", "--threads": 4}),
+              Variant("pool", {"--shape": "pool", "--threads": 4}),
+              Variant("fork", {"--shape": "fork", "--threads": 2, "--parent-mb": 64}),
+              Variant("one-idle", {"--shape": "one-idle", "--threads": 2})),
+          kind="compare", repeats=3, timeout=120, rss_plot=True),
+    Entry(_SV, "remote-free", "remote-free", "issue 17: producers pinned to one half of the CPUs malloc 16 B-1 KiB, "
+          "consumers on the other half free; CPU ns per block (malloc + remote free), waiting excluded",
+          {"--seconds": 3}, axis="--pairs", values=(1, 2, 4, 8), kind="compare", work=("--seconds",), repeats=3),
 ] + [
     Entry(_SV, f"replay-{name}", "trace-replay", f"seed 003 ch. 6 replay of traces/{name}.ltr.gz, 1 and 2 threads; "
           "fragmentation by method 4", {"--trace": path, "--iterations": 2}, values=(1, 2), kind="compare",

@@ -46,6 +46,10 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              "A large live heap replaced at random, CPU per replacement (a cache, an in-memory database)"),
     Workload("server-mix", "rss_after_idle_kib", False, "--threads",
              "A server's day: mostly small blocks, 1% of 100 KiB-2 MiB, then idle: RSS over time and after idle"),
+    Workload("idle-return", "rss_after_idle_kib", False, "--threads",
+             "Build a heap, free it, idle with no allocator calls: RSS after 1-10 purge delays, per process shape"),
+    Workload("remote-free", "cpu_ns_per_block", False, "--pairs",
+             "Producers malloc, consumers on other cores free: CPU per malloc and per remote free, waiting excluded"),
     Workload("latency", "malloc_p99_ns", False, "--threads",
              "Per-operation latency percentiles of malloc, free and realloc, one thread (bench/latency)"),
 ]}

@@ -12,7 +12,8 @@
         --figure k=v          figures[k] == v (numbers compared to 1e-9 relative)
         --positive k1,k2      figures[k] > 0
         --len k=n             figures[k] is a list of n numbers
-        --expr "python expr"  true, with p = params and f = figures in scope
+        --expr "python expr"  true, with p = params and f = figures in scope, and preload
+                              the --preload path (None without one)
   check_bench.py bad PROG [--preload LIB] -- ARGS1... [-- ARGS2... ...]
       PROG with each argument list must exit 2, print a usage message on stderr, and print no
       JSON result; then PROG --help must exit 0 with the usage on stdout.
@@ -131,7 +132,7 @@ def check_run(o, args):
             fail("figures[%r] = %r, expected a list of %d" % (k, f.get(k), n))
     for e in o.expr:
         try:
-            ok = eval(e, {"math": math}, {"p": p, "f": f})
+            ok = eval(e, {"math": math}, {"p": p, "f": f, "preload": o.preload})
         except Exception as ex:  # a typo in a test must fail loudly, not pass
             fail("expression %r raised %r" % (e, ex))
         if not ok:

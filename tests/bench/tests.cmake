@@ -228,3 +228,93 @@ bench_check(server-mix.5s server-mix
   ARGS -t 1 --remote-share 0 --seconds 5.1 --idle-seconds 0 --exit-wait-ms 0 --working-set 32)
 bench_bad(server-mix -- --max-size 1000 -- --remote-share 2 -- --idle-calls=yes -- --sample-ms 0
           -- --working-set 0 -- --idle-seconds -1 -- --seconds 0)
+
+# ---- idle-return (issue 15): memory back after the frees, with no allocator calls ----
+set(IR_FIGS procs,blocks,kept_blocks,live_bytes,alloc_bytes_in_use,stats_from_larder,remote_frees,work_ops,rss_start_kib,rss_peak_kib,rss_after_free_kib,rss_after_1_delay_kib,rss_after_2_delays_kib,rss_after_5_delays_kib,rss_after_10_delays_kib,rss_after_idle_kib,build_s,free_s,build_end_s,idle_start_s,idle_end_s,proc_rss_peak_kib,proc_rss_after_free_kib,proc_rss_after_idle_kib,proc_live_bytes,samples,rss_series)
+set(IR_PARAMS shape,threads,heap_mb,min_size,max_size,large_share,large_min,large_max,keep_fraction,remote_share,purge_delay_ms,idle_ms,sample_ms,work_blocks,parent_mb,seed,stats_source)
+# The statistics come from liblarder when it is preloaded and from glibc's mallinfo2 otherwise.
+set(IR_SOURCE "--expr=p['stats_source'] == ('larder_stats_get' if preload else 'mallinfo2') and f['stats_from_larder'] == (1 if preload else 0)")
+# An idle of 3 purge delays: the readings after 5 and 10 delays are null.
+set(IR_SHORT --nullable rss_after_5_delays_kib,rss_after_10_delays_kib
+    "--expr=f['rss_after_5_delays_kib'] is None and f['rss_after_10_delays_kib'] is None")
+# Event loop, everything freed: the heap was built and written (RSS held most of its 16 MiB),
+# nothing is live, the idle lasted what was asked and reached all four readings, the sampler
+# ran from the start to the end of the idle.
+bench_check(idle-return.loop idle-return
+  CHECKS --params ${IR_PARAMS} --figures ${IR_FIGS} ${IR_SOURCE}
+         --param shape=\"loop\" --param threads=2 --param idle_ms=1100
+         --figure procs=1 --figure kept_blocks=0 --figure live_bytes=0 --figure remote_frees=0
+         --positive blocks,rss_start_kib,rss_after_1_delay_kib,rss_after_10_delays_kib,alloc_bytes_in_use
+         "--expr=16 * 2**20 / 1024 <= f['blocks'] <= 16 * 2**20 / 16 + 1"
+         "--expr=f['rss_peak_kib'] >= f['rss_start_kib'] + 0.8 * 16 * 1024"
+         "--expr=f['build_end_s'] <= f['idle_start_s'] and f['idle_end_s'] - f['idle_start_s'] >= 1.1"
+         "--expr=all(a[0] < b[0] for a, b in zip(f['rss_series'], f['rss_series'][1:]))"
+         "--expr=len(f['rss_series']) >= 40 and f['rss_series'][-1][0] >= f['idle_end_s'] - 0.1"
+         "--expr=f['proc_rss_after_idle_kib'] == [f['rss_after_idle_kib']]"
+  ARGS --shape loop -t 2 --heap-mb 16 --purge-delay-ms 100 --idle-ms 1100 --sample-ms 20)
+# Half the blocks kept (1% of them 64-256 KiB): the live bytes are about half the heap, stay
+# resident, and the allocator counts at least them in use; an idle of 2.5 delays reaches the
+# first two readings only.
+bench_check(idle-return.keep idle-return
+  CHECKS --figures ${IR_FIGS} ${IR_SOURCE} --nullable rss_after_5_delays_kib,rss_after_10_delays_kib
+         --param keep_fraction=0.5 --param large_share=0.01
+         --positive rss_after_1_delay_kib,rss_after_2_delays_kib
+         "--expr=f['rss_after_5_delays_kib'] is None and f['rss_after_10_delays_kib'] is None"
+         "--expr=0.35 * 16 * 2**20 <= f['live_bytes'] <= 0.65 * 16 * 2**20"
+         "--expr=0.45 * f['blocks'] <= f['kept_blocks'] <= 0.55 * f['blocks']"
+         "--expr=f['rss_after_idle_kib'] * 1024 >= 0.9 * f['live_bytes']"
+         "--expr=f['alloc_bytes_in_use'] >= f['live_bytes']"
+  ARGS -t 1 --heap-mb 16 --keep-fraction 0.5 --large-share 0.01 --large-min 65536
+       --large-max 262144 --purge-delay-ms 100 --idle-ms 250)
+# Pool of two threads, a quarter of the frees done by the other thread.
+bench_check(idle-return.pool idle-return
+  CHECKS --figures ${IR_FIGS} ${IR_SOURCE} ${IR_SHORT} --param shape=\"pool\" --figure procs=1 --figure live_bytes=0
+         "--expr=0.2 * f['blocks'] <= f['remote_frees'] <= 0.3 * f['blocks']"
+         "--expr=f['rss_peak_kib'] >= f['rss_start_kib'] + 0.8 * 16 * 1024"
+  ARGS --shape pool -t 2 --heap-mb 16 --remote-share 0.25 --purge-delay-ms 100 --idle-ms 300)
+# Two worker processes after the parent built and freed 4 MiB from two threads: each built its
+# own 8 MiB (RSS of each held it) and kept its quarter; the top-level figures are the largest.
+bench_check(idle-return.fork idle-return
+  CHECKS --figures ${IR_FIGS} ${IR_SOURCE} ${IR_SHORT} --param shape=\"fork\" --param parent_mb=4 --figure procs=2
+         --len proc_rss_peak_kib=2 --len proc_rss_after_idle_kib=2 --len proc_live_bytes=2
+         "--expr=all(k >= 0.8 * 8 * 1024 for k in f['proc_rss_peak_kib'])"
+         "--expr=all(0.15 * 8 * 2**20 <= b <= 0.35 * 8 * 2**20 for b in f['proc_live_bytes'])"
+         "--expr=f['rss_after_idle_kib'] == max(f['proc_rss_after_idle_kib']) and f['live_bytes'] == max(f['proc_live_bytes'])"
+  ARGS --shape fork -t 2 --heap-mb 8 --parent-mb 4 --keep-fraction 0.25 --purge-delay-ms 100 --idle-ms 300)
+# One thread idles while another keeps replacing blocks: the worker worked through the idle,
+# and its working set is live.
+bench_check(idle-return.one-idle idle-return
+  CHECKS --figures ${IR_FIGS} ${IR_SOURCE} ${IR_SHORT} --param shape=\"one-idle\" --param work_blocks=500
+         --positive work_ops
+         "--expr=500 * 16 <= f['live_bytes'] <= 500 * 1024"
+  ARGS --shape one-idle -t 1 --heap-mb 8 --work-blocks 500 --purge-delay-ms 100 --idle-ms 300)
+bench_bad(idle-return -- --shape tree -- --shape -- --keep-fraction 2 -- --min-size 100 --max-size 10
+          -- --large-min 10 --large-max 5 -- --parent-mb 4 -- --heap-mb 0 -- --idle-ms x
+          -- --purge-delay-ms -5 -- --large-share nan)
+
+# ---- remote-free (issue 17): CPU per block when every free is another thread's ----
+set(RF_FIGS cpu_ns_per_block,producer_ns_per_malloc,consumer_ns_per_free,frees_per_s,mallocs,frees,elapsed_s,producer_cpu_s,consumer_cpu_s,process_cpu_s,malloc_batches,free_batches,clock_overhead_ns,pinned,cpus)
+set(RF_PARAMS pairs,min_size,max_size,seconds,blocks,batch,queue,pin,seed,producer_cpus,consumer_cpus)
+# A fixed count: every block is freed; the per-block figures are one another's arithmetic and
+# the timed CPU is part of the process's; 20000 blocks in batches of 64 make 313 malloc
+# batches per producer; pinned exactly when there are two CPUs or more.
+bench_check(remote-free.count remote-free
+  CHECKS --params ${RF_PARAMS} --figures ${RF_FIGS} --param pairs=2 --param pin=\"auto\"
+         --figure mallocs=40000 --figure frees=40000 --figure malloc_batches=626
+         --positive cpu_ns_per_block,producer_ns_per_malloc,consumer_ns_per_free,frees_per_s,clock_overhead_ns
+         "--expr=abs(f['cpu_ns_per_block'] - f['producer_ns_per_malloc'] - f['consumer_ns_per_free']) <= 1e-6 * f['cpu_ns_per_block']"
+         "--expr=abs(f['producer_ns_per_malloc'] * f['mallocs'] - f['producer_cpu_s'] * 1e9) <= 1e-6 * f['producer_cpu_s'] * 1e9"
+         "--expr=abs(f['consumer_ns_per_free'] * f['frees'] - f['consumer_cpu_s'] * 1e9) <= 1e-6 * f['consumer_cpu_s'] * 1e9"
+         "--expr=f['free_batches'] * 64 >= f['frees']"
+         "--expr=f['producer_cpu_s'] + f['consumer_cpu_s'] <= f['process_cpu_s'] + 0.01"
+         "--expr=abs(f['frees_per_s'] * f['elapsed_s'] - f['frees']) <= 1e-6 * f['frees']"
+         "--expr=f['pinned'] == (1 if f['cpus'] >= 2 else 0) and (p['producer_cpus'] == 'any') == (f['pinned'] == 0)"
+  ARGS --pairs 2 --blocks 20000 --batch 64)
+# Timed, not pinned: the run lasts what was asked.
+bench_check(remote-free.timed remote-free
+  CHECKS --figures ${RF_FIGS} --param pin=\"off\" --figure pinned=0 --param producer_cpus=\"any\"
+         --positive frees,cpu_ns_per_block
+         "--expr=f['elapsed_s'] >= 0.3 and f['frees'] == f['mallocs']"
+  ARGS -t 1 --seconds 0.3 --pin off --min-size 1000 --max-size 5000)
+bench_bad(remote-free -- --min-size 100 --max-size 10 -- --pin maybe -- --batch 0 -- --queue 1
+          -- --seconds 0 -- --blocks x -- --pairs 257)
