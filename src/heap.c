@@ -42,7 +42,7 @@ static struct {
   _Atomic size_t live;
 } heaps = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static ld_stats_t stats_unowned;   /* events in threads without a heap, counted atomically */
+ld_stats_t ld_stats_unowned;       /* events in threads without a heap, counted atomically */
 
 /* Hysteresis (issue "server speed"): a heap that takes a superblock of a class within this
  * long after giving one of that class back earns more slack for it, so a producer/consumer
@@ -509,16 +509,6 @@ void ld_heaps_unlock_all(bool reinit) {
 
 /* ---- statistics ---- */
 
-void ld_stat_count(heap_t *heap, size_t field_offset) {
-#ifdef LARDER_STATS
-  if (heap != &ld_heap_empty) LD_OWNER_ADD(*(size_t *)((char *)&heap->stats + field_offset), 1);
-  else __atomic_fetch_add((size_t *)((char *)&stats_unowned + field_offset), 1, __ATOMIC_RELAXED);
-#else
-  (void)heap;
-  (void)field_offset;
-#endif
-}
-
 /* Sums every heap's counters and figures. u counts the blocks in caches as in use (they are
  * the front end's); the caller takes `cached` out to report what the program holds. */
 void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures) {
@@ -526,7 +516,7 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures) {
   memset(figures, 0, sizeof *figures);
   pthread_mutex_lock(&heaps.lock);
   ld_stats_add(out, &heaps.retired);
-  ld_stats_add(out, &stats_unowned);
+  ld_stats_add(out, &ld_stats_unowned);
   for (heap_t *h = heaps.heaps; h; h = h->next_heap) {
     ld_stats_add(out, &h->stats);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {

@@ -398,7 +398,16 @@ void    ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures);
 void    ld_stats_add(ld_stats_t *dst, const ld_stats_t *src);
 /* Counts one event in the field at field_offset of the calling thread's counters (or, for a
  * thread without a heap, in a shared atomic set): for the cold paths only. */
-void    ld_stat_count(heap_t *heap, size_t field_offset);
+extern ld_stats_t ld_stats_unowned;
+static inline void ld_stat_count(heap_t *heap, size_t field_offset) {
+#ifdef LARDER_STATS
+  if (heap != &ld_heap_empty) LD_OWNER_ADD(*(size_t *)((char *)&heap->stats + field_offset), 1);
+  else __atomic_fetch_add((size_t *)((char *)&ld_stats_unowned + field_offset), 1, __ATOMIC_RELAXED);
+#else
+  (void)heap;
+  (void)field_offset;
+#endif
+}
 
 /* ---- the front end (cache.c) ---- */
 /* Bin cls is empty: refill it; returns a block, or NULL (errno ENOMEM). */

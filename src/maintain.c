@@ -20,7 +20,6 @@
  *   a thread's own    bins unused for a purge delay give back most of their blocks, and the
  *   trim              buffered remote frees are sent (cache.c, ld_cache_trim)
  *   fork              every lock taken before, made new in the child
- *   statistics        at exit (LARDER_STATS)
  *   validation        larder_validate, and LARDER_DEBUG's validation at a bounded rate
  *   option changes    larder_option_set
  */
@@ -53,7 +52,6 @@ static pthread_cond_t thread_wake;
 static void fork_prepare(void);
 static void fork_parent(void);
 static void fork_child(void);
-static void stats_at_exit(void);
 static void thread_exit(void *arg);
 static void purge_thread_start_if_wanted(void);
 static void purge_thread_nudge(void);
@@ -93,7 +91,6 @@ void ld_maintain_init(void) {
 #endif
   ld_os_cond_init(&thread_wake);
   pthread_atfork(fork_prepare, fork_parent, fork_child);
-  if (ld_options.stats) atexit(stats_at_exit);
   if (ld_options.verbose)
     ld_message("larder %s: superblock %zu bytes, f=%.3f, K=%d, purge delay %d ms, purge thread %d (from %d MiB), "
                "large cache %d MiB\n",
@@ -410,12 +407,6 @@ static void fork_child(void) {
   ld_os_cond_init(&thread_wake);
   atomic_store_explicit(&thread_state, 0, memory_order_relaxed);
   atomic_store_explicit(&purge_running, 0, memory_order_relaxed);
-}
-
-/* ---- statistics at exit ---- */
-static void stats_at_exit(void) {
-  if (ld_options.stats >= 2) larder_stats_print_json(2);
-  else larder_stats_print(2);
 }
 
 /* ---- validation ---- */

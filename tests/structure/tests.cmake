@@ -4,11 +4,8 @@
 # floors: scripts/check-floors.py reads the calls between liblarder's source files from the
 # objects of liblarder.a (nm) and checks them against src/floors.txt: calls go to the same floor
 # or lower, the maintenance floor is entered from above only, no circle of more than two files,
-# every file placed (docs/allocator.md "Floors", issue 15). The table describes the layout the
-# core is being rewritten to, which the current sources do not have yet, so the test is
-# registered but disabled until then: configure with -DLARDER_CHECK_FLOORS=ON to run it (the
-# script's own tests, tests/python/test_floors_check.py, always run).
-option(LARDER_CHECK_FLOORS "run the floors check of liblarder's sources (src/floors.txt) in ctest" OFF)
+# every file placed (docs/allocator.md "Floors", issue 15). The script's own tests are
+# tests/python/test_floors_check.py.
 
 if(NOT TARGET larder_static)
   return()
@@ -27,6 +24,3 @@ add_test(NAME floors
           --table ${PROJECT_SOURCE_DIR}/src/floors.txt --nm ${LARDER_FLOORS_NM}
           $<TARGET_FILE:larder_static>)
 set_tests_properties(floors PROPERTIES LABELS structure TIMEOUT 60)
-if(NOT LARDER_CHECK_FLOORS)
-  set_tests_properties(floors PROPERTIES DISABLED TRUE)
-endif()
