@@ -65,7 +65,7 @@ def table4(series: list[Series]) -> tuple[list, list] | None:
                              _spread(c, "hoard_fragmentation_pages")])
         h = TABLE4.get(w)
         if h:
-            rows.append([f"{w} ({HOARD_SETUP})", "14", "8 KiB", f"{h[0]:.2f}", _b(h[1]), _b(h[2]), _b(h[3]), _b(h[4]),
+            rows.append([f"{w}: {HOARD_SETUP}", "14", "8 KiB", f"{h[0]:.2f}", _b(h[1]), _b(h[2]), _b(h[3]), _b(h[4]),
                          f"{h[5]:.2f}", "–"])
     return (TABLE4_HEADER, rows) if rows else None
 
@@ -122,7 +122,7 @@ def table6(series: list[Series]) -> tuple[list, list] | None:
             rows.append(row)
         h = TABLE6.get(w)
         if h:
-            rows.append([f"{w} ({HOARD_SETUP})", "14"] + [f"{h[f]:.2f}" if f in h else "–" for f in fs])
+            rows.append([f"{w}: {HOARD_SETUP}", "14"] + [f"{h[f]:.2f}" if f in h else "–" for f in fs])
     return hdr, rows
 
 

@@ -147,7 +147,8 @@ class Child:
                  cwd: str | None = None, stdout_path: str | None = None, watch_group: bool = False):
         rss_ms = RSS_INTERVAL_MS if rss_ms is None else rss_ms
         self.watch_group = watch_group
-        self.left_running: list = []    # watch_group: what was still in the group when it ended
+        self.left_running: list = []    # watch_group: what else was in the group when it ended or was killed
+        self.own: set = set()           # the launcher and the program itself (not "left running")
         self.rss_ms = rss_ms
         self.rec: dict = {"argv": list(argv), "status": "ok", "message": ""}
         self.argv = list(argv)
@@ -195,8 +196,8 @@ class Child:
     def _reaped(self, status, ru) -> None:
         self.status, self.ru = status, ru
         self.wall = time.perf_counter() - self.start
-        if self.watch_group:
-            self.left_running = [(p, _cmdline(p)) for p in group_members(self.pid)]
+        if self.watch_group and not self.left_running:
+            self._note_group()
         # Forked workers (malloc-test --processes, a server's children) are reaped by the program
         # itself; if it died early they may still run: take the whole group down.
         kill_group(self.pid)
@@ -213,6 +214,8 @@ class Child:
                 if reaped.is_set():
                     return
                 self.timed_out = True
+                if self.watch_group:
+                    self._note_group()
                 kill_group(self.pid)
 
         timer = threading.Timer(max(timeout, 0.0), _kill)
@@ -229,6 +232,10 @@ class Child:
             reaped.set()
         timer.cancel()
         self._reaped(status, ru)
+
+    def _note_group(self) -> None:
+        own = self.own | {self.pid}
+        self.left_running = [(p, _cmdline(p)) for p in group_members(self.pid) if p not in own]
 
     def kill(self) -> None:
         """Kill the process group and reap the program (used on errors and interrupts)."""
@@ -488,6 +495,7 @@ def run_server(server: list[str], client: list[str], env: dict, client_env: dict
             rec["message"] = f"the server ended before it accepted connections on {host}:{port}: {rec['message']}"
         return _server_done(rec, srv, figures, None)
     pid = _leaf(srv.pid, depth)
+    srv.own = {p for p in (_leaf(srv.pid, d) for d in range(1, depth + 1)) if p}
     try:
         client_rec = run_child(client, client_env, timeout, rss_ms=0, cwd=cwd, expect_json=False,
                                stdout_path=client_stdout)
