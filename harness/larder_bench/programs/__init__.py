@@ -31,7 +31,7 @@ PROGRAMS = [
     entry("python", Command(
         ("python3", "-S", "-s", str(_REPO / "traces" / "python_workload.py"), "{batches}"),
         env={"PYTHONMALLOC": "malloc"}, check=("cat", "{stdout}"), package="python3"),
-        suite=SUITE, params={"batches": 400}, work=("batches",), timeout=300,
+        suite=SUITE, params={"batches": 250}, work=("batches",), timeout=300,
         title="interpreter: CPython 3 running a threaded message server (traces/python_workload.py: four "
               "threads decode JSON requests, build replies, keep a session cache, append to a log); "
               "PYTHONMALLOC=malloc so every object is a malloc"),
