@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from larder_bench import commands
+from larder_bench.cli import main as cli_main
 
 
 def _cli(*args, cwd=None):
@@ -129,10 +130,12 @@ scale = ["n"]
     (["--command", "x/y=true"], "bad name 'x/y'"),
     (["--command", "x=true", "--workloads", "nope"], "no command named nope"),
 ])
-def test_bad_command_specs_get_a_clear_message(tmp_path, bench_build, args, message):
-    r = _cli("run", *args, "--build-dir", str(bench_build), "--output-dir", str(tmp_path), cwd=tmp_path)
-    assert r.returncode == 2, (args, r.stdout, r.stderr)
-    assert message in r.stderr, (args, r.stderr)
+def test_bad_command_specs_get_a_clear_message(tmp_path, bench_build, args, message, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc = cli_main(["run", *args, "--build-dir", str(bench_build), "--output-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2, (args, err)
+    assert message in err, (args, err)
     assert not any(tmp_path.iterdir()), "nothing may run on bad input"
 
 
@@ -148,21 +151,25 @@ def test_bad_command_specs_get_a_clear_message(tmp_path, bench_build, args, mess
     ('[commands.a]\ncmd = "true"\nscale = ["n"]\n', "scale must list names of params"),
     ('[commands]\na = 3\n', "commands.a: must be a table"),
 ])
-def test_bad_config_commands_get_a_clear_message(tmp_path, bench_build, body, message):
+def test_bad_config_commands_get_a_clear_message(tmp_path, bench_build, body, message, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     cfg = tmp_path / "c.toml"
     cfg.write_text(body)
-    r = _cli("run", "--config", str(cfg), "--build-dir", str(bench_build), "--output-dir", str(tmp_path / "o"),
-             cwd=tmp_path)
-    assert r.returncode == 2, (body, r.stderr)
-    assert message in r.stderr, (body, r.stderr)
+    rc = cli_main(["run", "--config", str(cfg), "--build-dir", str(bench_build), "--output-dir", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2, (body, err)
+    assert message in err, (body, err)
+    assert not (tmp_path / "o").exists()
 
 
-def test_name_in_config_and_on_the_command_line_is_used_twice(tmp_path, bench_build):
+def test_name_in_config_and_on_the_command_line_is_used_twice(tmp_path, bench_build, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     cfg = tmp_path / "c.toml"
     cfg.write_text('[commands.a]\ncmd = "true"\n')
-    r = _cli("run", "--config", str(cfg), "--command", "a=true", "--build-dir", str(bench_build),
-             "--output-dir", str(tmp_path / "o"), cwd=tmp_path)
-    assert r.returncode == 2 and f"the name 'a' is used twice (--command and config {cfg})" in r.stderr, r.stderr
+    rc = cli_main(["run", "--config", str(cfg), "--command", "a=true", "--build-dir", str(bench_build),
+                   "--output-dir", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"the name 'a' is used twice (--command and config {cfg})" in err, err
 
 
 def test_placeholders_lists_and_braces_left_alone():
