@@ -88,32 +88,30 @@ static int ltr_fail(char *err, size_t len, const char *fmt, ...) {
 }
 
 /* ---- u64 -> u32 hash map (open addressing, linear probing, backward-shift delete) ---- */
-struct ltr_map64 { uint64_t *keys; uint32_t *vals; size_t cap, n; };
 
 static uint64_t ltr_hash(uint64_t k) {
   k ^= k >> 33; k *= 0xff51afd7ed558ccdULL; k ^= k >> 33; k *= 0xc4ceb9fe1a85ec53ULL; k ^= k >> 33;
   return k;
 }
 
-static int ltr_map_init(struct ltr_map64 *m, size_t cap) {
+int ltr_map_init(struct ltr_map64 *m, size_t cap) {
   m->cap = cap; m->n = 0;
   m->keys = ltr_map(cap * sizeof *m->keys);
   m->vals = ltr_map(cap * sizeof *m->vals);
   return m->keys && m->vals ? 0 : -1;
 }
-static void ltr_map_free(struct ltr_map64 *m) {
+void ltr_map_free(struct ltr_map64 *m) {
   ltr_unmap(m->keys, m->cap * sizeof *m->keys);
   ltr_unmap(m->vals, m->cap * sizeof *m->vals);
 }
 /* key 0 is "empty": callers never store 0 (a NULL address; thread keys are offset by 1) */
-static uint32_t *ltr_map_find(struct ltr_map64 *m, uint64_t key) {
+uint32_t *ltr_map_find(struct ltr_map64 *m, uint64_t key) {
   size_t mask = m->cap - 1;
   for (size_t i = ltr_hash(key) & mask;; i = (i + 1) & mask) {
     if (m->keys[i] == key) return &m->vals[i];
     if (m->keys[i] == 0) return NULL;
   }
 }
-static int ltr_map_put(struct ltr_map64 *m, uint64_t key, uint32_t val);
 static int ltr_map_grow(struct ltr_map64 *m) {
   struct ltr_map64 bigger;
   if (ltr_map_init(&bigger, m->cap * 2)) return -1;
@@ -123,7 +121,7 @@ static int ltr_map_grow(struct ltr_map64 *m) {
   *m = bigger;
   return 0;
 }
-static int ltr_map_put(struct ltr_map64 *m, uint64_t key, uint32_t val) {
+int ltr_map_put(struct ltr_map64 *m, uint64_t key, uint32_t val) {
   if ((m->n + 1) * 2 > m->cap && ltr_map_grow(m)) return -1;
   size_t mask = m->cap - 1;
   for (size_t i = ltr_hash(key) & mask;; i = (i + 1) & mask) {
@@ -131,7 +129,7 @@ static int ltr_map_put(struct ltr_map64 *m, uint64_t key, uint32_t val) {
     if (m->keys[i] == 0) { m->keys[i] = key; m->vals[i] = val; m->n++; return 0; }
   }
 }
-static void ltr_map_del(struct ltr_map64 *m, uint64_t key) {
+void ltr_map_del(struct ltr_map64 *m, uint64_t key) {
   size_t mask = m->cap - 1, i = ltr_hash(key) & mask;
   while (m->keys[i] != key) { if (!m->keys[i]) return; i = (i + 1) & mask; }
   /* backward shift: pull later entries of the probe run into the hole */
@@ -324,9 +322,10 @@ int ltr_load(const char *path, struct ltr_trace *t, char *err, size_t errlen) {
   t->obj_size = ltr_map(ocap * sizeof *t->obj_size);
   t->obj_thread = ltr_map(ocap * sizeof *t->obj_thread);
   t->obj_pos = ltr_map(ocap * sizeof *t->obj_pos);
+  t->obj_addr = ltr_map(ocap * sizeof *t->obj_addr);
   uint32_t *heap = ltr_map((t->nthreads + 1) * sizeof *heap);
   uint64_t *key = ltr_map((t->nthreads + 1) * sizeof *key);
-  if (!t->ops || !t->thread_nops || !t->obj_size || !t->obj_thread || !t->obj_pos || !heap || !key ||
+  if (!t->ops || !t->thread_nops || !t->obj_size || !t->obj_thread || !t->obj_pos || !t->obj_addr || !heap || !key ||
       ltr_map_init(&addrs, 1024))
     FAIL("%s: out of memory", path);
   uint32_t hn = 0;
@@ -378,6 +377,7 @@ int ltr_load(const char *path, struct ltr_trace *t, char *err, size_t errlen) {
       t->obj_size[id] = size;
       t->obj_thread[id] = ti;
       t->obj_pos[id] = t->thread_nops[ti];
+      t->obj_addr[id] = r.addr_out;
       o.obj_out = id;
       live += size;
       if (live > t->peak_live) t->peak_live = live;

@@ -40,6 +40,7 @@ struct ltr_trace {
   uint64_t *obj_size;          /* [nobjects] requested size */
   uint32_t *obj_thread;        /* [nobjects] thread that allocated it */
   uint64_t *obj_pos;           /* [nobjects] index of the allocating op in that thread's ops */
+  uint64_t *obj_addr;          /* [nobjects] address the recorded allocator returned (trace-frag) */
   uint64_t op_counts[LTR_OP_MAX + 1];
   uint64_t unknown_frees;      /* free/realloc of an address the trace never allocated */
   uint64_t null_frees;         /* free(NULL): replayed, cheap */
@@ -61,5 +62,14 @@ void ltr_unmap(void *p, size_t bytes);
 uint64_t ltr_own_resident(void);
 
 const char *ltr_op_name(unsigned op);
+
+/* A u64 -> u32 hash map over ltr_map memory (open addressing; key 0 means empty, so callers
+ * never store 0). The loader uses it for addresses; trace-frag for superblocks and pages. */
+struct ltr_map64 { uint64_t *keys; uint32_t *vals; size_t cap, n; };
+int ltr_map_init(struct ltr_map64 *m, size_t cap);      /* cap: a power of two */
+void ltr_map_free(struct ltr_map64 *m);
+uint32_t *ltr_map_find(struct ltr_map64 *m, uint64_t key);
+int ltr_map_put(struct ltr_map64 *m, uint64_t key, uint32_t val);
+void ltr_map_del(struct ltr_map64 *m, uint64_t key);
 
 #endif

@@ -1,9 +1,11 @@
 """`larder-bench list`: the workloads and allocators found, and what is missing."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from . import allocators as A
-from . import suites
-from .common import add_allocator_options, allocators_from_args, error
+from . import commands, suites
+from .common import add_allocator_options, allocators_from_args, config_path, error
 from .workloads import WORKLOADS, binary
 
 
@@ -16,11 +18,13 @@ def register(sub) -> None:
 def main(args) -> int:
     try:
         allocs = allocators_from_args(args)
-    except A.AllocatorError as e:
+        cfg = config_path(args)
+        user = commands.load_config(cfg) if cfg else []
+    except (A.AllocatorError, commands.CommandError) as e:
         return error(str(e))
     names = list(WORKLOADS)
     for e in suites.SUITES:
-        if e.workload not in names:
+        if e.workload not in names and e.command is None:
             names.append(e.workload)
     print(f"Workloads (in {args.build_dir}/bin):")
     for n in names:
@@ -30,6 +34,16 @@ def main(args) -> int:
             print(f"  {n:<16} found    {w.description if w else exe}")
         else:
             print(f"  {n:<16} MISSING  {exe} (build it with `make build`)")
+    print("Programs (the programs suite's, and [commands] of the config file):")
+    base = commands.base_subst(Path(args.build_dir))
+    for e in [e for e in suites.SUITES if e.command is not None] + user:
+        miss = commands.missing_programs(e, commands.entry_subst(e, base))
+        what = " + ".join(Path(w[0]).name for w in (e.command.server, e.command.argv) if w)
+        if miss:
+            hint = f" (install: sudo apt-get install {e.command.package})" if e.command.package else ""
+            print(f"  {e.series:<16} MISSING  {', '.join(miss)}{hint}")
+        else:
+            print(f"  {e.series:<16} found    {what}")
     print("Allocators:")
     for a in allocs:
         if a.found:

@@ -5,9 +5,9 @@ import sys
 from pathlib import Path
 
 from . import allocators as A
-from . import measure, report, results, runner, suites
+from . import commands, measure, report, results, runner, suites
 from .workloads import binary
-from .common import add_allocator_options, allocators_from_args, error
+from .common import add_allocator_options, allocators_from_args, config_path, error
 
 
 def _csv(text: str) -> list[str]:
@@ -60,7 +60,11 @@ def register(sub) -> None:
     p = sub.add_parser("run", help="run a suite and write results/<timestamp>/",
                        description="Run a suite of workloads over the allocators found (or named), "
                                    "repeats interleaved, and write results.json, results.csv and a report.")
-    p.add_argument("--suite", default="quick", help=f"suite to run: {', '.join(suites.suite_names())} (default quick)")
+    p.add_argument("--suite", help=f"suite to run: {', '.join(suites.suite_names())} (default quick; when commands "
+                                   f"are given, only they run unless a suite is named too)")
+    p.add_argument("--command", action="append", default=[], metavar="'NAME=CMD ARGS...'",
+                   help="run any program as a workload under every allocator, as series NAME (quote the whole "
+                        "spec; repeatable; more options, servers and output checks with [commands.NAME] in --config)")
     p.add_argument("--workloads", help="only these workloads or series (comma-separated)")
     p.add_argument("--threads", help="thread counts for thread-swept series, e.g. 1,2,4,8")
     p.add_argument("--repeats", type=int, help="repeats per case (default: the entry's own, else 5)")
@@ -87,6 +91,40 @@ def register(sub) -> None:
     p.set_defaults(func=main)
 
 
+def _entries(args, threads, overrides) -> tuple[list, str]:
+    """The suite's entries and the commands (--command, [commands] in the config), selected by
+    --workloads and scaled; a name used twice is an error."""
+    cli = [commands.parse_spec(s) for s in args.command]
+    cfg = config_path(args)
+    conf = commands.load_config(cfg) if cfg else []
+    source = {id(e): "--command" for e in cli}
+    source.update({id(e): f"config {cfg}" for e in conf})
+    commands.check_unique(cli + conf, source)
+    suite = args.suite or (None if cli or conf else "quick")
+    wanted = _csv(args.workloads) if args.workloads else None
+    cmd_names = {e.series for e in cli + conf}
+    entries = []
+    if suite is not None:
+        names = [w for w in wanted if w not in cmd_names] if wanted else None
+        if wanted and not names:
+            entries = []
+        else:
+            entries = suites.select(suite, names, threads, args.scale, overrides)
+        source.update({id(e): f"suite {suite}" for e in entries})
+    elif wanted:
+        unknown = [w for w in wanted if w not in cmd_names]
+        if unknown:
+            raise suites.SuiteError(f"no command named {', '.join(unknown)}; the commands are: {', '.join(sorted(cmd_names))}")
+    chosen = [e for e in cli + conf if not wanted or e.series in wanted]
+    if chosen:
+        chosen = suites.select(commands.COMMANDS_SUITE, None, None, args.scale, overrides, table=chosen)
+        source.update({id(e): "--command" if e.series in {c.series for c in cli} else f"config {cfg}" for e in chosen})
+    commands.check_unique(entries + chosen, source)
+    commands.validate(chosen, Path(args.build_dir))
+    label = suite if not chosen else ("commands" if suite is None else f"{suite} + commands")
+    return entries + chosen, label
+
+
 def main(args) -> int:
     try:
         threads = _threads(args.threads) if args.threads else None
@@ -95,18 +133,21 @@ def main(args) -> int:
             raise ValueError("--repeats must be at least 1")
         if args.timeout <= 0:
             raise ValueError("--timeout must be positive")
-        entries = suites.select(args.suite, _csv(args.workloads) if args.workloads else None, threads,
-                                args.scale, overrides)
+        entries, suite_label = _entries(args, threads, overrides)
+        if not entries:
+            raise suites.SuiteError("nothing selected to run")
         entries = suites.with_metrics(entries, _metrics(args.metric))
         if args.rss_interval < 0:
             raise ValueError("--rss-interval must be 0 (off) or positive")
         measure.RSS_INTERVAL_MS = args.rss_interval
-        allocs = allocators_from_args(args, [] if args.no_suite_profiles else suites.profiles_for(args.suite))
+        allocs = allocators_from_args(args, [] if args.no_suite_profiles or not args.suite
+                                      else suites.profiles_for(args.suite))
         allocs = A.select(allocs, _csv(args.allocators) if args.allocators else None)
-    except (ValueError, A.AllocatorError, suites.SuiteError) as e:
+    except (ValueError, A.AllocatorError, suites.SuiteError, commands.CommandError) as e:
         return error(str(e))
     build = Path(args.build_dir)
-    if not any(binary(build, e.workload).is_file() for e in entries):
+    programs = [e for e in entries if e.command is None]
+    if programs and not any(binary(build, e.workload).is_file() for e in programs):
         where = "does not exist" if not build.is_dir() else "holds none of this suite's programs"
         return error(f"nothing to run: build folder {build} {where} (bin/{entries[0].workload if entries else '...'}, ...). "
                      f"Build first: `make build`, or `cmake -S . -B {build} -G Ninja -DCMAKE_BUILD_TYPE=Release && "
@@ -123,9 +164,9 @@ def main(args) -> int:
     baseline = args.baseline or ("glibc" if "glibc" in names else names[0])
 
     out_dir = runner.new_results_dir(Path(args.output_dir))
-    print(f"larder-bench: suite {args.suite}, {len(entries)} series, allocators {', '.join(names)}; "
+    print(f"larder-bench: suite {suite_label}, {len(entries)} series, allocators {', '.join(names)}; "
           f"writing {out_dir}", file=sys.stderr)
-    meta = {"suite": args.suite, "command": ["larder-bench"] + sys.argv[1:], "baseline": baseline,
+    meta = {"suite": suite_label, "command": ["larder-bench"] + sys.argv[1:], "baseline": baseline,
             "repeats": args.repeats, "scale": args.scale, "rss_interval_ms": args.rss_interval}
 
     saved = []
@@ -137,7 +178,7 @@ def main(args) -> int:
 
     try:
         doc = runner.run_entries(entries, allocs, build, out_dir, repeats=args.repeats, timeout=args.timeout,
-                                 strace_mode=args.strace, on_case_done=checkpoint)
+                                 strace_mode=args.strace, on_case_done=checkpoint, baseline=baseline)
     except KeyboardInterrupt:
         if saved:
             saved[0]["interrupted"] = True

@@ -15,7 +15,8 @@ def default_build_dir() -> str:
 def add_allocator_options(p) -> None:
     p.add_argument("--build-dir", default=default_build_dir(),
                    help="build folder with bin/ and lib/ (default: $LARDER_BUILD_DIR or ./build)")
-    p.add_argument("--config", help="TOML file with more allocators ([allocators.NAME] path=..., env={...}); "
+    p.add_argument("--config", help="TOML file with more allocators ([allocators.NAME] path=..., env={...}), "
+                                    "profiles and commands ([commands.NAME] cmd=...); "
                                     "default ./larder-bench.toml when it exists")
     p.add_argument("--allocator", action="append", default=[], metavar="NAME=PATH[,ENV=VAL...]",
                    help="add an allocator by its .so path (repeatable; NAME= alone means no preload)")
@@ -29,13 +30,19 @@ def error(msg: str) -> int:
     return 2
 
 
+def config_path(args) -> str | None:
+    """--config, else ./larder-bench.toml when it exists."""
+    cfg = args.config
+    if cfg is None and Path("larder-bench.toml").is_file():
+        cfg = "larder-bench.toml"
+    return cfg
+
+
 def allocators_from_args(args, suite_profiles: list | None = None) -> list[A.Allocator]:
     """Built-in detection, then the config file, then --allocator (later names win); then
     profiles: the suite's own, the config file's [profiles], then --profile."""
     found = A.detect(args.build_dir)
-    cfg = args.config
-    if cfg is None and Path("larder-bench.toml").is_file():
-        cfg = "larder-bench.toml"
+    cfg = config_path(args)
     if cfg is not None:
         found = A.merge(found, A.load_config(cfg))
     extra = [A.parse_spec(s) for s in args.allocator]

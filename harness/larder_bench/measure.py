@@ -136,32 +136,76 @@ def rss_summary(series: list) -> dict:
             "rss_samples": len(series)}
 
 
-def run_child(argv: list[str], env: dict, timeout: float, use_launcher: bool = True,
-              rss_ms: float | None = None) -> dict:
-    """Run argv; return a record with status ok|timeout|signal|exit|no-json|preload-failed|spawn-failed.
+class Child:
+    """One started program (through the launcher when there is one), reaped later.
 
-    With the launcher, the program's resident set is sampled every rss_ms milliseconds
-    (default RSS_INTERVAL_MS) into rec["rss_series"] = [[t_s, KiB], ...]."""
-    rss_ms = RSS_INTERVAL_MS if rss_ms is None else rss_ms
-    rec: dict = {"argv": list(argv), "status": "ok", "message": ""}
-    if "/" not in argv[0] and shutil.which(argv[0]):
-        argv = [shutil.which(argv[0])] + list(argv[1:])
-    spawner, _ = launcher() if use_launcher else (None, "")
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as rep:
-        start = time.perf_counter()
+    run_child starts one and waits for it; run_server starts the server, drives it with a
+    client, and stops it. stdout goes to stdout_path when given (the check command reads it),
+    else to a temporary file; both are parsed the same way."""
+
+    def __init__(self, argv: list[str], env: dict, rss_ms: float | None = None, use_launcher: bool = True,
+                 cwd: str | None = None, stdout_path: str | None = None, watch_group: bool = False):
+        rss_ms = RSS_INTERVAL_MS if rss_ms is None else rss_ms
+        self.watch_group = watch_group
+        self.left_running: list = []    # watch_group: what else was in the group when it ended or was killed
+        self.own: set = set()           # the launcher and the program itself (not "left running")
+        self.rss_ms = rss_ms
+        self.rec: dict = {"argv": list(argv), "status": "ok", "message": ""}
+        self.argv = list(argv)
+        if "/" not in argv[0] and shutil.which(argv[0]):
+            self.argv = [shutil.which(argv[0])] + list(argv[1:])
+        self.spawner, _ = launcher() if use_launcher else (None, "")
+        self.out = open(stdout_path, "w+b") if stdout_path else tempfile.TemporaryFile()
+        self.err = tempfile.TemporaryFile()
+        self.rep = tempfile.TemporaryFile()
+        self.pid = None
+        self.status = None
+        self.ru = None
+        self.timed_out = False
+        self.start = time.perf_counter()
+        self.wall = None
         try:
-            if spawner:
+            if self.spawner:
                 env = dict(env)
                 pre = env.pop("LD_PRELOAD", None)
-                cmd = [spawner] + (["--preload", pre] if pre else []) + \
-                    (["--rss-ms", f"{rss_ms:g}"] if rss_ms and rss_ms > 0 else []) + list(argv)
-                pid = _spawn(cmd, env, out.fileno(), err.fileno(), rep.fileno())
+                cmd = [self.spawner] + (["--preload", pre] if pre else []) + \
+                    (["--rss-ms", f"{rss_ms:g}"] if rss_ms and rss_ms > 0 else []) + \
+                    (["--cwd", str(cwd)] if cwd else []) + self.argv
+                self.pid = _spawn(cmd, env, self.out.fileno(), self.err.fileno(), self.rep.fileno())
             else:
-                pid = _spawn(list(argv), env, out.fileno(), err.fileno(), None)
+                cmd = self.argv if not cwd else ["/bin/sh", "-c", 'cd "$0" && exec "$@"', str(cwd)] + self.argv
+                self.pid = _spawn(cmd, env, self.out.fileno(), self.err.fileno(), None)
         except OSError as e:
-            rec.update(status="spawn-failed", message=f"cannot start {argv[0]}: {e.strerror or e}")
-            return rec
-        timed_out = threading.Event()
+            self.rec.update(status="spawn-failed", message=f"cannot start {argv[0]}: {e.strerror or e}")
+            self.close()
+
+    @property
+    def started(self) -> bool:
+        return self.pid is not None
+
+    def poll(self) -> bool:
+        """True once the program has ended (it is then reaped)."""
+        if self.status is not None:
+            return True
+        pid, status, ru = os.wait4(self.pid, os.WNOHANG)
+        if pid == 0:
+            return False
+        self._reaped(status, ru)
+        return True
+
+    def _reaped(self, status, ru) -> None:
+        self.status, self.ru = status, ru
+        self.wall = time.perf_counter() - self.start
+        if self.watch_group and not self.left_running:
+            self._note_group()
+        # Forked workers (malloc-test --processes, a server's children) are reaped by the program
+        # itself; if it died early they may still run: take the whole group down.
+        kill_group(self.pid)
+
+    def wait(self, timeout: float) -> None:
+        """Wait for the end; past `timeout` seconds the whole process group is killed."""
+        if self.status is not None:
+            return
         reaped = threading.Event()
         lock = threading.Lock()
 
@@ -169,47 +213,79 @@ def run_child(argv: list[str], env: dict, timeout: float, use_launcher: bool = T
             with lock:
                 if reaped.is_set():
                     return
-                timed_out.set()
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                self.timed_out = True
+                if self.watch_group:
+                    self._note_group()
+                kill_group(self.pid)
 
-        timer = threading.Timer(timeout, _kill)
+        timer = threading.Timer(max(timeout, 0.0), _kill)
         timer.daemon = True
         timer.start()
         try:
-            _, status, ru = os.wait4(pid, 0)
+            _, status, ru = os.wait4(self.pid, 0)
         except BaseException:
-            # Interrupted (Ctrl-C): do not leave the workload running on a shared machine.
+            # Interrupted (Ctrl-C): do not leave the program running on a shared machine.
             timer.cancel()
-            try:
-                os.killpg(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
+            self.kill()
             raise
-        wall = time.perf_counter() - start
         with lock:
             reaped.set()
         timer.cancel()
-        # Forked workers (malloc-test --processes) are reaped by the workload itself; if it
-        # died early they may still run: take the whole group down.
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        out.seek(0)
-        err.seek(0)
-        rep.seek(0)
-        stdout = out.read()
-        stderr = err.read()
-        report = _parse_report(rep.read().decode("ascii", "replace").strip()) if spawner else {}
+        self._reaped(status, ru)
 
+    def _note_group(self) -> None:
+        own = self.own | {self.pid}
+        self.left_running = [(p, _cmdline(p)) for p in group_members(self.pid) if p not in own]
+
+    def kill(self) -> None:
+        """Kill the process group and reap the program (used on errors and interrupts)."""
+        if self.pid is None or self.status is not None:
+            return
+        kill_group(self.pid)
+        try:
+            _, status, ru = os.wait4(self.pid, 0)
+            self._reaped(status, ru)
+        except ChildProcessError:
+            pass
+
+    def close(self) -> None:
+        for f in (self.out, self.err, self.rep):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    def result(self, timeout: float, expect_json: bool = True) -> dict:
+        """The record (see run_child) once the program has been reaped."""
+        rec = self.rec
+        if not self.started:
+            return rec
+        try:
+            self.out.seek(0)
+            self.err.seek(0)
+            self.rep.seek(0)
+            stdout = self.out.read()
+            stderr = self.err.read()
+            report = _parse_report(self.rep.read().decode("ascii", "replace").strip()) if self.spawner else {}
+        finally:
+            self.close()
+        return _record(rec, self.argv, self.status, self.ru, self.wall, report, stdout, stderr, self.timed_out,
+                       timeout, expect_json, self.rss_ms)
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL to a process group the harness made (each child is started with setsid)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _record(rec, argv, status, ru, wall, report, stdout, stderr, timed_out, timeout, expect_json, rss_ms) -> dict:
     rec.update(wall_s=wall, user_s=ru.ru_utime, sys_s=ru.ru_stime, maxrss_kb=ru.ru_maxrss,
                minflt=ru.ru_minflt, majflt=ru.ru_majflt, nvcsw=ru.ru_nvcsw, nivcsw=ru.ru_nivcsw,
                rusage_source="direct")
-    if "error" in report and not timed_out.is_set():
+    if "error" in report and not timed_out:
         rec.update(status="spawn-failed", message=f"cannot start {argv[0]}: {report['error']}")
         return rec
     if "status" in report:
@@ -230,7 +306,7 @@ def run_child(argv: list[str], env: dict, timeout: float, use_launcher: bool = T
     full_err = stderr.decode("utf-8", "replace")
     first_err = next((ln.strip() for ln in full_err.splitlines() if ln.strip()), "")
 
-    if timed_out.is_set():
+    if timed_out:
         rec.update(status="timeout", message=f"timed out after {timeout:g} s and was killed")
     elif os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
@@ -259,14 +335,232 @@ def run_child(argv: list[str], env: dict, timeout: float, use_launcher: bool = T
             if not isinstance(obj, dict) or not isinstance(obj.get("figures"), dict):
                 raise ValueError("no figures object")
         except ValueError:
-            rec.update(status="no-json",
-                       message=f"exited 0 but its last stdout line is not a JSON result: {line[:120]!r}")
-            rec["stdout"] = _tail(stdout)
+            if expect_json:
+                rec.update(status="no-json",
+                           message=f"exited 0 but its last stdout line is not a JSON result: {line[:120]!r}")
+                rec["stdout"] = _tail(stdout)
+            else:
+                # Any program (--command): its output is its own; the harness measures it from outside.
+                rec["figures"] = {}
+                if out_text.strip():
+                    rec["stdout"] = _tail(stdout, 400)
         else:
             rec["figures"] = obj["figures"]
             rec["reported_params"] = obj.get("params", {})
     else:
         rec["stdout"] = _tail(stdout, 400)
+    return rec
+
+
+def run_child(argv: list[str], env: dict, timeout: float, use_launcher: bool = True,
+              rss_ms: float | None = None, cwd: str | None = None, expect_json: bool = True,
+              stdout_path: str | None = None) -> dict:
+    """Run argv; return a record with status ok|timeout|signal|exit|no-json|preload-failed|spawn-failed.
+
+    With the launcher, the program's resident set is sampled every rss_ms milliseconds
+    (default RSS_INTERVAL_MS) into rec["rss_series"] = [[t_s, KiB], ...]. expect_json=False
+    (any program): a last stdout line that is not a JSON result is not a failure."""
+    c = Child(argv, env, rss_ms, use_launcher, cwd, stdout_path)
+    if not c.started:
+        return c.rec
+    c.wait(timeout)
+    return c.result(timeout, expect_json)
+
+
+# ---------------------------------------------------------------- servers
+
+def free_port(host: str) -> int:
+    """A TCP port nobody listens on at host (the kernel's choice); the server is given it."""
+    import socket
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(fam, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _accepts(host: str, port: int) -> bool:
+    import socket
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _proc_stat(pid: int) -> tuple[int, int, str] | None:
+    """(ppid, pgid, state) of a process, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = data[data.rfind(")") + 2:].split()
+    try:
+        return int(fields[1]), int(fields[2]), fields[0]
+    except (IndexError, ValueError):
+        return None
+
+
+def _all_pids() -> list[int]:
+    try:
+        return [int(n) for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return []
+
+
+def group_members(pgid: int) -> list[int]:
+    """Processes still running in a process group (the harness gives every program its own);
+    zombies are dead already, whoever reaps them."""
+    out = []
+    for pid in _all_pids():
+        st = _proc_stat(pid)
+        if st and st[1] == pgid and st[2] not in ("Z", "X"):
+            out.append(pid)
+    return out
+
+
+def _children(pid: int) -> list[int]:
+    return [p for p in _all_pids() if (_proc_stat(p) or (None,))[0] == pid]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return "?"
+
+
+def _statm_kib(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _leaf(pid: int, depth: int) -> int | None:
+    """The program under the launcher (depth 1), or under the launcher and strace (depth 2)."""
+    for _ in range(depth if pid is not None else 0):
+        kids = _children(pid)
+        if not kids:
+            return None
+        pid = kids[0]
+    return pid
+
+
+def run_server(server: list[str], client: list[str], env: dict, client_env: dict, timeout: float, *,
+               host: str, port: int, idle_s: float = 0.0, ready_timeout: float = 30.0,
+               stop_signal: str = "TERM", stop_timeout: float = 10.0, cwd: str | None = None,
+               client_stdout: str | None = None, rss_ms: float | None = None, depth: int = 1) -> dict:
+    """A server entry: start `server` (under the allocator: env carries LD_PRELOAD), wait until
+    it accepts connections on host:port, run `client` (no preload: it is the load, not the
+    program measured) to its end, let the server idle idle_s seconds and read its resident set,
+    then stop it with stop_signal (SIGKILL to its group after stop_timeout seconds).
+
+    The record is the server's: wall, CPU, peak RSS, RSS over time, faults from wait4 and the
+    launcher; figures client_wall_s (what server series are compared by), server_cpu_s,
+    rss_end_of_load_kb, rss_after_idle_kb, and the client's own record under "client". Only
+    processes the harness started are signalled: the server (found as the launcher's child,
+    or strace's child at depth 2) and the process groups the harness created. A server that
+    ends after stop_signal by it, or with status 0, has stopped cleanly."""
+    stop_sig = getattr(signal, f"SIG{stop_signal}")
+    srv = Child(server, env, rss_ms, True, cwd, watch_group=True)
+    if not srv.started:
+        return srv.rec
+    deadline = time.monotonic() + ready_timeout
+    ready = False
+    while time.monotonic() < deadline:
+        if srv.poll():
+            break
+        if _accepts(host, port):
+            ready = True
+            break
+        time.sleep(0.05)
+    figures: dict = {"port": port}
+    client_rec = None
+    problem = None
+    if not ready:
+        if srv.status is None:
+            srv.kill()
+            rec = srv.result(ready_timeout, expect_json=False)
+            rec.update(status="timeout", message=f"the server did not accept connections on {host}:{port} "
+                                                  f"within {ready_timeout:g} s and was killed")
+            return _server_done(rec, srv, figures, None)
+        rec = srv.result(timeout, expect_json=False)
+        if rec["status"] == "ok":
+            rec.update(status="exit", message=f"the server exited (status 0) before it accepted connections on "
+                                              f"{host}:{port}")
+        else:
+            rec["message"] = f"the server ended before it accepted connections on {host}:{port}: {rec['message']}"
+        return _server_done(rec, srv, figures, None)
+    pid = _leaf(srv.pid, depth)
+    srv.own = {p for p in (_leaf(srv.pid, d) for d in range(1, depth + 1)) if p}
+    try:
+        client_rec = run_child(client, client_env, timeout, rss_ms=0, cwd=cwd, expect_json=False,
+                               stdout_path=client_stdout)
+        figures.update(client_wall_s=client_rec.get("wall_s"), client_user_s=client_rec.get("user_s"),
+                       client_sys_s=client_rec.get("sys_s"))
+        if client_rec["status"] != "ok":
+            problem = ("client-failed", f"the client {os.path.basename(client[0])} failed: {client_rec['message']}")
+        figures["rss_end_of_load_kb"] = _statm_kib(pid) if pid else None
+        end = time.monotonic() + idle_s
+        while time.monotonic() < end and not srv.poll():
+            time.sleep(min(0.05, max(0.0, end - time.monotonic())))
+        if srv.status is not None:
+            if problem is None:
+                problem = ("exit", "the server ended before the harness stopped it")
+        else:
+            figures["rss_after_idle_kb"] = _statm_kib(pid) if pid else None
+            figures["idle_s"] = idle_s
+            target = _leaf(srv.pid, depth)
+            if target is not None:
+                try:
+                    os.kill(target, stop_sig)
+                except ProcessLookupError:
+                    pass
+            # Give it stop_timeout seconds to stop, then the group is killed.
+            srv.wait(stop_timeout)
+    except BaseException:
+        srv.kill()
+        raise
+    rec = srv.result(stop_timeout, expect_json=False)
+    st = srv.status
+    clean = st is not None and ((os.WIFSIGNALED(st) and os.WTERMSIG(st) == stop_sig)
+                                or (os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0))
+    if srv.timed_out:
+        rec.update(status="timeout", message=f"the server did not stop within {stop_timeout:g} s of SIG{stop_signal} "
+                                             f"and was killed")
+    elif clean and problem is None:
+        rec.update(status="ok", message="")
+        rec.pop("signal", None)
+    elif problem is not None:
+        rec.update(status=problem[0], message=problem[1] + (f" ({rec['message']})" if rec.get("message") else ""))
+    elif rec["status"] == "ok":
+        rec.update(status="exit", message="the server stopped with an unexpected status")
+    else:
+        rec["message"] = f"after SIG{stop_signal}: {rec['message']}"
+    user, sys_ = rec.get("user_s"), rec.get("sys_s")
+    if user is not None and sys_ is not None:
+        figures["server_cpu_s"] = user + sys_
+    return _server_done(rec, srv, figures, client_rec)
+
+
+def _server_done(rec: dict, srv: Child, figures: dict, client_rec: dict | None) -> dict:
+    rec["figures"] = {k: v for k, v in figures.items() if v is not None}
+    if client_rec is not None:
+        rec["client"] = {k: client_rec.get(k) for k in ("argv", "status", "message", "wall_s", "user_s", "sys_s",
+                                                          "exit_code", "stdout", "stderr") if client_rec.get(k) is not None}
+    # Nothing the harness started may outlive the run: what was still in the server's process
+    # group when the server ended has been killed with the group; say so.
+    left = srv.left_running
+    if left:
+        names = ", ".join(f"{p} ({c[:60]})" for p, c in left)
+        rec["left_running"] = [p for p, _ in left]
+        if rec["status"] == "ok":
+            rec["status"] = "left-running"
+        rec["message"] = (rec.get("message") + "; " if rec.get("message") else "") + \
+            f"processes of the server's group were still running after it stopped and were killed: {names}"
     return rec
 
 
@@ -357,7 +651,7 @@ def parse_strace_stacks(lines, libs: set) -> tuple[dict, dict]:
     return total, alloc
 
 
-def run_strace(argv: list[str], env: dict, timeout: float, strace: str = "strace") -> dict:
+def run_strace(argv: list[str], env: dict, timeout: float, strace: str = "strace", run=None) -> dict:
     """A separate pass under strace counting the memory-mapping system calls.
 
     With stacks (strace -k) every call is attributed: the allocator's when a malloc-family
@@ -374,7 +668,11 @@ def run_strace(argv: list[str], env: dict, timeout: float, strace: str = "strace
         cmd += ["-k"] if stacks else ["-c"]
         if preload:
             cmd += ["-E", f"LD_PRELOAD={preload}"]
-        rec = run_child(cmd + ["--"] + list(argv), env, timeout, rss_ms=0)
+        if run is None:
+            rec = run_child(cmd + ["--"] + list(argv), env, timeout, rss_ms=0)
+        else:
+            # A command entry's own way of running (its cwd; a server with its client).
+            rec = run(cmd + ["--"] + list(argv), env)
         alloc_counts = None
         if not out.exists():
             text_ok = False

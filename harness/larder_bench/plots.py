@@ -201,63 +201,75 @@ def blowup_plot(s: Series, path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def time_rss_rows(series: list[Series], base: str | None) -> tuple[list, list]:
-    """The rows of time_rss_plot: (series name, {alloc: time ratio}, {alloc: RSS ratio}).
-    Every timed series at its largest case: time for the same work (a rate inverted) and
-    peak RSS, as ratios to the baseline. Series compared by another kind of figure (faults,
-    fragmentation, blowup, latency, RSS) are left out: each has its own plot."""
-    rows = []
-    allocs: list[str] = []
-    for s in series:
-        if not s.cases or s.entry["kind"] in ("sensitivity", "latency", "tuning"):
-            continue
-        if not (is_time_metric(s.entry["metric"]) or is_rate_metric(s.entry["metric"])):
-            continue
-        v0 = s.cases[0][0]
-        x = _xs(s, v0)[-1]
-        bc = s.cell(v0, x, base)
-        if bc is None or bc.metric is None:
-            continue
-        r_m, r_rss = {}, {}
-        for a in s.allocators:
-            c = s.cell(v0, x, a)
-            if c is None or c.metric is None:
-                continue
-            m = ratio(c.metric.median, bc.metric.median)
-            # Shown as "time relative to baseline": a rate is inverted so lower is better everywhere.
-            if m is not None and s.entry["higher_is_better"] and m != 0:
-                m = 1 / m
-            r_m[a] = m
-            if "maxrss_kb" in c.resources and "maxrss_kb" in bc.resources:
-                r_rss[a] = ratio(c.resources["maxrss_kb"].median, bc.resources["maxrss_kb"].median)
-            if a not in allocs:
-                allocs.append(a)
-        rows.append((s.name, r_m, r_rss))
-    return rows, allocs
-
-
-def time_rss_plot(series: list[Series], base: str | None, path: Path) -> Path | None:
-    """Every timed series at its largest case: time for the same work (a rate inverted) and
-    peak RSS, as ratios to the baseline (time_rss_rows)."""
-    rows, allocs = time_rss_rows(series, base)
-    if not rows or not allocs:
-        return None
-    fig, axes = plt.subplots(2, 1, figsize=(max(7, len(rows) * 0.8), 7), sharex=True)
-    width = 0.8 / len(allocs)
-    for k, (ax, title) in enumerate(zip(axes, [f"time for the same work relative to {base} (rates inverted; "
-                                              f"lower is better)",
-                                              f"peak RSS relative to {base} (lower is better)"])):
-        for i, a in enumerate(allocs):
-            vals = [(r[1 + k].get(a) or 0) for r in rows]
-            ax.bar([j + i * width for j in range(len(rows))], vals, width, label=a, color=_color(a))
-        ax.axhline(1.0, color="grey", linestyle=":")
-        ax.set_title(title, fontsize=10)
+def verdict_plot(series: list[Series], base: str | None, path: Path) -> tuple[Path | None, list]:
+    """The verdict's ratios per series (verdict.py): time and peak RSS of every allocator over the
+    baseline, one column per series, a dashed line at each allocator's geometric mean. The axis
+    holds the bulk of the values (verdict.clip_range); a value beyond it is drawn at the edge as
+    a triangle and labelled with its ratio, rather than stretching the axis for everyone.
+    Returns the path and the labelled outliers [(panel, allocator, series, ratio)]."""
+    import math
+    from . import verdict as V
+    vs = V.verdicts(series, base)
+    names: list[str] = []
+    for v in vs:
+        for p in v.points:
+            if p.series not in names:
+                names.append(p.series)
+    if not vs or not names:
+        return None, []
+    fig, axes = plt.subplots(2, 1, figsize=(max(7.5, 0.55 * len(names) + 3), 7.5), sharex=True)
+    outliers = []
+    k = len(vs)
+    for ax, what, title in ((axes[0], "time", f"time relative to {base} (time for the same work; lower is better)"),
+                            (axes[1], "rss", f"peak RSS relative to {base} (lower is better)")):
+        vals = [getattr(p, what) for v in vs for p in v.points if getattr(p, what)]
+        lo, hi = V.clip_range(vals)
         ax.set_yscale("log", base=2)
+        ax.set_ylim(lo, hi)
+        ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+        for i, v in enumerate(vs):
+            off = (i - (k - 1) / 2) * min(0.6 / k, 0.2)
+            xs, ys = [], []
+            for p in v.points:
+                r = getattr(p, what)
+                if not r:
+                    continue
+                x = names.index(p.series) + off
+                if lo <= r <= hi:
+                    xs.append(x)
+                    ys.append(r)
+                    continue
+                edge = hi if r > hi else lo
+                ax.plot([x], [edge], "^" if r > hi else "v", color=_color(v.allocator), markersize=7,
+                        clip_on=False)
+                # The label runs into the plot from the edge, vertically, so neighbours never overlap.
+                ax.annotate(f"×{r:.3g}", (x, edge), xytext=(0, -8 if r > hi else 8), textcoords="offset points",
+                            fontsize=7, color=_color(v.allocator), rotation=90, ha="center",
+                            va="top" if r > hi else "bottom", annotation_clip=False)
+                outliers.append((what, v.allocator, p.series, r))
+            ax.plot(xs, ys, "o", color=_color(v.allocator), markersize=5, label=v.allocator)
+            g = v.geomean(what)
+            if g:
+                ax.axhline(g, color=_color(v.allocator), linestyle="--", linewidth=0.8, alpha=0.7)
+        from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+        nice = [1 / 16, 1 / 8, 1 / 4, 1 / 3, 0.5, 2 / 3, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2, 3, 4, 8, 16, 32]
+        ticks = [t for t in nice if lo <= t <= hi]
+        if len(ticks) > 9:
+            ticks = [t for t in ticks if t in (1 / 16, 1 / 8, 1 / 4, 0.5, 1.0, 2, 4, 8, 16, 32)]
+        ax.yaxis.set_major_locator(FixedLocator(ticks))
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"×{y:.3g}"))
+        ax.set_title(title + "; dashed: geometric mean; ▲▼ beyond the axis, labelled", fontsize=9)
         ax.set_ylabel(f"ratio to {base} (log scale)")
-    axes[1].set_xticks([j + width * (len(allocs) - 1) / 2 for j in range(len(rows))])
-    axes[1].set_xticklabels([r[0] for r in rows], rotation=40, ha="right", fontsize=8)
+        ax.grid(True, axis="y", which="major", alpha=0.3)
+    axes[1].set_xticks(range(len(names)))
+    axes[1].set_xticklabels(names, rotation=40, ha="right", fontsize=8)
+    axes[1].set_xlim(-0.6, len(names) - 0.4)
     _legend(axes[0])
-    return _save(fig, path)
+    if not math.isfinite(axes[0].get_ylim()[0]):
+        plt.close(fig)
+        return None, outliers
+    return _save(fig, path), outliers
 
 
 def _rep_run(cell):
@@ -337,11 +349,48 @@ def latency_cdf_plot(s: Series, path: Path) -> Path | None:
     return _save(fig, path)
 
 
+def hoard_f_plot(series: list[Series], path: Path) -> Path | None:
+    """Seed 004 Table 6 as a plot: fragmentation A/U over the empty fraction f, one line per
+    thread count (median, bars min-max), one panel per workload, Hoard's 14-CPU figures dashed."""
+    from .hoard import TABLE6, table6_data
+    fs_series = [s for s in series if s.entry.get("kind") == "hoard-frag-f" and s.cases]
+    if not fs_series:
+        return None
+    fig, axes = plt.subplots(1, len(fs_series), figsize=(4.2 * len(fs_series) + 1.5, 3.8), squeeze=False)
+    drew = False
+    for ax, s in zip(axes[0], fs_series):
+        data = table6_data(s)
+        for i, x in enumerate(sorted(data)):
+            pts = sorted(data[x].items())
+            if not pts:
+                continue
+            ax.errorbar([f for f, _ in pts], [m.median for _, m in pts],
+                        yerr=[[m.median - m.min for _, m in pts], [m.max - m.median for _, m in pts]],
+                        fmt="-o", markersize=4, capsize=3, color=f"C{i % 10}", label=f"{x} thread{'s' if x != 1 else ''}")
+            drew = True
+        h = TABLE6.get(s.entry["workload"])
+        if h:
+            ax.plot(list(h), list(h.values()), "--s", color="grey", markersize=4, label="Hoard, 14 CPUs")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([0.125, 0.25, 0.5])
+        ax.set_xticklabels(["1/8", "1/4", "1/2"])
+        ax.set_xlabel("empty fraction f (LARDER_EMPTY_FRACTION)")
+        ax.set_ylabel("fragmentation A/U (max allocated / max in use)")
+        ax.set_ylim(bottom=1.0)
+        ax.set_title(f"{s.entry['workload']}: A/U by f (lower is better)", fontsize=10)
+    _legend(axes[0][-1])
+    if not drew:
+        plt.close(fig)
+        return None
+    fig.subplots_adjust(wspace=0.35)
+    return _save(fig, path)
+
+
 def make_all(series: list[Series], base: str | None, plot_dir: Path, preds: dict, cores: int | None = None) -> dict:
     """Plots per series name; key None holds the overall ones."""
     plot_dir = Path(plot_dir)
     made: dict = {None: []}
-    p = time_rss_plot(series, base, plot_dir / "time_rss_by_allocator.png")
+    p, _ = verdict_plot(series, base, plot_dir / "verdict.png")
     if p:
         made[None].append(p)
     for s in series:

@@ -11,7 +11,9 @@ import math
 from collections import Counter
 from pathlib import Path
 
-from . import plots, thesis
+import shlex
+
+from . import hoard, plots, thesis, verdict
 from .heapleak import SEED_PREDICTOR
 from .results import Series, group, heap_leak_predictors
 from .stats import ratio, speedup
@@ -463,6 +465,19 @@ def build(doc: dict, out_dir: Path, baseline: str | None = None) -> Doc:
         f"Command: {' '.join(doc.get('command', [])) or '?'}")
     if doc.get("interrupted"):
         d.p("INTERRUPTED: this report holds only the series that finished before the run was stopped.")
+    plot_dir = out_dir / "plots"
+    made = plots.make_all(series, base, plot_dir, heap_leak_predictors(series),
+                          env.get("cores_usable") or env.get("cores"))
+    overall = made.pop(None, [])
+    vhdr, vrows = verdict.table(series, base)
+    d.h(2, f"Verdict: each allocator against {base}")
+    if len(vrows) > 1:
+        d.table(vhdr, vrows)
+        d.p(verdict.EXPLAIN)
+    else:
+        d.p(f"No allocator to compare with {base} in this run.")
+    for p in overall:
+        d.img(f"plots/{p.name}", p.stem)
     d.p(f"Every figure is a median over interleaved repeats (min–max in brackets); ratios are to the "
         f"baseline, {base}, measured in the same run. Load average at start/end: "
         f"{env.get('loadavg_start')} / {env.get('loadavg_end')} (a shared machine is noisy).")
@@ -479,7 +494,8 @@ def build(doc: dict, out_dir: Path, baseline: str | None = None) -> Doc:
     fl = failures(doc)
     d.h(2, f"Problems ({len(fl)})")
     if fl:
-        d.p("Each failed or skipped run is recorded and the suite went on with the others.")
+        d.p("Each failed or skipped run is recorded and the suite went on with the others; a failed run, and a "
+            "command whose check output differed (mismatch), is left out of the medians.")
         d.ul(fl)
     else:
         d.p("None: every run exited 0 with its JSON result.")
@@ -490,13 +506,8 @@ def build(doc: dict, out_dir: Path, baseline: str | None = None) -> Doc:
         "points (pp), never as a ratio of percentages.")
     hdr, rows = summary_table(series, base)
     d.table(hdr, rows)
+    _hoard_section(d, series, plot_dir)
 
-    plot_dir = out_dir / "plots"
-    made = plots.make_all(series, base, plot_dir, heap_leak_predictors(series),
-                          env.get("cores_usable") or env.get("cores"))
-    overall = made.pop(None, [])
-    for p in overall:
-        d.img(f"plots/{p.name}", p.stem)
     preds = heap_leak_predictors(series)
     for s in series:
         e = s.entry
@@ -505,10 +516,26 @@ def build(doc: dict, out_dir: Path, baseline: str | None = None) -> Doc:
             d.p("No runs (see Problems).")
             continue
         better = "higher is better" if e["higher_is_better"] else "lower is better"
-        d.p(f"Workload {e['workload']}, flags {_flags(e)}; figure {e['metric']} ({better}); "
-            f"ratios are allocator / {base}.")
+        if e.get("command"):
+            d.p(f"{_command_text(e)}. Figure {e['metric']} ({better}); ratios are allocator / {base}.")
+        else:
+            d.p(f"Workload {e['workload']}, flags {_flags(e)}; figure {e['metric']} ({better}); "
+                f"ratios are allocator / {base}.")
         hdr, rows = _metric_table(s, base)
         d.table(hdr, rows)
+        if (e.get("command") or {}).get("server"):
+            st = server_table(s)
+            if st:
+                d.p("The server under each allocator: the client's time to send its load, the server's CPU (user+sys "
+                    "from wait4), its peak RSS, its resident set when the load ended and after the idle phase "
+                    "(/proc/PID/statm), medians.")
+                d.table(*st)
+        if (e.get("command") or {}).get("check"):
+            n = sum(1 for r in doc["runs"] if r.get("series") == e["series"] and r.get("check"))
+            bad = sum(1 for r in doc["runs"] if r.get("series") == e["series"] and r.get("status") == "mismatch")
+            d.p(f"Check `{_show(e['command']['check'])}`: {n} outputs compared, "
+                + (f"{bad} differed (MISMATCH, see Problems; left out of the medians)." if bad
+                   else "all the same under every allocator."))
         if e["kind"] == "scaling" and e.get("axis") in ("--threads", "--workers") and len(s.cases) > 1:
             d.p("Time relative to the fewest threads. The work is per thread, so on a machine with "
                 "c cores the ideal is flat up to c threads and then grows as t/c (seed 000 §5.1: "
@@ -572,6 +599,70 @@ def build(doc: dict, out_dir: Path, baseline: str | None = None) -> Doc:
             "loader mapping libraries, thread stacks and the program's own mappings).")
         d.table(*_resource_table(s))
     return d
+
+
+def _show(words) -> str:
+    """A command line as written: words quoted only where a shell would need it (placeholders
+    such as {port} are shown bare)."""
+    import re
+    return " ".join(w if re.fullmatch(r"[\w@%+=:,./{}-]+", w) else shlex.quote(w) for w in words)
+
+
+def _command_text(e: dict) -> str:
+    """How a command entry runs: its command line(s) as written, params, environment, folder."""
+    c = e["command"]
+    parts = []
+    if c.get("server"):
+        idle = c.get("idle")
+        idle = e.get("params", {}).get(idle[1:-1], idle) if isinstance(idle, str) and idle.startswith("{") else idle
+        parts.append(f"Server `{_show(c['server'])}` on {c.get('host', '127.0.0.1')} (a free port each run), "
+                     f"driven by `{_show(c['argv'])}`, then idle {idle} s")
+    else:
+        parts.append(f"Command `{_show(c['argv'])}`")
+    params = []
+    for k, v in (e.get("params") or {}).items():
+        params.append(f"{k} = {len(v)} items" if isinstance(v, (list, tuple)) and len(v) > 4 else f"{k} = {v}")
+    if params:
+        parts.append("with " + ", ".join(params))
+    if c.get("env"):
+        parts.append("environment " + " ".join(f"{k}={v}" for k, v in c["env"].items()))
+    if c.get("cwd"):
+        parts.append(f"in {c['cwd']}")
+    return "; ".join(parts)
+
+
+def server_table(s: Series) -> tuple[list, list] | None:
+    hdr = ["allocator", "client time", "server CPU", "peak RSS", "RSS at end of load", "RSS after idle"]
+    rows = []
+    for v, x in s.cases:
+        for a in s.allocators:
+            c = s.cell(v, x, a)
+            if c is None or c.ok == 0:
+                continue
+            f = c.figures
+            rows.append([a, cell_text(f.get("client_wall_s"), "client_wall_s"),
+                         cell_text(f.get("server_cpu_s"), "server_cpu_s"), _kib(c.resources.get("maxrss_kb")),
+                         _kib(f.get("rss_end_of_load_kb")), _kib(f.get("rss_after_idle_kb"))])
+    return (hdr, rows) if rows else None
+
+
+def _hoard_section(d: Doc, series: list[Series], plot_dir: Path) -> None:
+    t4, t6 = hoard.table4(series), hoard.table6(series)
+    if not t4 and not t6:
+        return
+    d.h(2, "Hoard's fragmentation (seed 004 §5.4 Table 4, §5.5 Table 6)")
+    d.p(hoard.EXPLAIN)
+    if t4:
+        d.p("Table 4: fragmentation A/U and the programs' memory statistics (bytes; medians over the repeats, "
+            "min–max in brackets), each workload followed by Hoard's published row.")
+        d.table(*t4)
+    if t6:
+        d.p("Table 6: fragmentation A/U by empty fraction f (LARDER_EMPTY_FRACTION) and thread count, Hoard's "
+            "14-processor figures below each workload.")
+        d.table(*t6)
+        p = plots.hoard_f_plot(series, plot_dir / "hoard_fragmentation_by_f.png")
+        if p:
+            d.img(f"plots/{p.name}", p.stem)
 
 
 def _flags(e: dict) -> str:
@@ -640,14 +731,25 @@ def write(doc: dict, out_dir: Path, baseline: str | None = None) -> tuple[Path, 
     return md, ht
 
 
+def _text_table(hdr: list, rows: list) -> list[str]:
+    table = [hdr] + rows
+    widths = [max(len(str(r[i])) if i < len(r) else 0 for r in table) for i in range(len(hdr))]
+    lines = ["  ".join(str(c).ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in table]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
 def terminal_summary(doc: dict, baseline: str | None = None) -> str:
     series = group(doc)
     base = _baseline(doc, baseline)
+    lines = []
+    vhdr, vrows = verdict.table(series, base)
+    if len(vrows) > 1:
+        lines.append(f"Verdict against {base} (geometric means of the ratios over every series; lower is better):")
+        lines += _text_table(vhdr, vrows)
+        lines.append("")
     hdr, rows = summary_table(series, base)
-    table = [hdr] + rows
-    widths = [max(len(str(r[i])) if i < len(r) else 0 for r in table) for i in range(len(hdr))]
-    lines = ["  ".join(str(c).ljust(widths[i]) for i, c in enumerate(r)) for r in table]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += _text_table(hdr, rows)
     lines.append(f"(baseline column: {base}'s median; other columns: ratio to it, or for a percentage (_pct) the "
                  f"difference in percentage points; ↓ lower is better, ↑ higher is better)")
     fl = failures(doc)

@@ -7,7 +7,10 @@ import subprocess
 from dataclasses import asdict
 from pathlib import Path
 
-from . import measure
+import hashlib
+import shlex
+
+from . import commands, measure
 from .allocators import Allocator
 from .progress import Progress
 from .stats import interleave
@@ -107,11 +110,14 @@ def new_results_dir(root: Path) -> Path:
 
 def run_entries(entries: list[Entry], allocators: list[Allocator], build_dir: Path, out_dir: Path,
                 repeats: int | None = None, timeout: float = 120.0, strace_mode: str = "last",
-                progress_stream=None, on_case_done=None) -> dict:
-    """Run every case of every entry; return the results document (see docs/harness.md)."""
+                progress_stream=None, on_case_done=None, baseline: str | None = None) -> dict:
+    """Run every case of every entry; return the results document (see docs/harness.md).
+    baseline: whose output a command's check output is compared with (default: the most
+    common output)."""
     build_dir = Path(build_dir)
     repo = build_dir.resolve().parent
     subst = {"build_dir": str(build_dir.resolve()), "repo": str(repo), "out_dir": str(Path(out_dir).resolve())}
+    csubst = commands.base_subst(build_dir, out_dir)
     found = [a for a in allocators if a.found]
     doc = {
         "schema": SCHEMA,
@@ -155,10 +161,15 @@ def run_entries(entries: list[Entry], allocators: list[Allocator], build_dir: Pa
     for e, allocs, cases, reps in plan:
         exe = binary(build_dir, e.workload)
         skip = None
+        esubst = commands.entry_subst(e, csubst) if e.command is not None else None
         if not allocs:
             skip = f"{e.series}: none of its allocators ({', '.join(e.allocators or [])}) was found; skipped"
+        elif e.command is not None:
+            skip = _command_skip(e, esubst)
         elif not exe.is_file():
             skip = f"{e.series}: workload program {exe} not found (build it with `make build`); skipped"
+        elif e.trace_frag:
+            skip = _trace_frag_skip(build_dir, e)
         if skip is None and e.setup:
             cmd = format_setup(e, subst)
             rec = measure.run_child(cmd, dict(os.environ), e.timeout or timeout)
@@ -175,10 +186,17 @@ def run_entries(entries: list[Entry], allocators: list[Allocator], build_dir: Pa
             continue
         t_out = e.timeout or timeout
         mpf = _mpf_flags(doc, e)
+        checks: dict = {}
         for (variant, x), alloc, rep in interleave(cases, allocs, reps):
-            argv = argv_for(e, variant, x, exe, subst) + mpf.get(alloc.name, [])
-            env = alloc.child_env(extra=variant.env)
-            rec = measure.run_child(argv, env, t_out)
+            if e.command is not None:
+                rec = _run_command(e, alloc, variant.env, esubst, t_out, checks)
+            else:
+                argv = argv_for(e, variant, x, exe, subst) + mpf.get(alloc.name, [])
+                env = alloc.child_env(extra=variant.env)
+                if e.trace_frag:
+                    rec = _run_recorded(argv, env, t_out, build_dir, Path(out_dir))
+                else:
+                    rec = measure.run_child(argv, env, t_out)
             rec.update(_run_keys(e, variant.label, x, alloc, rep, "measure", variant.env))
             why = invalid_reason(e.workload, rec.get("figures")) if rec["status"] == "ok" else None
             if why:
@@ -187,14 +205,21 @@ def run_entries(entries: list[Entry], allocators: list[Allocator], build_dir: Pa
             label = f"{case_label(e, variant.label, x)} [{alloc.name}]"
             prog.step(label, rec["status"] if not why else "invalid", rec.get("message", "") or (why or ""),
                       rec.get("wall_s"))
+        if checks:
+            for r in compare_checks(checks, baseline):
+                prog.note(f"  MISMATCH {r['series']} [{r['allocator']}] repeat {r['repeat']}: {r['message']}")
         smode = e.strace or strace_mode
         if smode != "none" and strace is not None:
             for variant, x in _strace_cases(e, cases, smode):
                 for alloc in allocs:
-                    argv = argv_for(e, variant, x, exe, subst)
-                    env = alloc.child_env(extra=variant.env)
+                    if e.command is not None:
+                        argv, env, run = _command_strace(e, alloc, variant.env, esubst, t_out * 4)
+                    else:
+                        argv = argv_for(e, variant, x, exe, subst)
+                        env = alloc.child_env(extra=variant.env)
+                        run = None
                     # strace slows a program down: allow it more time.
-                    rec = measure.run_strace(argv, env, t_out * 4, strace)
+                    rec = measure.run_strace(argv, env, t_out * 4, strace, run=run)
                     rec.update(_run_keys(e, variant.label, x, alloc, 0, "strace", variant.env))
                     doc["runs"].append(rec)
                     label = f"{case_label(e, variant.label, x)} [{alloc.name}] strace"
@@ -238,3 +263,167 @@ def _run_keys(e: Entry, variant: str, x, alloc: Allocator, rep: int, pass_: str,
     return {"series": e.series, "workload": e.workload, "kind": e.kind, "variant": variant,
             "axis": e.axis, "x": x, "allocator": alloc.name, "repeat": rep, "pass": pass_,
             "extra_env": dict(env)}
+
+
+# ---------------------------------------------------------------- any program (commands.py)
+
+def _command_skip(e: Entry, subst: dict) -> str | None:
+    miss = commands.missing_programs(e, subst)
+    if miss:
+        return commands.unknown_program_message(e, miss) + "; skipped"
+    work = Path(subst["work_dir"])
+    work.mkdir(parents=True, exist_ok=True)
+    if e.command.cwd:
+        cwd = Path(commands.expand([e.command.cwd], subst)[0])
+        if not cwd.is_dir():
+            if str(cwd.resolve()).startswith(subst["out_dir"] + os.sep):
+                cwd.mkdir(parents=True, exist_ok=True)
+            else:
+                return f"{e.series}: working directory {cwd} does not exist; skipped"
+    return None
+
+
+def _cwd(e: Entry, subst: dict) -> str | None:
+    return commands.expand([e.command.cwd], subst)[0] if e.command.cwd else None
+
+
+def _client_env(c) -> dict:
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.update(c.env)
+    return env
+
+
+def _run_command(e: Entry, alloc: Allocator, extra_env: dict, subst: dict, timeout: float, checks: dict) -> dict:
+    """One measured run of a command entry (and its check), under one allocator."""
+    c = e.command
+    env = alloc.child_env(extra={**c.env, **extra_env})
+    cwd = _cwd(e, subst)
+    stdout = str(Path(subst["work_dir"]) / "stdout.txt")
+    if c.is_server:
+        port = measure.free_port(c.host)
+        s = dict(subst, host=c.host, port=port)
+        rec = measure.run_server(commands.expand(c.server, s), commands.expand(c.argv, s), env, _client_env(c),
+                                 timeout, host=c.host, port=port, idle_s=commands.scaled_idle(e, s),
+                                 ready_timeout=c.ready_timeout, stop_signal=c.stop_signal,
+                                 stop_timeout=c.stop_timeout, cwd=cwd, client_stdout=stdout)
+    else:
+        s = subst
+        rec = measure.run_child(commands.expand(c.argv, s), env, timeout, cwd=cwd, expect_json=False,
+                                stdout_path=stdout)
+    if c.check and rec["status"] == "ok":
+        _run_check(e, rec, dict(s, stdout=stdout), cwd, timeout, checks)
+    return rec
+
+
+# Kept of each check's output to say where two outputs differ (the digest compares them whole).
+_CHECK_KEEP = 1 << 20
+
+
+def _run_check(e: Entry, rec: dict, subst: dict, cwd: str | None, timeout: float, checks: dict) -> None:
+    c = e.command
+    argv = commands.expand(c.check, subst)
+    out = Path(subst["work_dir"]) / "check.txt"
+    r = measure.run_child(argv, _client_env(c), timeout, rss_ms=0, cwd=cwd, expect_json=False,
+                          stdout_path=str(out))
+    if r["status"] != "ok":
+        rec.update(status="check-failed", message=f"the check command {shlex.join(argv)} failed: {r['message']}")
+        return
+    data = out.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    rec["check"] = {"argv": argv, "sha256": digest, "bytes": len(data)}
+    checks[id(rec)] = (rec, digest, data[:_CHECK_KEEP])
+
+
+def _first_difference(a: bytes, b: bytes) -> str:
+    la, lb = a.decode("utf-8", "replace").splitlines(), b.decode("utf-8", "replace").splitlines()
+    for i in range(max(len(la), len(lb))):
+        x = la[i] if i < len(la) else "(no line)"
+        y = lb[i] if i < len(lb) else "(no line)"
+        if x != y:
+            return f"line {i + 1}: {x[:80]!r} instead of {y[:80]!r}"
+    return f"{len(a)} bytes instead of {len(b)}"
+
+
+def compare_checks(checks: dict, baseline: str | None) -> list[dict]:
+    """A command's check output must be the same under every allocator. The reference is the
+    output the baseline's runs gave most often (else the most common one); every run whose
+    output differs becomes status `mismatch`, is left out of the medians and is reported.
+    Returns the runs marked."""
+    items = list(checks.values())
+    checks.clear()
+    if not items:
+        return []
+    from collections import Counter
+    base = [d for r, d, _ in items if r["allocator"] == baseline]
+    ref = Counter(base or [d for _, d, _ in items]).most_common(1)[0][0]
+    ref_data = next(data for r, d, data in items if d == ref)
+    who = f"{baseline}'s" if base else "the most common output"
+    marked = []
+    for r, d, data in items:
+        if d != ref:
+            r.update(status="mismatch", message=f"check output differs from {who}: {_first_difference(data, ref_data)}")
+            marked.append(r)
+    return marked
+
+
+def _command_strace(e: Entry, alloc: Allocator, extra_env: dict, subst: dict, timeout: float):
+    """argv, env and how to run a command entry under strace (only the server of a server entry)."""
+    c = e.command
+    env = alloc.child_env(extra={**c.env, **extra_env})
+    cwd = _cwd(e, subst)
+    if not c.is_server:
+        return (commands.expand(c.argv, subst), env,
+                lambda cmd, env2: measure.run_child(cmd, env2, timeout, rss_ms=0, cwd=cwd, expect_json=False))
+    port = measure.free_port(c.host)
+    s = dict(subst, host=c.host, port=port)
+    client = commands.expand(c.argv, s)
+
+    def run(cmd, env2):
+        return measure.run_server(cmd, client, env2, _client_env(c), timeout, host=c.host, port=port,
+                                  idle_s=0.0, ready_timeout=c.ready_timeout * 4, stop_signal=c.stop_signal,
+                                  stop_timeout=c.stop_timeout, cwd=cwd, rss_ms=0, depth=2)
+    return commands.expand(c.server, s), env, run
+
+
+# ---------------------------------------------------------------- Hoard's fragmentation (seed 004 §5.4)
+
+def _trace_frag_skip(build_dir: Path, e: Entry) -> str | None:
+    need = [build_dir / "lib" / "liblarder-trace.so", build_dir / "bin" / "trace-frag"]
+    miss = [str(p) for p in need if not p.is_file()]
+    if miss:
+        return f"{e.series}: {', '.join(miss)} not found (build them with `make build`); skipped"
+    return None
+
+
+def _run_recorded(argv: list[str], env: dict, timeout: float, build_dir: Path, out_dir: Path) -> dict:
+    """A run recorded by liblarder-trace.so (preloaded in front of the allocator, so it sees the
+    addresses the allocator returns), its trace processed off-line by trace-frag into Hoard's
+    figures, which join the run's own as hoard_*. The trace is deleted afterwards."""
+    env = dict(env)
+    tracer = str((build_dir / "lib" / "liblarder-trace.so").resolve())
+    env["LD_PRELOAD"] = tracer + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+    tmp = out_dir / "traces-tmp"
+    tmp.mkdir(exist_ok=True)
+    trace = tmp / f"run-{os.getpid()}.ltr"
+    env["LARDER_TRACE_FILE"] = str(trace)
+    try:
+        rec = measure.run_child(argv, env, timeout)
+        if rec["status"] != "ok":
+            return rec
+        sb = env.get("LARDER_SUPERBLOCK_SIZE", "65536")
+        fr = measure.run_child([str((build_dir / "bin" / "trace-frag").resolve()), str(trace), "--superblock", sb],
+                               dict(os.environ), timeout * 4, rss_ms=0)
+        if fr["status"] != "ok":
+            rec.update(status="trace-failed", message=f"trace-frag on the recorded trace failed: {fr['message']}")
+            return rec
+        rec["figures"].update({f"hoard_{k}": v for k, v in fr["figures"].items()})
+        rec["trace_frag_params"] = fr.get("reported_params", {})
+        return rec
+    finally:
+        for p in tmp.glob(trace.name + "*"):
+            p.unlink(missing_ok=True)
+        try:
+            tmp.rmdir()
+        except OSError:
+            pass

@@ -1,7 +1,7 @@
 /* larder-spawn: start one workload and report its rusage exactly.
  *
- * Usage: larder-spawn [--preload LIB] [--rss-ms MS] PROGRAM [ARGS...]
- * (environment and stdio pass through)
+ * Usage: larder-spawn [--preload LIB] [--rss-ms MS] [--cwd DIR] PROGRAM [ARGS...]
+ * (environment and stdio pass through; --cwd: the program runs in DIR)
  * --preload sets LD_PRELOAD for the program only, so the allocator under test is never
  * loaded into the launcher itself. --rss-ms samples the program's resident set
  * (/proc/PID/statm) every MS milliseconds from a second thread while the first waits.
@@ -92,6 +92,7 @@ static void *rss_sampler(void *arg) {
 
 int main(int argc, char **argv) {
   FILE *report = fdopen(3, "w");
+  const char *cwd = NULL;
   int first = 1;
   for (;;) {
     if (argc > first + 1 && strcmp(argv[first], "--preload") == 0) {
@@ -103,13 +104,23 @@ int main(int argc, char **argv) {
     } else if (argc > first + 1 && strcmp(argv[first], "--rss-ms") == 0) {
       rss_step_ns = (long)(atof(argv[first + 1]) * 1e6);
       first += 2;
+    } else if (argc > first + 1 && strcmp(argv[first], "--cwd") == 0) {
+      cwd = argv[first + 1];
+      first += 2;
     } else {
       break;
     }
   }
   if (report == NULL || argc <= first) {
-    fprintf(stderr, "usage: larder-spawn [--preload LIB] PROGRAM [ARGS...] (report on fd 3)\n");
+    fprintf(stderr, "usage: larder-spawn [--preload LIB] [--rss-ms MS] [--cwd DIR] PROGRAM [ARGS...] (report on fd 3)\n");
     return 2;
+  }
+  /* The launcher's own working directory does not matter: change it, and the program inherits it
+   * (a relative program path is then relative to DIR, as in a shell after cd). */
+  if (cwd && chdir(cwd) != 0) {
+    fprintf(report, "error=cannot enter working directory %s: %s\n", cwd, strerror(errno));
+    fclose(report);
+    return 127;
   }
   /* The report fd must not leak into the workload. */
   posix_spawn_file_actions_t fa;

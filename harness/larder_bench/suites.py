@@ -49,6 +49,8 @@ class Entry:
     setup: tuple = ()                # argv run once before the entry (e.g. make an input file)
     strace: str | None = None        # this entry's system-call pass (last, all, none); default: the command line's
     rss_plot: bool = False           # the report draws RSS over time for this series
+    command: object | None = None    # any program as a workload (commands.Command): run instead of bin/<workload>
+    trace_frag: bool = False         # record each run (liblarder-trace.so) and compute Hoard's A/U off-line (§5.4)
 
     @property
     def metric_name(self) -> str:
@@ -186,6 +188,31 @@ SUITES: list[Entry] = [
         ("shbench", {"--iterations": 50_000_000, "--min-size": 8, "--max-size": 100}, ("--iterations",)),
         ("larson", {"--seconds": 30, "--chunks": 10000, "--min-size": 10, "--max-size": 100}, ("--seconds",)),
     ]
+]
+
+# Hoard's fragmentation tables (seed 004 §5.4 Table 4, §5.5 Table 6), larder only: each run recorded
+# by liblarder-trace.so and processed off-line by trace-frag, as Hoard did (harness/larder_bench/hoard.py).
+# Hoard's parameters, with the work cut so that a trace stays a few hundred MB: threadtest's live
+# set does not depend on its iterations, shbench's 10,000 slots per thread give about Hoard's
+# 556 KB in use on two threads, Larson runs 0.5 s instead of 30.
+_HF_RUNS = [
+    ("threadtest", {"--iterations": 10, "--objects": 100000, "--size": 8}, ("--iterations",)),
+    ("shbench", {"--iterations": 2_000_000, "--slots": 10000, "--min-size": 8, "--max-size": 100}, ("--iterations",)),
+    ("larson", {"--seconds": 0.5, "--chunks": 10000, "--min-size": 10, "--max-size": 100}, ("--seconds",)),
+]
+_SB = (Variant("S=64K", env={"LARDER_SUPERBLOCK_SIZE": "65536"}), Variant("S=16K", env={"LARDER_SUPERBLOCK_SIZE": "16384"}))
+SUITES += [
+    Entry(_S, f"hoard-frag-{w}", w, f"{_HOARD} §5.4 Table 4: fragmentation A/U of {w} (recorded, processed off-line); "
+          "larder's default superblock and its smallest, nearest Hoard's 8 KiB", p, values="cpus", variants=_SB,
+          kind="hoard-frag", work=wk, allocators=("larder",), metric="hoard_fragmentation", higher_is_better=False,
+          repeats=3, strace="none", trace_frag=True)
+    for w, p, wk in _HF_RUNS
+] + [
+    Entry(_S, f"hoard-frag-f-{w}", w, f"{_HOARD} §5.5 Table 6: fragmentation A/U of {w} for empty fractions f = 1/8, "
+          "1/4, 1/2 (LARDER_EMPTY_FRACTION) and 1..2×CPUs threads", p, values="1..2cpus", variants=_F,
+          kind="hoard-frag-f", work=wk, allocators=("larder",), metric="hoard_fragmentation", higher_is_better=False,
+          repeats=3, strace="none", trace_frag=True)
+    for w, p, wk in _HF_RUNS
 ]
 
 _SV = "server"
@@ -334,7 +361,10 @@ def _scaled(entry: Entry, scale: float) -> dict:
         base = params.get(flag, WORK_DEFAULTS.get((entry.workload, flag)))
         if base is None or isinstance(base, bool):
             continue
-        if isinstance(base, int):
+        if isinstance(base, (list, tuple)):
+            # A list of inputs (a compiler's source files): the first share of them.
+            params[flag] = type(base)(base[:max(1, int(round(len(base) * scale)))])
+        elif isinstance(base, int):
             params[flag] = max(1, int(round(base * scale)))
         else:
             params[flag] = max(0.05, round(float(base) * scale, 3))
@@ -403,3 +433,9 @@ def argv_for(entry: Entry, variant: Variant, axis_value, binary: str | Path, sub
 
 def format_setup(entry: Entry, subst: dict) -> list[str]:
     return [str(a).format(**subst) for a in entry.setup]
+
+
+# ---- programs: real programs under every allocator (harness/larder_bench/programs/) ----
+from .programs import PROGRAMS  # noqa: E402  (imports Entry from here)
+
+SUITES += PROGRAMS

@@ -32,9 +32,9 @@ def test_report_from_stored_results(tmp_path):
     assert "recalibrated mpf_lower" in text and "14.0 + 1.1·t·r + 127.6·t" in text
     # System-call counts from the strace pass.
     assert "| mmap | munmap | brk | mremap | madvise |" in text
-    # Plots: time and RSS by allocator, speedup, false-sharing sweep, heap-leak, blowup.
+    # Plots: the verdict's ratios per series, speedup, false-sharing sweep, heap-leak, blowup.
     plots = {p.name for p in (d / "plots").glob("*.png")}
-    for name in ("time_rss_by_allocator.png", "speedup_threadtest.png", "false_share_false-share.png",
+    for name in ("verdict.png", "speedup_threadtest.png", "false_share_false-share.png",
                  "heap_leak_heap-leak-t1.png", "heap_leak_heap-leak-t3.png", "blowup_blowup.png"):
         assert name in plots, plots
         assert (d / "plots" / name).stat().st_size > 5000

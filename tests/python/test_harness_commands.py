@@ -1,0 +1,178 @@
+"""Any program as a workload: `--command` and `[commands.NAME]` run a real program under every
+allocator like a built-in workload, and bad specifications get a clear message."""
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from larder_bench import commands
+from larder_bench.cli import main as cli_main
+
+
+def _cli(*args, cwd=None):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    return subprocess.run([sys.executable, "-m", "larder_bench", *args], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=cwd)
+
+
+def _only_dir(root):
+    (out,) = [p for p in root.iterdir() if p.is_dir()]
+    return out
+
+
+def test_command_over_two_allocators_writes_results_report_and_verdict(tmp_path, bench_build):
+    if not shutil.which("sqlite3"):
+        pytest.fail("sqlite3 is missing: scripts/install-deps.sh installs it")
+    sql = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 20000) "
+           "SELECT count(*), sum(length(printf('%.*c', x % 200, 'a'))) FROM c")
+    r = _cli("run", "--command", f"sq=sqlite3 :memory: \"{sql}\"", "--allocators", "glibc,larder", "--repeats", "3",
+             "--build-dir", str(bench_build), "--output-dir", str(tmp_path), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = _only_dir(tmp_path)
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["suite"] == "commands"
+    meas = [x for x in doc["runs"] if x["pass"] == "measure"]
+    # Three interleaved repeats under each allocator: glibc, larder, glibc, larder, ...
+    assert [x["allocator"] for x in meas] == ["glibc", "larder"] * 3
+    assert all(x["series"] == "sq" and x["status"] == "ok" for x in meas), [x.get("message") for x in meas]
+    for x in meas:
+        # Measured from outside like a workload: wall, CPU, peak RSS, RSS over time, faults, switches.
+        assert x["wall_s"] > 0 and x["maxrss_kb"] > 0 and x["minflt"] > 0 and "nvcsw" in x and "nivcsw" in x
+        assert x["rss_series"] and x["rss_peak_kb"] > 0
+        assert x["argv"][0] == "sqlite3" and x["exit_code"] == 0
+    larder = [x for x in meas if x["allocator"] == "larder"]
+    assert all("LD_PRELOAD" not in x.get("extra_env", {}) for x in larder)
+    # The allocator's system calls, from the strace pass (installed by scripts/install-deps.sh).
+    if shutil.which("strace"):
+        st = [x for x in doc["runs"] if x["pass"] == "strace"]
+        assert {x["allocator"] for x in st} == {"glibc", "larder"}
+        assert all(x["status"] == "ok" and x["syscalls"]["mmap"] > 0 for x in st)
+    with open(out / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert sum(1 for row in rows if row["series"] == "sq" and row["pass"] == "measure") == 6
+    md = (out / "report.md").read_text()
+    # The report opens with the verdict table (before the environment), the program is a series.
+    assert md.index("## Verdict: each allocator against glibc") < md.index("## Environment")
+    assert "| glibc (baseline) | 1 | ×1.00 |" in md
+    assert [ln for ln in md.splitlines() if ln.startswith("| larder | 1 | ×")], md[:2000]
+    assert "## sq: sqlite3 :memory:" in md and "Command `sqlite3 :memory:" in md
+    assert "plots/verdict.png" in md and (out / "plots" / "verdict.png").is_file()
+    assert (out / "plots" / "rss_time_sq.png").is_file()
+    assert "Verdict: each allocator against glibc" in (out / "report.html").read_text()
+    # The terminal summary opens with the verdict too.
+    assert r.stdout.startswith("Verdict against glibc")
+    assert r.stdout.splitlines()[4].startswith("larder ")
+
+
+def test_a_failing_command_is_reported_and_left_out(tmp_path, bench_build):
+    r = _cli("run", "--command", "ok=true", "--command", "bad=false", "--allocators", "glibc,larder",
+             "--repeats", "2", "--strace", "none", "--build-dir", str(bench_build), "--output-dir", str(tmp_path),
+             cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = _only_dir(tmp_path)
+    doc = json.loads((out / "results.json").read_text())
+    bad = [x for x in doc["runs"] if x["series"] == "bad"]
+    assert bad and all(x["status"] == "exit" and x["exit_code"] == 1 for x in bad)
+    md = (out / "report.md").read_text()
+    assert "bad [glibc]: exit: exited with status 1" in md
+    # No median from failed runs: the series' cells say FAILED.
+    assert "| – | FAILED | FAILED |" in md
+
+
+def test_config_commands_with_cwd_env_params_and_scale(tmp_path, bench_build):
+    work = tmp_path / "data"
+    work.mkdir()
+    (work / "input.txt").write_text("b\na\nc\n" * 100)
+    cfg = tmp_path / "bench.toml"
+    cfg.write_text(f"""
+[commands.sorter]
+cmd = ["sort", "-u", "input.txt"]
+cwd = "{work}"
+env = {{ LC_ALL = "C" }}
+check = "cat {{stdout}}"
+
+[commands.counter]
+cmd = "seq {{n}}"
+params = {{ n = 1000 }}
+scale = ["n"]
+""")
+    r = _cli("run", "--config", str(cfg), "--allocators", "glibc,larder", "--repeats", "1", "--scale", "0.5",
+             "--strace", "none", "--build-dir", str(bench_build), "--output-dir", str(tmp_path / "out"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((_only_dir(tmp_path / "out") / "results.json").read_text())
+    runs = {(x["series"], x["allocator"]): x for x in doc["runs"]}
+    assert runs[("sorter", "larder")]["status"] == "ok" and runs[("sorter", "larder")]["check"]["bytes"] == 6
+    # --scale multiplies the params listed in `scale`.
+    assert runs[("counter", "glibc")]["argv"] == ["seq", "500"]
+    # --workloads picks commands by name.
+    r = _cli("run", "--config", str(cfg), "--workloads", "counter", "--allocators", "glibc", "--repeats", "1",
+             "--strace", "none", "--build-dir", str(bench_build), "--output-dir", str(tmp_path / "o2"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((_only_dir(tmp_path / "o2") / "results.json").read_text())
+    assert {x["series"] for x in doc["runs"]} == {"counter"}
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--command", "x="], "empty command: give the program to run after x="),
+    (["--command", "=true"], "empty name"),
+    (["--command", "true"], "expected NAME=CMD ARGS..."),
+    (["--command", "a b=true"], "expected NAME=CMD ARGS..."),
+    (["--command", "x=no-such-program-larder-test --flag"],
+     "x: unknown program 'no-such-program-larder-test' (not found on PATH or not executable)"),
+    (["--command", "x=/nonexistent/prog"], "unknown program '/nonexistent/prog'"),
+    (["--command", "a=true", "--command", "a=false"], "the name 'a' is used twice (--command and --command)"),
+    (["--suite", "quick", "--command", "larson=true"], "the name 'larson' is used twice"),
+    (["--command", "x/y=true"], "bad name 'x/y'"),
+    (["--command", "x=true", "--workloads", "nope"], "no command named nope"),
+])
+def test_bad_command_specs_get_a_clear_message(tmp_path, bench_build, args, message, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc = cli_main(["run", *args, "--build-dir", str(bench_build), "--output-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2, (args, err)
+    assert message in err, (args, err)
+    assert not any(tmp_path.iterdir()), "nothing may run on bad input"
+
+
+@pytest.mark.parametrize("body,message", [
+    ('[commands.a]\ncmd = ""\n', "commands.a: empty cmd"),
+    ('[commands.a]\ncwd = "/tmp"\n', "commands.a: needs cmd"),
+    ('[commands.a]\ncmd = "true"\nfrobnicate = 1\n', "unknown keys ['frobnicate']"),
+    ('[commands.a]\ncmd = "true"\nenv = { LD_PRELOAD = "x.so" }\n', "env may not set LD_PRELOAD"),
+    ('[commands.a]\ncmd = "true"\nserver = "true"\nhost = "10.0.0.1"\n', "host '10.0.0.1' is not a loopback address"),
+    ('[commands.a]\ncmd = "true"\nidle = 3\n', "idle only apply to a server entry"),
+    ('[commands.a]\ncmd = "true"\ntimeout = -1\n', "timeout must be a positive number"),
+    ('[commands.a]\ncmd = "true"\nserver = "true"\nstop_signal = "KILL"\n', "not a signal a server can handle"),
+    ('[commands.a]\ncmd = "true"\nscale = ["n"]\n', "scale must list names of params"),
+    ('[commands]\na = 3\n', "commands.a: must be a table"),
+])
+def test_bad_config_commands_get_a_clear_message(tmp_path, bench_build, body, message, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(body)
+    rc = cli_main(["run", "--config", str(cfg), "--build-dir", str(bench_build), "--output-dir", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2, (body, err)
+    assert message in err, (body, err)
+    assert not (tmp_path / "o").exists()
+
+
+def test_name_in_config_and_on_the_command_line_is_used_twice(tmp_path, bench_build, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[commands.a]\ncmd = "true"\n')
+    rc = cli_main(["run", "--config", str(cfg), "--command", "a=true", "--build-dir", str(bench_build),
+                   "--output-dir", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"the name 'a' is used twice (--command and config {cfg})" in err, err
+
+
+def test_placeholders_lists_and_braces_left_alone():
+    s = {"repo": "/r", "files": ["{repo}/a.c", "b.c"], "n": 3}
+    assert commands.expand(["cc", "{files}", "-DN={n}", "awk", "{print $1}", "{unknown}"], s) == \
+        ["cc", "/r/a.c", "b.c", "-DN=3", "awk", "{print $1}", "{unknown}"]
