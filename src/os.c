@@ -14,20 +14,41 @@
 static _Atomic size_t os_mmap_calls, os_munmap_calls, os_madvise_calls;
 static _Atomic size_t os_mmap_bytes, os_munmap_bytes, os_madvise_bytes;
 
+/* errno: the seam never changes it (os.h). A failure is returned as a value and the caller
+ * decides what the application sees, so that a successful malloc does not leave behind the
+ * EEXIST of an aligned-mapping probe, the ENOMEM of an mremap that could not grow in place, or
+ * the ESRCH of a check on an exited thread (issue 16). Each function below keeps the caller's
+ * errno in `saved` and puts it back on every return. */
+static int os_fail(int saved, int fallback) {
+  int e = errno ? errno : fallback;
+  errno = saved;
+  return e;
+}
+
 static void os_count(_Atomic size_t *calls, _Atomic size_t *bytes, size_t n) {
   atomic_fetch_add_explicit(calls, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(bytes, n, memory_order_relaxed);
 }
 
 int ld_os_map(size_t bytes, void **out) {
+  int saved = errno;
   void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return errno ? errno : ENOMEM;
+  if (p == MAP_FAILED) return os_fail(saved, ENOMEM);
   os_count(&os_mmap_calls, &os_mmap_bytes, bytes);
   *out = p;
   return 0;
 }
 
+static int map_aligned(size_t bytes, size_t align, void **out);
+
 int ld_os_map_aligned(size_t bytes, size_t align, void **out) {
+  int saved = errno;
+  int err = map_aligned(bytes, align, out);
+  errno = saved;
+  return err;
+}
+
+static int map_aligned(size_t bytes, size_t align, void **out) {
   size_t page = ld_os_page_size();
   if (align <= page) return ld_os_map(bytes, out);
   if (bytes > SIZE_MAX - align) return ENOMEM;
@@ -74,15 +95,17 @@ int ld_os_map_aligned(size_t bytes, size_t align, void **out) {
 }
 
 int ld_os_unmap(void *addr, size_t bytes) {
-  if (munmap(addr, bytes) != 0) return errno ? errno : EINVAL;
+  int saved = errno;
+  if (munmap(addr, bytes) != 0) return os_fail(saved, EINVAL);
   os_count(&os_munmap_calls, &os_munmap_bytes, bytes);
   return 0;
 }
 
 int ld_os_remap(void *old, size_t old_bytes, size_t new_bytes, void *dest, void **out) {
+  int saved = errno;
   void *p = dest ? mremap(old, old_bytes, new_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, dest)
                  : mremap(old, old_bytes, new_bytes, 0);
-  if (p == MAP_FAILED) return errno ? errno : ENOMEM;
+  if (p == MAP_FAILED) return os_fail(saved, ENOMEM);
   if (dest) {
     /* dest was mapped (and counted) by the caller; the old range is gone */
     os_count(&os_munmap_calls, &os_munmap_bytes, old_bytes);
@@ -96,26 +119,30 @@ int ld_os_remap(void *old, size_t old_bytes, size_t new_bytes, void *dest, void 
 }
 
 int ld_os_protect_none(void *addr, size_t bytes) {
-  if (mprotect(addr, bytes, PROT_NONE) != 0) return errno ? errno : EINVAL;
+  int saved = errno;
+  if (mprotect(addr, bytes, PROT_NONE) != 0) return os_fail(saved, EINVAL);
   return 0;
 }
 
 int ld_os_random(void *buf, size_t bytes) {
+  int saved = errno;
   char *p = buf;
   while (bytes > 0) {
     long n = syscall(SYS_getrandom, p, bytes, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return errno ? errno : EIO;
+      return os_fail(saved, EIO);
     }
     p += n;
     bytes -= (size_t)n;
   }
+  errno = saved;
   return 0;
 }
 
 int ld_os_purge(void *addr, size_t bytes) {
-  if (madvise(addr, bytes, MADV_DONTNEED) != 0) return errno ? errno : EINVAL;
+  int saved = errno;
+  if (madvise(addr, bytes, MADV_DONTNEED) != 0) return os_fail(saved, EINVAL);
   os_count(&os_madvise_calls, &os_madvise_bytes, bytes);
   return 0;
 }
@@ -123,14 +150,18 @@ int ld_os_purge(void *addr, size_t bytes) {
 size_t ld_os_page_size(void) {
   static size_t page;
   if (!page) {
+    int saved = errno;
     long p = sysconf(_SC_PAGESIZE);
     page = p > 0 ? (size_t)p : 4096;
+    errno = saved;
   }
   return page;
 }
 
 int ld_os_cpu_count(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  int saved = errno;
+  long n = sysconf(_SC_NPROCESSORS_ONLN); /* reads /sys: may fail and set errno */
+  errno = saved;
   return n > 0 ? (int)n : 1;
 }
 
@@ -150,19 +181,24 @@ int ld_os_thread_id(void) { return (int)syscall(SYS_gettid); }
 
 int ld_os_thread_alive(int tid) {
   /* Signal 0 checks existence only. A reused id reads as alive: that only delays a reclaim. */
-  return !(syscall(SYS_tgkill, (int)getpid(), tid, 0) != 0 && errno == ESRCH);
+  int saved = errno;
+  int gone = syscall(SYS_tgkill, (int)getpid(), tid, 0) != 0 && errno == ESRCH;
+  errno = saved;
+  return !gone;
 }
 
 void ld_os_sleep_ms(unsigned ms) {
+  int saved = errno;
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
+  errno = saved;
 }
 
 void ld_os_write(int fd, const char *buf, size_t len) {
   /* write() is a cancellation point: a thread with a pending cancellation would otherwise be
    * cancelled inside malloc_stats() with nothing printed. */
-  int old_state;
+  int old_state, saved = errno;
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old_state);
   while (len > 0) {
     ssize_t n = write(fd, buf, len);
@@ -174,6 +210,7 @@ void ld_os_write(int fd, const char *buf, size_t len) {
     len -= (size_t)n;
   }
   pthread_setcancelstate(old_state, NULL);
+  errno = saved;
 }
 
 void ld_os_counts(ld_os_counts_t *out) {

@@ -2,7 +2,10 @@
  * page size, the CPU count or the clock.
  *
  * Contract, once for all: sizes and addresses passed in are multiples of the page size; the
- * functions that can fail return 0 on success or an errno value (ENOMEM, EINVAL), never -1. */
+ * functions that can fail return 0 on success or an errno value (ENOMEM, EINVAL), never -1,
+ * and no function here changes errno, on success or failure: what the application sees in
+ * errno is decided by the entry point that called (alloc.c), so a successful call leaves it
+ * alone (issue 16). */
 #ifndef LD_OS_H
 #define LD_OS_H
 
