@@ -11,7 +11,7 @@
  * Operations: malloc, calloc (checked zero), realloc (the kept prefix checked), reallocarray
  * (with overflowing counts: NULL, ENOMEM, the block intact), memalign, posix_memalign and
  * aligned_alloc (powers of two from 1 B to 2 MiB, non-powers of two, and invalid alignments:
- * EINVAL and *out untouched), malloc_usable_size, free, realloc to 0, malloc_shared, impossible
+ * EINVAL and *out untouched; aligned_alloc refuses a non-power of two with EINVAL), malloc_usable_size, free, realloc to 0, malloc_shared, impossible
  * sizes (NULL, ENOMEM), larder_trim and larder_validate. Every 64 operations and at the end of
  * an input larder_validate() must find no violation.
  *
@@ -294,7 +294,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         } else if ((c[0] & 15) == 7) {
           s->p = larder_memalign(align, n);
         } else {
+          errno = 0;
           s->p = larder_aligned_alloc(align, n);
+          if (!valid_pow2) { /* C17 DR 460, glibc 2.38: NULL and EINVAL */
+            if (s->p || errno != EINVAL) af_fail("aligned_alloc accepted an alignment that is not a power of two", op, s->p, align);
+            break;
+          }
         }
         s->n = n;
         if (!s->p) af_fail("aligned allocation failed", op, NULL, n);

@@ -45,6 +45,17 @@
 #define LD_OWNER_ADD(lv, n) __atomic_store_n(&(lv), (lv) + (n), __ATOMIC_RELAXED)
 #define LD_OWNER_SET(lv, v) __atomic_store_n(&(lv), (v), __ATOMIC_RELAXED)
 
+/* ---- request limits: checked once, where a size enters (alloc.c) ----
+ * No object is larger than PTRDIFF_MAX, glibc's bound (malloc.c, checked_request2size), so the
+ * difference of two pointers into one block always fits a ptrdiff_t; no alignment is above
+ * 2^62. With both, every sum the allocator forms from a request (a header offset + the size +
+ * the alignment, rounded up to a page or a chunk) stays below SIZE_MAX: the functions behind
+ * the entry points (large.c, the heaps) take that as given and do not check again. A request
+ * beyond either limit is NULL with errno ENOMEM, and realloc leaves the old block as it was. */
+#define LD_REQUEST_MAX ((size_t)PTRDIFF_MAX)
+#define LD_ALIGN_MAX   ((size_t)1 << 62)
+static inline bool ld_request_ok(size_t size, size_t align) { return size <= LD_REQUEST_MAX && align <= LD_ALIGN_MAX; }
+
 /* ---- size classes (superblock.c) ----
  * 16..128 in steps of 16, then 8 classes per doubling up to 16 KiB: neighbouring classes are
  * at most 12.5% apart above 128 bytes, which bounds internal fragmentation the way Hoard's base
@@ -321,7 +332,8 @@ typedef struct ld_segment_stats_s {
 } ld_segment_stats_t;
 void    ld_segment_stats(ld_segment_stats_t *out);
 
-/* ---- medium and large spans (large.c) ---- */
+/* ---- medium and large spans (large.c) ----
+ * Sizes and alignments come checked (ld_request_ok). */
 void   *ld_large_alloc(size_t size, size_t align, bool *zeroed);
 void    ld_large_free(sb_t *span);
 /* Resizes a span in place (medium: neighbouring chunks; large: mremap); NULL if it cannot. */

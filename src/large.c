@@ -149,12 +149,8 @@ static void *medium_alloc(size_t offset, size_t size, bool *zeroed) {
 void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
   size_t page = ld_os_page_size();
   if (align < LD_MIN_ALIGN) align = LD_MIN_ALIGN;
-  /* Anything this big can never be served; saying so early also keeps the sums below from
-   * overflowing. */
-  if (size > (SIZE_MAX >> 2) || align > (SIZE_MAX >> 2)) {
-    errno = ENOMEM;
-    return NULL;
-  }
+  /* size <= LD_REQUEST_MAX and align <= LD_ALIGN_MAX (checked where they entered, alloc.c):
+   * none of the sums below can wrap. */
   *zeroed = false;
   if (size == 0) size = 1; /* a block of its own, even for malloc(0): usable size never 0 */
   sb_t *span = NULL;
@@ -244,6 +240,9 @@ void ld_large_free(sb_t *span) {
   ld_purge_check(now);
 }
 
+/* size <= LD_REQUEST_MAX (larder_realloc checks it first): offset + size cannot wrap, so an
+ * impossible size never reads as a small one here (issue 16: a medium span "resized" to
+ * SIZE_MAX shrank to 64 KiB and returned success). */
 void *ld_large_realloc_in_place(sb_t *span, size_t size) {
   size_t offset = (size_t)(span->data - (char *)span);
   if (span->kind == LD_KIND_MEDIUM) {

@@ -27,7 +27,7 @@ LD_PUBLIC void *memalign(size_t alignment, size_t size) { return larder_memalign
 LD_PUBLIC void *valloc(size_t size) { return larder_memalign(ld_os_page_size(), size); }
 LD_PUBLIC void *pvalloc(size_t size) {
   size_t page = ld_os_page_size();
-  if (size > SIZE_MAX - page) {
+  if (!ld_request_ok(size, 0)) { /* before the rounding up, which could wrap */
     errno = ENOMEM;
     return NULL;
   }
