@@ -343,6 +343,8 @@ void   *ld_large_realloc_move(sb_t *span, size_t size);
 size_t  ld_large_purge(uint64_t now, bool all);
 uint64_t ld_large_next_expiry(void);
 size_t  ld_large_bytes_in_use(void);
+/* Large spans in use now, and the most in use at once, in spans and in bytes (malloc_stats). */
+void    ld_large_peaks(size_t *spans_now, size_t *spans_peak, size_t *bytes_peak);
 size_t  ld_large_bytes_cached(void);
 size_t  ld_medium_bytes_in_use(void);
 void    ld_large_lock(void);
@@ -374,6 +376,10 @@ void    ld_options_changed(void);
 extern _Atomic unsigned ld_options_epoch;
 void    ld_debug_validate_maybe(heap_t *heap);  /* LARDER_DEBUG: at a bounded rate */
 extern _Atomic size_t ld_validations;
+
+/* ---- stats.c ---- */
+/* malloc_stats: glibc's lines with larder's figures, then larder's table. */
+void    ld_stats_print_glibc_shape(int fd);
 
 /* ---- report.c ---- */
 void ld_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

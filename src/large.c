@@ -36,6 +36,21 @@ static struct {
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static _Atomic size_t large_in_use, medium_in_use;
+/* For malloc_stats's "max mmap regions" and "max mmap bytes" (glibc's peaks of separately
+ * mapped blocks, which large spans are): the spans in use now, and the highest figures seen. */
+static _Atomic size_t large_spans, large_spans_peak, large_bytes_peak;
+
+static void raise_peak(_Atomic size_t *peak, size_t now) {
+  size_t seen = atomic_load_explicit(peak, memory_order_relaxed);
+  while (now > seen && !atomic_compare_exchange_weak_explicit(peak, &seen, now, memory_order_relaxed, memory_order_relaxed)) {
+  }
+}
+
+static void large_in_use_add(size_t bytes) {
+  raise_peak(&large_bytes_peak, atomic_fetch_add_explicit(&large_in_use, bytes, memory_order_relaxed) + bytes);
+}
+
+static void large_in_use_sub(size_t bytes) { atomic_fetch_sub_explicit(&large_in_use, bytes, memory_order_relaxed); }
 
 void ld_large_lock(void) { pthread_mutex_lock(&cache.lock); }
 void ld_large_unlock(bool reinit) {
@@ -198,7 +213,8 @@ void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
     *zeroed = true;
   }
   span_init(span, user, LD_KIND_LARGE);
-  atomic_fetch_add_explicit(&large_in_use, span->map_bytes, memory_order_relaxed);
+  large_in_use_add(span->map_bytes);
+  raise_peak(&large_spans_peak, atomic_fetch_add_explicit(&large_spans, 1, memory_order_relaxed) + 1);
   return user;
 }
 
@@ -212,7 +228,8 @@ void ld_large_free(sb_t *span) {
     ld_purge_check(ld_os_now_coarse_ns());
     return;
   }
-  atomic_fetch_sub_explicit(&large_in_use, bytes, memory_order_relaxed);
+  large_in_use_sub(bytes);
+  atomic_fetch_sub_explicit(&large_spans, 1, memory_order_relaxed);
   size_t limit = (size_t)ld_options.large_cache_mb << 20;
   if ((void *)span != span->map_base || bytes > limit) {
     span->kind = LD_KIND_LARGE_CACHED;
@@ -272,8 +289,8 @@ void *ld_large_realloc_in_place(sb_t *span, size_t size) {
     ld_os_remap(span->map_base, bytes, old_bytes, NULL, &out); /* cannot own it: shrink back */
     return NULL;
   }
-  if (bytes > span->map_bytes) atomic_fetch_add_explicit(&large_in_use, bytes - span->map_bytes, memory_order_relaxed);
-  else atomic_fetch_sub_explicit(&large_in_use, span->map_bytes - bytes, memory_order_relaxed);
+  if (bytes > span->map_bytes) large_in_use_add(bytes - span->map_bytes);
+  else large_in_use_sub(span->map_bytes - bytes);
   span->map_bytes = bytes;
   span->usable = bytes - offset;
   return span->data;
@@ -294,7 +311,7 @@ void *ld_large_realloc_move(sb_t *span, size_t size) {
     return NULL;
   }
   ld_addrmap_remove(old_base, old_bytes);
-  atomic_fetch_add_explicit(&large_in_use, bytes - old_bytes, memory_order_relaxed);
+  large_in_use_add(bytes - old_bytes);
   sb_t *moved = out;
   moved->map_base = out;
   moved->map_bytes = bytes;
@@ -342,6 +359,12 @@ uint64_t ld_large_next_expiry(void) {
 }
 
 size_t ld_large_bytes_in_use(void) { return atomic_load_explicit(&large_in_use, memory_order_relaxed); }
+
+void ld_large_peaks(size_t *spans_now, size_t *spans_peak, size_t *bytes_peak) {
+  *spans_now = atomic_load_explicit(&large_spans, memory_order_relaxed);
+  *spans_peak = atomic_load_explicit(&large_spans_peak, memory_order_relaxed);
+  *bytes_peak = atomic_load_explicit(&large_bytes_peak, memory_order_relaxed);
+}
 size_t ld_medium_bytes_in_use(void) { return atomic_load_explicit(&medium_in_use, memory_order_relaxed); }
 
 size_t ld_large_bytes_cached(void) {

@@ -51,6 +51,7 @@ alloc_test(alloc_api_cxx     SOURCES alloc/api_cxx.cpp   PRELOAD TIMEOUT 60)
 alloc_test(alloc_realloc_impossible SOURCES alloc/realloc_impossible.c PRELOAD TIMEOUT 60)
 alloc_test(alloc_errno_kept         SOURCES alloc/errno_kept.c         PRELOAD TIMEOUT 120)
 alloc_test(alloc_align_validity     SOURCES alloc/align_validity.c     PRELOAD TIMEOUT 60)
+alloc_test(alloc_malloc_stats_shape SOURCES alloc/malloc_stats_shape.c PRELOAD TIMEOUT 60)
 
 # ---- threads ----
 # 8 threads on 2 cores; the DEBUG variant runs the same load against larder_debug.
