@@ -147,8 +147,8 @@ static LD_NOINLINE void *malloc_slow(heap_t *heap, size_t size) {
   if (!ld_request_ok(size, 0)) return api_result(NULL, saved);
   if (heap == &ld_heap_empty && !(heap = thread_heap())) return api_result(NULL, saved);
   if (size > ld_small_max) {
-    bool zeroed;
-    void *p = ld_large_alloc(size, LD_MIN_ALIGN, &zeroed);
+    size_t dirty;
+    void *p = ld_large_alloc(size, LD_MIN_ALIGN, &dirty);
     if (p) {
       LD_STAT_INC(heap, large_allocs); /* medium spans included; medium_allocs counts those */
       LD_STAT_INC(heap, mallocs);
@@ -241,9 +241,9 @@ void *larder_calloc(size_t count, size_t size) {
   if (mul_overflows(count, size, &bytes) || !ld_request_ok(bytes, 0)) return api_result(NULL, saved);
   if (bytes > ld_small_max) {
     if (!thread_heap()) return api_result(NULL, saved);
-    bool zeroed;
-    void *p = ld_large_alloc(bytes, LD_MIN_ALIGN, &zeroed);
-    if (p && !zeroed) memset(p, 0, bytes);
+    size_t dirty;
+    void *p = ld_large_alloc(bytes, LD_MIN_ALIGN, &dirty);
+    if (p) memset(p, 0, dirty < bytes ? dirty : bytes);
     return api_result(p, saved);
   }
   void *p = larder_malloc(bytes);
@@ -322,8 +322,8 @@ static void *aligned_alloc_pow2(size_t alignment, size_t size) {
     }
   }
   if (!thread_heap()) return api_result(NULL, saved);
-  bool zeroed;
-  return api_result(ld_large_alloc(size, alignment, &zeroed), saved);
+  size_t dirty;
+  return api_result(ld_large_alloc(size, alignment, &dirty), saved);
 }
 
 static size_t next_pow2(size_t x) {

@@ -334,7 +334,9 @@ void    ld_segment_stats(ld_segment_stats_t *out);
 
 /* ---- medium and large spans (large.c) ----
  * Sizes and alignments come checked (ld_request_ok). */
-void   *ld_large_alloc(size_t size, size_t align, bool *zeroed);
+/* *dirty: how many bytes from the returned pointer may hold old data (0: the block reads as
+ * zero); calloc clears those only. */
+void   *ld_large_alloc(size_t size, size_t align, size_t *dirty);
 void    ld_large_free(sb_t *span);
 /* Resizes a span in place (medium: neighbouring chunks; large: mremap); NULL if it cannot. */
 void   *ld_large_realloc_in_place(sb_t *span, size_t size);

@@ -30,33 +30,54 @@ static void os_count(_Atomic size_t *calls, _Atomic size_t *bytes, size_t n) {
   atomic_fetch_add_explicit(bytes, n, memory_order_relaxed);
 }
 
-int ld_os_map(size_t bytes, void **out) {
-  int saved = errno;
-  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return os_fail(saved, ENOMEM);
+/* Two kinds of mapping. Address space that larder reserves and fills as it goes (segments, the
+ * ownership map's leaves, heaps, the pools' areas) is mapped MAP_NORESERVE, outside the kernel's
+ * overcommit heuristic. A large span is memory the program asked for, all of it: it is mapped
+ * without that flag (`committed`), so that under the default heuristic the kernel refuses a
+ * span it could never back (more than RAM + swap), as it refuses glibc's, and mremap refuses
+ * to grow one that far. Before, malloc(2^45) succeeded and its addrmap leaves (16 KiB per
+ * 4 GiB, never given back) stayed resident: 256 MiB per such call (issue 16, the API fuzzer). */
+static int map_plain(size_t bytes, int extra, void **out) {
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0);
+  if (p == MAP_FAILED) return errno ? errno : ENOMEM;
   os_count(&os_mmap_calls, &os_mmap_bytes, bytes);
   *out = p;
   return 0;
 }
 
-static int map_aligned(size_t bytes, size_t align, void **out);
-
-int ld_os_map_aligned(size_t bytes, size_t align, void **out) {
+int ld_os_map(size_t bytes, void **out) {
   int saved = errno;
-  int err = map_aligned(bytes, align, out);
+  int err = map_plain(bytes, MAP_NORESERVE, out);
   errno = saved;
   return err;
 }
 
-static int map_aligned(size_t bytes, size_t align, void **out) {
+static int map_aligned(size_t bytes, size_t align, int extra, void **out);
+
+int ld_os_map_aligned(size_t bytes, size_t align, void **out) {
+  int saved = errno;
+  int err = map_aligned(bytes, align, MAP_NORESERVE, out);
+  errno = saved;
+  return err;
+}
+
+int ld_os_map_committed(size_t bytes, size_t align, void **out) {
+  int saved = errno;
+  int err = map_aligned(bytes, align, 0, out);
+  errno = saved;
+  return err;
+}
+
+static int map_aligned(size_t bytes, size_t align, int extra, void **out) {
   size_t page = ld_os_page_size();
-  if (align <= page) return ld_os_map(bytes, out);
+  if (align <= page) return map_plain(bytes, extra, out);
   if (bytes > SIZE_MAX - align) return ENOMEM;
   /* First at the aligned address just above where the kernel would place the mapping: for a
    * large alignment (segments: 64 MiB) this avoids mapping bytes + align even for a moment,
    * which would show as a peak of address space. */
   void *probe;
-  if (ld_os_map(bytes, &probe) != 0) return ENOMEM;
+  int err = map_plain(bytes, extra, &probe);
+  if (err) return err;
   if (((uintptr_t)probe & (align - 1)) == 0) {
     *out = probe;
     return 0;
@@ -70,7 +91,7 @@ static int map_aligned(size_t bytes, size_t align, void **out) {
     uintptr_t hint = k < 0 ? above : below - (uintptr_t)k * align;
     if (hint < align || hint > below + align) continue;
     void *p = mmap((void *)hint, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | extra, -1, 0);
     if (p == MAP_FAILED) continue;
     if (p == (void *)hint) {
       os_count(&os_mmap_calls, &os_mmap_bytes, bytes);
@@ -83,7 +104,7 @@ static int map_aligned(size_t bytes, size_t align, void **out) {
   /* Else map more than needed, then give back the misaligned head and the tail: one mmap and
    * at most two munmaps, whatever the alignment. */
   void *raw;
-  int err = ld_os_map(bytes + align - page, &raw);
+  err = map_plain(bytes + align - page, extra, &raw);
   if (err) return err;
   uintptr_t start = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
   size_t head = start - (uintptr_t)raw;

@@ -16,6 +16,10 @@
 int      ld_os_map(size_t bytes, void **out);
 /* Maps `bytes` starting at an address that is a multiple of `align` (a power of two >= page). */
 int      ld_os_map_aligned(size_t bytes, size_t align, void **out);
+/* The same for memory the program asked for as a whole (large spans): counted by the kernel's
+ * overcommit policy, so a mapping it could never back fails (ENOMEM) instead of succeeding.
+ * The two above are MAP_NORESERVE: address space larder fills as it goes. */
+int      ld_os_map_committed(size_t bytes, size_t align, void **out);
 int      ld_os_unmap(void *addr, size_t bytes);
 /* Resizes a mapping: in place only (dest NULL), or by moving its pages to dest, a mapping of
  * new_bytes the caller made, which it replaces (no copy, no page fault). */
