@@ -44,8 +44,19 @@
 #include <stdint.h>
 #include <string.h>
 
+/* errno (issue 16). glibc documents errno for failures only, and keeps it across free since
+ * 2.33; programs save it around malloc and expect it back. Below the entry points, mapping
+ * probes, mremap attempts, thread checks and start-up may all set it on their way to a success,
+ * so every slow path keeps the caller's value and gives it back when it succeeds; a failure
+ * sets ENOMEM (or EINVAL, for a bad alignment). The fast paths call nothing that could set it. */
+static inline void *api_result(void *p, int saved) {
+  errno = p ? saved : ENOMEM;
+  return p;
+}
+
 static LD_NOINLINE void *malloc_slow(size_t size);
 static LD_NOINLINE void free_slow(void *p);
+static void free_slow_checked(void *p);
 
 void *larder_malloc(size_t size) {
   heap_t *heap = ld_heap_tls;
@@ -124,14 +135,16 @@ static void *malloc_class(heap_t *heap, unsigned cls) {
 }
 
 static LD_NOINLINE void *malloc_slow(size_t size) {
+  int saved = errno;
+  if (!ld_request_ok(size, 0)) return api_result(NULL, saved);
   heap_t *heap = thread_heap();
-  if (!heap) return NULL;
-  if (size <= ld_small_max) return malloc_class(heap, ld_size_class(size));
-  bool zeroed;
-  void *p = ld_large_alloc(size, LD_MIN_ALIGN, &zeroed);
+  if (!heap) return api_result(NULL, saved);
+  if (size <= ld_small_max) return api_result(malloc_class(heap, ld_size_class(size)), saved);
+  size_t dirty;
+  void *p = ld_large_alloc(size, LD_MIN_ALIGN, &dirty);
   if (p) LD_STAT_INC(heap, large_allocs); /* medium spans included; medium_allocs counts those */
   ld_maintain_poll(heap, ld_os_now_coarse_ns(), true);
-  return p;
+  return api_result(p, saved);
 }
 
 /* Every free the fast path did not take: a full bin, a block of another heap's superblock
@@ -139,6 +152,12 @@ static LD_NOINLINE void *malloc_slow(size_t size) {
  * pointers that are not larder's. Every check is made again here, to name the fault. */
 static LD_NOINLINE void free_slow(void *p) {
   if (p == NULL) return;
+  int saved = errno; /* munmap, madvise and the purge below must not show through free */
+  free_slow_checked(p);
+  errno = saved;
+}
+
+static void free_slow_checked(void *p) {
   if (LD_UNLIKELY(!ld_addrmap_contains_header(p))) not_owned("free", p);
   sb_t *sb = ld_sb_of(p);
   if (sb->magic != LD_SB_MAGIC) ld_fatal_bad_free("invalid free (not a block from larder)", p);
@@ -185,16 +204,14 @@ static int mul_overflows(size_t a, size_t b, size_t *out) { return __builtin_mul
 
 void *larder_calloc(size_t count, size_t size) {
   size_t bytes;
-  if (mul_overflows(count, size, &bytes)) {
-    errno = ENOMEM;
-    return NULL;
-  }
+  int saved = errno;
+  if (mul_overflows(count, size, &bytes) || !ld_request_ok(bytes, 0)) return api_result(NULL, saved);
   if (bytes > ld_small_max) {
-    if (!thread_heap()) return NULL;
-    bool zeroed;
-    void *p = ld_large_alloc(bytes, LD_MIN_ALIGN, &zeroed);
-    if (p && !zeroed) memset(p, 0, bytes);
-    return p;
+    if (!thread_heap()) return api_result(NULL, saved);
+    size_t dirty;
+    void *p = ld_large_alloc(bytes, LD_MIN_ALIGN, &dirty);
+    if (p) memset(p, 0, dirty < bytes ? dirty : bytes);
+    return api_result(p, saved);
   }
   void *p = larder_malloc(bytes);
   if (p) memset(p, 0, bytes);
@@ -204,13 +221,9 @@ void *larder_calloc(size_t count, size_t size) {
 /* The same memory is kept when the new size still belongs to it: within the block, and not
  * so much smaller that keeping it would waste more than half. A medium or large block is
  * resized in place where it can be (free chunks after a medium span, mremap for a large one),
- * and a large one grows by moving its pages, never by copying them. */
-void *larder_realloc(void *p, size_t size) {
-  if (!p) return larder_malloc(size);
-  if (size == 0) { /* glibc's behaviour: free and return NULL */
-    larder_free(p);
-    return NULL;
-  }
+ * and a large one grows by moving its pages, never by copying them. NULL: the old block is
+ * as it was, as C requires. */
+static void *realloc_block(void *p, size_t size) {
   if (LD_UNLIKELY(!ld_addrmap_contains_header(p))) not_owned("realloc", p);
   size_t usable = larder_usable_size(p);
   if (usable == 0) {
@@ -219,6 +232,8 @@ void *larder_realloc(void *p, size_t size) {
       ld_fatal_bad_free("realloc after free (use after free or double free)", p);
     ld_fatal_bad_free("realloc of a pointer larder did not allocate", p);
   }
+  /* Before any path looks at the size: an impossible one must not wrap in a sum below. */
+  if (!ld_request_ok(size, 0)) return NULL;
   if (size <= usable && size >= usable / 2) return p;
   sb_t *sb = ld_sb_of(p);
   heap_t *heap = ld_heap_tls;
@@ -231,7 +246,7 @@ void *larder_realloc(void *p, size_t size) {
     }
   }
   void *q = larder_malloc(size);
-  if (!q) return NULL; /* the old block stays valid, as C requires */
+  if (!q) return NULL;
   memcpy(q, p, size < usable ? size : usable);
   larder_free(p);
   heap = ld_heap_tls;
@@ -239,10 +254,21 @@ void *larder_realloc(void *p, size_t size) {
   return q;
 }
 
+void *larder_realloc(void *p, size_t size) {
+  if (!p) return larder_malloc(size);
+  int saved = errno;
+  if (size == 0) { /* glibc's behaviour: free and return NULL, a success */
+    larder_free(p);
+    errno = saved;
+    return NULL;
+  }
+  return api_result(realloc_block(p, size), saved);
+}
+
 void *larder_reallocarray(void *p, size_t count, size_t size) {
   size_t bytes;
   if (mul_overflows(count, size, &bytes)) {
-    errno = ENOMEM;
+    errno = ENOMEM; /* glibc's: the old block stays */
     return NULL;
   }
   return larder_realloc(p, bytes);
@@ -253,17 +279,19 @@ void *larder_reallocarray(void *p, size_t count, size_t size) {
  * a multiple too (heap.c, sb_data_offset), so every block is aligned. */
 static void *aligned_alloc_pow2(size_t alignment, size_t size) {
   if (alignment <= LD_MIN_ALIGN) return larder_malloc(size);
+  int saved = errno;
+  if (!ld_request_ok(size, alignment)) return api_result(NULL, saved);
   heap_t *heap = thread_heap();
-  if (!heap) return NULL;
+  if (!heap) return api_result(NULL, saved);
   if (size <= ld_small_max && alignment <= ld_small_max) {
     size_t want = size < alignment ? alignment : size;
     for (unsigned cls = ld_size_class(want); cls < LD_CLASS_COUNT; cls++) {
       if (ld_class_size[cls] > ld_small_max) break;
-      if (ld_class_size[cls] % alignment == 0) return malloc_class(heap, cls);
+      if (ld_class_size[cls] % alignment == 0) return api_result(malloc_class(heap, cls), saved);
     }
   }
-  bool zeroed;
-  return ld_large_alloc(size, alignment, &zeroed);
+  size_t dirty;
+  return api_result(ld_large_alloc(size, alignment, &dirty), saved);
 }
 
 static size_t next_pow2(size_t x) {
@@ -272,7 +300,9 @@ static size_t next_pow2(size_t x) {
   return (size_t)1 << (64 - __builtin_clzll((unsigned long long)(x - 1)));
 }
 
-/* memalign and aligned_alloc follow glibc: a non-power-of-two alignment is rounded up. */
+/* memalign follows glibc (2.36 on this project's machine, and later ones): an alignment that
+ * is not a power of two is rounded up to one, 0 serves as 1, and one above 2^63, which has no
+ * power of two to round to, is EINVAL. A power of two that is too large is ENOMEM. */
 void *larder_memalign(size_t alignment, size_t size) {
   size_t a = next_pow2(alignment);
   if (a == 0) {
@@ -282,22 +312,30 @@ void *larder_memalign(size_t alignment, size_t size) {
   return aligned_alloc_pow2(a, size);
 }
 
-void *larder_aligned_alloc(size_t alignment, size_t size) { return larder_memalign(alignment, size); }
+/* C17 (DR 460) makes an alignment the implementation does not support an error, and glibc
+ * 2.38 does so for every alignment that is not a power of two, 0 included (malloc.c,
+ * aligned_alloc; tst-aligned-alloc.c): NULL with EINVAL, where memalign rounds up. */
+void *larder_aligned_alloc(size_t alignment, size_t size) {
+  if (alignment == 0 || (alignment & (alignment - 1))) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return aligned_alloc_pow2(alignment, size);
+}
 
+/* POSIX: the error is the return value, and errno is left as it was, failure or not. */
 int larder_posix_memalign(void **out, size_t alignment, size_t size) {
   if (alignment == 0 || (alignment & (alignment - 1)) || alignment % sizeof(void *)) return EINVAL;
   int saved = errno;
   void *p = aligned_alloc_pow2(alignment, size);
-  if (!p) {
-    errno = saved;
-    return ENOMEM;
-  }
+  errno = saved;
+  if (!p) return ENOMEM;
   *out = p;
   return 0;
 }
 
 void *larder_malloc_shared(size_t size) {
-  if (size > SIZE_MAX - LD_CACHE_LINE) {
+  if (!ld_request_ok(size, 0)) { /* the rounding below could wrap */
     errno = ENOMEM;
     return NULL;
   }
@@ -307,5 +345,8 @@ void *larder_malloc_shared(size_t size) {
 
 int larder_trim(size_t pad) {
   (void)pad; /* larder keeps no heap top to pad: every empty page is given back */
-  return ld_maintain_trim();
+  int saved = errno;
+  int released = ld_maintain_trim();
+  errno = saved;
+  return released;
 }

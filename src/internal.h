@@ -63,6 +63,17 @@
 #define LD_OWNER_DEC32(lv) LD_OWNER_ADD(lv, -1)
 #endif
 
+/* ---- request limits: checked once, where a size enters (alloc.c) ----
+ * No object is larger than PTRDIFF_MAX, glibc's bound (malloc.c, checked_request2size), so the
+ * difference of two pointers into one block always fits a ptrdiff_t; no alignment is above
+ * 2^62. With both, every sum the allocator forms from a request (a header offset + the size +
+ * the alignment, rounded up to a page or a chunk) stays below SIZE_MAX: the functions behind
+ * the entry points (large.c, the heaps) take that as given and do not check again. A request
+ * beyond either limit is NULL with errno ENOMEM, and realloc leaves the old block as it was. */
+#define LD_REQUEST_MAX ((size_t)PTRDIFF_MAX)
+#define LD_ALIGN_MAX   ((size_t)1 << 62)
+static inline bool ld_request_ok(size_t size, size_t align) { return size <= LD_REQUEST_MAX && align <= LD_ALIGN_MAX; }
+
 /* ---- size classes (superblock.c) ----
  * 16..128 in steps of 16, then 8 classes per doubling up to 16 KiB: neighbouring classes are
  * at most 12.5% apart above 128 bytes, which bounds internal fragmentation the way Hoard's base
@@ -462,8 +473,11 @@ typedef struct ld_segment_stats_s {
 } ld_segment_stats_t;
 void    ld_segment_stats(ld_segment_stats_t *out);
 
-/* ---- medium and large spans (large.c) ---- */
-void   *ld_large_alloc(size_t size, size_t align, bool *zeroed);
+/* ---- medium and large spans (large.c) ----
+ * Sizes and alignments come checked (ld_request_ok). */
+/* *dirty: how many bytes from the returned pointer may hold old data (0: the block reads as
+ * zero); calloc clears those only. */
+void   *ld_large_alloc(size_t size, size_t align, size_t *dirty);
 void    ld_large_free(sb_t *span);
 /* Resizes a span in place (medium: neighbouring chunks; large: mremap); NULL if it cannot. */
 void   *ld_large_realloc_in_place(sb_t *span, size_t size);
@@ -472,6 +486,8 @@ void   *ld_large_realloc_move(sb_t *span, size_t size);
 size_t  ld_large_purge(uint64_t now, bool all);
 uint64_t ld_large_next_expiry(void);
 size_t  ld_large_bytes_in_use(void);
+/* Large spans in use now, and the most in use at once, in spans and in bytes (malloc_stats). */
+void    ld_large_peaks(size_t *spans_now, size_t *spans_peak, size_t *bytes_peak);
 size_t  ld_large_bytes_cached(void);
 size_t  ld_large_bytes_cached_dirty(void); /* cached spans not yet purged, read without the lock */
 size_t  ld_medium_bytes_in_use(void);
@@ -506,6 +522,10 @@ typedef struct ld_purge_stats_s {
 void    ld_maintain_purge_stats(ld_purge_stats_t *out);
 extern _Atomic unsigned ld_options_epoch;
 extern _Atomic size_t ld_validations;
+
+/* ---- stats.c ---- */
+/* malloc_stats: glibc's lines with larder's figures, then larder's table. */
+void    ld_stats_print_glibc_shape(int fd);
 
 /* ---- report.c ---- */
 void ld_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -37,6 +37,21 @@ static struct {
 
 static _Atomic size_t large_in_use, medium_in_use;
 static _Atomic size_t cached_dirty; /* cached spans not yet purged: memory waiting for the purge */
+/* For malloc_stats's "max mmap regions" and "max mmap bytes" (glibc's peaks of separately
+ * mapped blocks, which large spans are): the spans in use now, and the highest figures seen. */
+static _Atomic size_t large_spans, large_spans_peak, large_bytes_peak;
+
+static void raise_peak(_Atomic size_t *peak, size_t now) {
+  size_t seen = atomic_load_explicit(peak, memory_order_relaxed);
+  while (now > seen && !atomic_compare_exchange_weak_explicit(peak, &seen, now, memory_order_relaxed, memory_order_relaxed)) {
+  }
+}
+
+static void large_in_use_add(size_t bytes) {
+  raise_peak(&large_bytes_peak, atomic_fetch_add_explicit(&large_in_use, bytes, memory_order_relaxed) + bytes);
+}
+
+static void large_in_use_sub(size_t bytes) { atomic_fetch_sub_explicit(&large_in_use, bytes, memory_order_relaxed); }
 
 void ld_large_lock(void) { pthread_mutex_lock(&cache.lock); }
 void ld_large_unlock(bool reinit) {
@@ -48,7 +63,7 @@ static size_t round_up(size_t x, size_t to) { return (x + to - 1) & ~(to - 1); }
 
 /* Every mapping of a span goes through these two, so the ownership map knows it (addrmap.h). */
 static int span_map(size_t bytes, void **out) {
-  if (ld_os_map_aligned(bytes, ld_sb_size, out) != 0) return ENOMEM;
+  if (ld_os_map_committed(bytes, ld_sb_size, out) != 0) return ENOMEM;
   if (ld_addrmap_add(*out, bytes) != 0) {
     ld_os_unmap(*out, bytes);
     return ENOMEM;
@@ -134,7 +149,7 @@ static void span_init(sb_t *span, char *user, int kind) {
   atomic_store_explicit(&span->owner, NULL, memory_order_relaxed);
 }
 
-static void *medium_alloc(size_t offset, size_t size, bool *zeroed) {
+static void *medium_alloc(size_t offset, size_t size, size_t *dirty) {
   size_t chunks = chunks_for(offset + size);
   bool clean;
   sb_t *span = ld_segment_alloc(chunks, &clean);
@@ -144,26 +159,22 @@ static void *medium_alloc(size_t offset, size_t size, bool *zeroed) {
   span_init(span, (char *)span + offset, LD_KIND_MEDIUM);
   atomic_fetch_add_explicit(&medium_in_use, span->map_bytes, memory_order_relaxed);
   ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, medium_allocs));
-  *zeroed = clean;
+  *dirty = clean ? 0 : span->usable;
   return span->data;
 }
 
-void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
+void *ld_large_alloc(size_t size, size_t align, size_t *dirty) {
   size_t page = ld_os_page_size();
   if (align < LD_MIN_ALIGN) align = LD_MIN_ALIGN;
-  /* Anything this big can never be served; saying so early also keeps the sums below from
-   * overflowing. */
-  if (size > (SIZE_MAX >> 2) || align > (SIZE_MAX >> 2)) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  *zeroed = false;
+  /* size <= LD_REQUEST_MAX and align <= LD_ALIGN_MAX (checked where they entered, alloc.c):
+   * none of the sums below can wrap. */
+  *dirty = 0;
   if (size == 0) size = 1; /* a block of its own, even for malloc(0): usable size never 0 */
   sb_t *span = NULL;
   char *user;
   if (align < ld_sb_size) {
     size_t offset = round_up(LD_SB_HEADER, align);
-    if (offset + size <= ld_medium_max) return medium_alloc(offset, size, zeroed);
+    if (offset + size <= ld_medium_max) return medium_alloc(offset, size, dirty);
     size_t need = round_up(offset + size, page);
     sb_t *smaller = NULL;
     if (ld_options.large_cache_mb > 0) {
@@ -172,7 +183,17 @@ void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
       if (!span) smaller = cache_take_largest_below(need);
       ld_large_unlock(false);
     }
-    if (!span && smaller) span = span_grow(smaller, need);
+    if (span) {
+      /* a purged span reads as zero past its header page */
+      *dirty = !span->purged ? span->map_bytes - offset : offset < page ? page - offset : 0;
+    } else if (smaller) {
+      /* Grown by mremap: only the old mapping's bytes were used; the pages added read as zero.
+       * calloc clears those alone (a 4 GiB calloc after an 8 MiB free cleared all 4 GiB: 3.7 s
+       * and 4 GiB resident, where glibc touches nothing; issue 16, found by the API fuzzer). */
+      size_t old_bytes = smaller->map_bytes;
+      span = span_grow(smaller, need);
+      if (span) *dirty = old_bytes - offset;
+    }
     if (span) {
       ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, large_cache_hits));
     } else {
@@ -184,7 +205,6 @@ void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
       span = base;
       span->map_base = base;
       span->map_bytes = need;
-      *zeroed = true;
     }
     user = (char *)span + offset;
   } else {
@@ -200,10 +220,10 @@ void *ld_large_alloc(size_t size, size_t align, bool *zeroed) {
     span = (sb_t *)(user - ld_sb_size);
     span->map_base = base;
     span->map_bytes = total;
-    *zeroed = true;
   }
   span_init(span, user, LD_KIND_LARGE);
-  atomic_fetch_add_explicit(&large_in_use, span->map_bytes, memory_order_relaxed);
+  large_in_use_add(span->map_bytes);
+  raise_peak(&large_spans_peak, atomic_fetch_add_explicit(&large_spans, 1, memory_order_relaxed) + 1);
   return user;
 }
 
@@ -215,7 +235,8 @@ void ld_large_free(sb_t *span) {
     ld_segment_free(span, bytes / ld_sb_size);
     return;
   }
-  atomic_fetch_sub_explicit(&large_in_use, bytes, memory_order_relaxed);
+  large_in_use_sub(bytes);
+  atomic_fetch_sub_explicit(&large_spans, 1, memory_order_relaxed);
   size_t limit = (size_t)ld_options.large_cache_mb << 20;
   if ((void *)span != span->map_base || bytes > limit) {
     span->kind = LD_KIND_LARGE_CACHED;
@@ -243,6 +264,9 @@ void ld_large_free(sb_t *span) {
   ld_due_note(now);
 }
 
+/* size <= LD_REQUEST_MAX (larder_realloc checks it first): offset + size cannot wrap, so an
+ * impossible size never reads as a small one here (issue 16: a medium span "resized" to
+ * SIZE_MAX shrank to 64 KiB and returned success). */
 void *ld_large_realloc_in_place(sb_t *span, size_t size) {
   size_t offset = (size_t)(span->data - (char *)span);
   if (span->kind == LD_KIND_MEDIUM) {
@@ -272,8 +296,8 @@ void *ld_large_realloc_in_place(sb_t *span, size_t size) {
     ld_os_remap(span->map_base, bytes, old_bytes, NULL, &out); /* cannot own it: shrink back */
     return NULL;
   }
-  if (bytes > span->map_bytes) atomic_fetch_add_explicit(&large_in_use, bytes - span->map_bytes, memory_order_relaxed);
-  else atomic_fetch_sub_explicit(&large_in_use, span->map_bytes - bytes, memory_order_relaxed);
+  if (bytes > span->map_bytes) large_in_use_add(bytes - span->map_bytes);
+  else large_in_use_sub(span->map_bytes - bytes);
   span->map_bytes = bytes;
   span->usable = bytes - offset;
   return span->data;
@@ -294,7 +318,7 @@ void *ld_large_realloc_move(sb_t *span, size_t size) {
     return NULL;
   }
   ld_addrmap_remove(old_base, old_bytes);
-  atomic_fetch_add_explicit(&large_in_use, bytes - old_bytes, memory_order_relaxed);
+  large_in_use_add(bytes - old_bytes);
   sb_t *moved = out;
   moved->map_base = out;
   moved->map_bytes = bytes;
@@ -344,6 +368,12 @@ uint64_t ld_large_next_expiry(void) {
 
 size_t ld_large_bytes_in_use(void) { return atomic_load_explicit(&large_in_use, memory_order_relaxed); }
 size_t ld_large_bytes_cached_dirty(void) { return atomic_load_explicit(&cached_dirty, memory_order_relaxed); }
+
+void ld_large_peaks(size_t *spans_now, size_t *spans_peak, size_t *bytes_peak) {
+  *spans_now = atomic_load_explicit(&large_spans, memory_order_relaxed);
+  *spans_peak = atomic_load_explicit(&large_spans_peak, memory_order_relaxed);
+  *bytes_peak = atomic_load_explicit(&large_bytes_peak, memory_order_relaxed);
+}
 size_t ld_medium_bytes_in_use(void) { return atomic_load_explicit(&medium_in_use, memory_order_relaxed); }
 
 size_t ld_large_bytes_cached(void) {

@@ -47,10 +47,13 @@ static option_row_t *option_find(const char *name, size_t len) {
 static int option_parse(const option_row_t *row, const char *text, double *out) {
   if (!text || !*text) return -1;
   char *end;
+  int saved = errno; /* read at start-up, inside the first malloc: errno is the program's */
   errno = 0;
   double v = strtod(text, &end);
+  int range_error = errno;
+  errno = saved;
   while (*end == ' ') end++;
-  if (errno || *end || !isfinite(v)) return -1;
+  if (range_error || *end || !isfinite(v)) return -1;
   if (v < row->lo || v > row->hi) return -1;
   if (row->integral && v != floor(v)) return -1;
   if (row->value == &ld_options.superblock_size) {

@@ -16,28 +16,70 @@
 static _Atomic size_t os_mmap_calls, os_munmap_calls, os_madvise_calls;
 static _Atomic size_t os_mmap_bytes, os_munmap_bytes, os_madvise_bytes;
 
+/* errno: the seam never changes it (os.h). A failure is returned as a value and the caller
+ * decides what the application sees, so that a successful malloc does not leave behind the
+ * EEXIST of an aligned-mapping probe, the ENOMEM of an mremap that could not grow in place, or
+ * the ESRCH of a check on an exited thread (issue 16). Each function below keeps the caller's
+ * errno in `saved` and puts it back on every return. */
+static int os_fail(int saved, int fallback) {
+  int e = errno ? errno : fallback;
+  errno = saved;
+  return e;
+}
+
 static void os_count(_Atomic size_t *calls, _Atomic size_t *bytes, size_t n) {
   atomic_fetch_add_explicit(calls, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(bytes, n, memory_order_relaxed);
 }
 
-int ld_os_map(size_t bytes, void **out) {
-  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+/* Two kinds of mapping. Address space that larder reserves and fills as it goes (segments, the
+ * ownership map's leaves, heaps, the pools' areas) is mapped MAP_NORESERVE, outside the kernel's
+ * overcommit heuristic. A large span is memory the program asked for, all of it: it is mapped
+ * without that flag (`committed`), so that under the default heuristic the kernel refuses a
+ * span it could never back (more than RAM + swap), as it refuses glibc's, and mremap refuses
+ * to grow one that far. Before, malloc(2^45) succeeded and its addrmap leaves (16 KiB per
+ * 4 GiB, never given back) stayed resident: 256 MiB per such call (issue 16, the API fuzzer). */
+static int map_plain(size_t bytes, int extra, void **out) {
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0);
   if (p == MAP_FAILED) return errno ? errno : ENOMEM;
   os_count(&os_mmap_calls, &os_mmap_bytes, bytes);
   *out = p;
   return 0;
 }
 
+int ld_os_map(size_t bytes, void **out) {
+  int saved = errno;
+  int err = map_plain(bytes, MAP_NORESERVE, out);
+  errno = saved;
+  return err;
+}
+
+static int map_aligned(size_t bytes, size_t align, int extra, void **out);
+
 int ld_os_map_aligned(size_t bytes, size_t align, void **out) {
+  int saved = errno;
+  int err = map_aligned(bytes, align, MAP_NORESERVE, out);
+  errno = saved;
+  return err;
+}
+
+int ld_os_map_committed(size_t bytes, size_t align, void **out) {
+  int saved = errno;
+  int err = map_aligned(bytes, align, 0, out);
+  errno = saved;
+  return err;
+}
+
+static int map_aligned(size_t bytes, size_t align, int extra, void **out) {
   size_t page = ld_os_page_size();
-  if (align <= page) return ld_os_map(bytes, out);
+  if (align <= page) return map_plain(bytes, extra, out);
   if (bytes > SIZE_MAX - align) return ENOMEM;
   /* First at the aligned address just above where the kernel would place the mapping: for a
    * large alignment (segments: 64 MiB) this avoids mapping bytes + align even for a moment,
    * which would show as a peak of address space. */
   void *probe;
-  if (ld_os_map(bytes, &probe) != 0) return ENOMEM;
+  int err = map_plain(bytes, extra, &probe);
+  if (err) return err;
   if (((uintptr_t)probe & (align - 1)) == 0) {
     *out = probe;
     return 0;
@@ -51,7 +93,7 @@ int ld_os_map_aligned(size_t bytes, size_t align, void **out) {
     uintptr_t hint = k < 0 ? above : below - (uintptr_t)k * align;
     if (hint < align || hint > below + align) continue;
     void *p = mmap((void *)hint, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | extra, -1, 0);
     if (p == MAP_FAILED) continue;
     if (p == (void *)hint) {
       os_count(&os_mmap_calls, &os_mmap_bytes, bytes);
@@ -64,7 +106,7 @@ int ld_os_map_aligned(size_t bytes, size_t align, void **out) {
   /* Else map more than needed, then give back the misaligned head and the tail: one mmap and
    * at most two munmaps, whatever the alignment. */
   void *raw;
-  int err = ld_os_map(bytes + align - page, &raw);
+  err = map_plain(bytes + align - page, extra, &raw);
   if (err) return err;
   uintptr_t start = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
   size_t head = start - (uintptr_t)raw;
@@ -76,15 +118,17 @@ int ld_os_map_aligned(size_t bytes, size_t align, void **out) {
 }
 
 int ld_os_unmap(void *addr, size_t bytes) {
-  if (munmap(addr, bytes) != 0) return errno ? errno : EINVAL;
+  int saved = errno;
+  if (munmap(addr, bytes) != 0) return os_fail(saved, EINVAL);
   os_count(&os_munmap_calls, &os_munmap_bytes, bytes);
   return 0;
 }
 
 int ld_os_remap(void *old, size_t old_bytes, size_t new_bytes, void *dest, void **out) {
+  int saved = errno;
   void *p = dest ? mremap(old, old_bytes, new_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, dest)
                  : mremap(old, old_bytes, new_bytes, 0);
-  if (p == MAP_FAILED) return errno ? errno : ENOMEM;
+  if (p == MAP_FAILED) return os_fail(saved, ENOMEM);
   if (dest) {
     /* dest was mapped (and counted) by the caller; the old range is gone */
     os_count(&os_munmap_calls, &os_munmap_bytes, old_bytes);
@@ -98,26 +142,30 @@ int ld_os_remap(void *old, size_t old_bytes, size_t new_bytes, void *dest, void 
 }
 
 int ld_os_protect_none(void *addr, size_t bytes) {
-  if (mprotect(addr, bytes, PROT_NONE) != 0) return errno ? errno : EINVAL;
+  int saved = errno;
+  if (mprotect(addr, bytes, PROT_NONE) != 0) return os_fail(saved, EINVAL);
   return 0;
 }
 
 int ld_os_random(void *buf, size_t bytes) {
+  int saved = errno;
   char *p = buf;
   while (bytes > 0) {
     long n = syscall(SYS_getrandom, p, bytes, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return errno ? errno : EIO;
+      return os_fail(saved, EIO);
     }
     p += n;
     bytes -= (size_t)n;
   }
+  errno = saved;
   return 0;
 }
 
 int ld_os_purge(void *addr, size_t bytes) {
-  if (madvise(addr, bytes, MADV_DONTNEED) != 0) return errno ? errno : EINVAL;
+  int saved = errno;
+  if (madvise(addr, bytes, MADV_DONTNEED) != 0) return os_fail(saved, EINVAL);
   os_count(&os_madvise_calls, &os_madvise_bytes, bytes);
   return 0;
 }
@@ -125,14 +173,18 @@ int ld_os_purge(void *addr, size_t bytes) {
 size_t ld_os_page_size(void) {
   static size_t page;
   if (!page) {
+    int saved = errno;
     long p = sysconf(_SC_PAGESIZE);
     page = p > 0 ? (size_t)p : 4096;
+    errno = saved;
   }
   return page;
 }
 
 int ld_os_cpu_count(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  int saved = errno;
+  long n = sysconf(_SC_NPROCESSORS_ONLN); /* reads /sys: may fail and set errno */
+  errno = saved;
   return n > 0 ? (int)n : 1;
 }
 
@@ -152,13 +204,18 @@ int ld_os_thread_id(void) { return (int)syscall(SYS_gettid); }
 
 int ld_os_thread_alive(int tid) {
   /* Signal 0 checks existence only. A reused id reads as alive: that only delays a reclaim. */
-  return !(syscall(SYS_tgkill, (int)getpid(), tid, 0) != 0 && errno == ESRCH);
+  int saved = errno;
+  int gone = syscall(SYS_tgkill, (int)getpid(), tid, 0) != 0 && errno == ESRCH;
+  errno = saved;
+  return !gone;
 }
 
 void ld_os_sleep_ms(unsigned ms) {
+  int saved = errno;
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
+  errno = saved;
 }
 
 int ld_os_thread_count(void) {
@@ -208,7 +265,7 @@ void ld_os_cond_wait_ns(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t n
 void ld_os_write(int fd, const char *buf, size_t len) {
   /* write() is a cancellation point: a thread with a pending cancellation would otherwise be
    * cancelled inside malloc_stats() with nothing printed. */
-  int old_state;
+  int old_state, saved = errno;
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old_state);
   while (len > 0) {
     ssize_t n = write(fd, buf, len);
@@ -220,6 +277,7 @@ void ld_os_write(int fd, const char *buf, size_t len) {
     len -= (size_t)n;
   }
   pthread_setcancelstate(old_state, NULL);
+  errno = saved;
 }
 
 void ld_os_counts(ld_os_counts_t *out) {

@@ -2,7 +2,10 @@
  * page size, the CPU count or the clock.
  *
  * Contract, once for all: sizes and addresses passed in are multiples of the page size; the
- * functions that can fail return 0 on success or an errno value (ENOMEM, EINVAL), never -1. */
+ * functions that can fail return 0 on success or an errno value (ENOMEM, EINVAL), never -1,
+ * and no function here changes errno, on success or failure: what the application sees in
+ * errno is decided by the entry point that called (alloc.c), so a successful call leaves it
+ * alone (issue 16). */
 #ifndef LD_OS_H
 #define LD_OS_H
 
@@ -14,6 +17,10 @@
 int      ld_os_map(size_t bytes, void **out);
 /* Maps `bytes` starting at an address that is a multiple of `align` (a power of two >= page). */
 int      ld_os_map_aligned(size_t bytes, size_t align, void **out);
+/* The same for memory the program asked for as a whole (large spans): counted by the kernel's
+ * overcommit policy, so a mapping it could never back fails (ENOMEM) instead of succeeding.
+ * The two above are MAP_NORESERVE: address space larder fills as it goes. */
+int      ld_os_map_committed(size_t bytes, size_t align, void **out);
 int      ld_os_unmap(void *addr, size_t bytes);
 /* Resizes a mapping: in place only (dest NULL), or by moving its pages to dest, a mapping of
  * new_bytes the caller made, which it replaces (no copy, no page fault). */

@@ -27,7 +27,7 @@ LD_PUBLIC void *memalign(size_t alignment, size_t size) { return larder_memalign
 LD_PUBLIC void *valloc(size_t size) { return larder_memalign(ld_os_page_size(), size); }
 LD_PUBLIC void *pvalloc(size_t size) {
   size_t page = ld_os_page_size();
-  if (size > SIZE_MAX - page) {
+  if (!ld_request_ok(size, 0)) { /* before the rounding up, which could wrap */
     errno = ENOMEM;
     return NULL;
   }
@@ -35,7 +35,7 @@ LD_PUBLIC void *pvalloc(size_t size) {
 }
 LD_PUBLIC size_t malloc_usable_size(void *p) { return larder_usable_size(p); }
 LD_PUBLIC int malloc_trim(size_t pad) { return larder_trim(pad); }
-LD_PUBLIC void malloc_stats(void) { larder_stats_print(2); }
+LD_PUBLIC void malloc_stats(void) { ld_stats_print_glibc_shape(2); }
 /* glibc's tuning knobs do not apply to larder; accepting them keeps programs that set them working. */
 LD_PUBLIC int mallopt(int param, int value) {
   (void)param;
@@ -49,7 +49,10 @@ static void fill_mallinfo2(struct mallinfo2 *mi) {
   /* glibc's meanings: uordblks in use outside separate mappings, hblks/hblkhd the separately
    * mapped blocks in use (larder's large spans), fordblks held but free. */
   *mi = (struct mallinfo2){0};
+  size_t spans_now, spans_peak, bytes_peak;
+  ld_large_peaks(&spans_now, &spans_peak, &bytes_peak);
   mi->arena = st.bytes_held - st.large_bytes_in_use - st.large_bytes_cached;
+  mi->hblks = spans_now;
   mi->hblkhd = st.large_bytes_in_use;
   mi->uordblks = st.bytes_in_use - st.large_bytes_in_use;
   mi->fordblks = st.bytes_held - st.bytes_in_use;

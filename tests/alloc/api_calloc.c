@@ -1,6 +1,7 @@
 /* calloc returns zeroed memory, also when the memory is reused: malloc, dirty every byte,
  * free, then calloc the same sizes (small classes, large spans and the large span cache all
- * hand back dirty memory unless calloc clears it). calloc with count*size overflowing gives
+ * hand back dirty memory unless calloc clears it; a cached span grown for a bigger calloc
+ * is dirty in its old part only). calloc with count*size overflowing gives
  * NULL and ENOMEM; calloc(0, n) and calloc(n, 0) give unique freeable pointers. */
 #include <malloc.h>
 
@@ -40,6 +41,24 @@ int main(void) {
         memset(blk[i], 0x5A, malloc_usable_size(blk[i]));
       }
       for (size_t i = 0; i < n; i++) free(blk[i]);
+    }
+  }
+
+  /* A calloc bigger than any freed block: larder grows a cached span with mremap, whose old
+   * bytes are dirty and whose new pages are zero; both parts must read as zero. */
+  {
+    const size_t from[] = {(size_t)3 << 20, (size_t)5 << 20, (size_t)9 << 20};
+    for (size_t i = 0; i < sizeof from / sizeof from[0]; i++) {
+      char *volatile d = malloc(from[i]);
+      REQUIRE(d != NULL);
+      memset(d, 0xA5, malloc_usable_size(d));
+      free(d);
+      size_t n = from[i] * 3 + 12345;
+      char *z = calloc(1, n);
+      REQUIRE(z != NULL);
+      size_t nz = count_nonzero(z, n);
+      CHECK_MSG(nz == 0, "calloc(%zu) after freeing %zu dirty bytes: %zu non-zero bytes", n, from[i], nz);
+      free(z);
     }
   }
 

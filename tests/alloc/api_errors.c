@@ -3,8 +3,10 @@
  * - sizes near SIZE_MAX, and sizes beyond any address space, through every entry point;
  * - posix_memalign returns EINVAL for an alignment that is not a power of two multiple of
  *   sizeof(void *) (0, 1, 2, 3, 4, 12, 24, 48, ...), and ENOMEM for a huge size;
- * - an absurd alignment either fails with ENOMEM/EINVAL or is honoured, never crashes. */
+ * - an absurd alignment either fails with ENOMEM/EINVAL or is honoured, never crashes;
+ * - a size the machine could never back fails, under the kernel's overcommit heuristic. */
 #include <malloc.h>
+#include <sys/sysinfo.h>
 
 #include "alloc_util.h"
 
@@ -93,6 +95,40 @@ int main(void) {
         free(q);
       } else {
         CHECK_MSG(rc == ENOMEM || rc == EINVAL, "posix_memalign(%zu, 16) = %d", aligns[i], rc);
+      }
+    }
+  }
+
+  /* More than the machine could ever back (4 x RAM + swap), yet within the address space:
+   * under the kernel's default overcommit heuristic (or strict accounting) the mapping is
+   * refused, so malloc, calloc, memalign and realloc give NULL and ENOMEM, as glibc's do.
+   * larder maps large spans without MAP_NORESERVE for this (os.c, ld_os_map_committed);
+   * before, malloc(2^45) succeeded and left 256 MiB of its ownership map resident. */
+  {
+    FILE *f = fopen("/proc/sys/vm/overcommit_memory", "r");
+    int mode = -1;
+    if (f) {
+      if (fscanf(f, "%d", &mode) != 1) mode = -1;
+      fclose(f);
+    }
+    struct sysinfo si;
+    if ((mode == 0 || mode == 2) && sysinfo(&si) == 0) {
+      size_t backing = ((size_t)si.totalram + (size_t)si.totalswap) * si.mem_unit;
+      size_t n = (size_t)1 << 36;
+      while (n < 4 * backing && n < ((size_t)1 << 46)) n <<= 1;
+      if (n >= 4 * backing) {
+        EXPECT_ENOMEM(malloc(n), "malloc(4 x RAM+swap)", n);
+        EXPECT_ENOMEM(calloc(1, n), "calloc(4 x RAM+swap)", n);
+        EXPECT_ENOMEM(memalign((size_t)1 << 20, n), "memalign(1 MiB, 4 x RAM+swap)", n);
+        char *p = malloc((size_t)8 << 20);
+        REQUIRE(p != NULL);
+        memset(p, 0x3c, (size_t)8 << 20);
+        errno = 0;
+        void *q = realloc(p, n);
+        CHECK_MSG(q == NULL && errno == ENOMEM, "realloc(8 MiB -> %zu) = %p, errno %d", n, q, errno);
+        if (q) p = q;
+        else CHECK(p[0] == 0x3c && p[((size_t)8 << 20) - 1] == 0x3c);
+        free(p);
       }
     }
   }

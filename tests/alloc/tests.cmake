@@ -47,6 +47,11 @@ alloc_test(alloc_api_calloc  SOURCES alloc/api_calloc.c  PRELOAD TIMEOUT 60)
 alloc_test(alloc_api_errors  SOURCES alloc/api_errors.c  PRELOAD TIMEOUT 60)
 alloc_test(alloc_api_misc    SOURCES alloc/api_misc.c    PRELOAD TIMEOUT 60)
 alloc_test(alloc_api_cxx     SOURCES alloc/api_cxx.cpp   PRELOAD TIMEOUT 60)
+# impossible sizes, errno and alignment arguments (issue 16)
+alloc_test(alloc_realloc_impossible SOURCES alloc/realloc_impossible.c PRELOAD TIMEOUT 60)
+alloc_test(alloc_errno_kept         SOURCES alloc/errno_kept.c         PRELOAD TIMEOUT 120)
+alloc_test(alloc_align_validity     SOURCES alloc/align_validity.c     PRELOAD TIMEOUT 60)
+alloc_test(alloc_malloc_stats_shape SOURCES alloc/malloc_stats_shape.c PRELOAD TIMEOUT 60)
 
 # ---- threads ----
 # 8 threads on 2 cores; the DEBUG variant runs the same load against larder_debug.
@@ -58,6 +63,7 @@ if(TARGET larder_debug)
   alloc_test(alloc_tls_dtor_debug SOURCES alloc/tls_dtor.c DEBUG TIMEOUT 60)
 endif()
 alloc_test(alloc_thread_churn SOURCES alloc/thread_churn.c PRELOAD TIMEOUT 120)
+alloc_test(alloc_thread_churn_rss SOURCES alloc/thread_churn_rss.c PRELOAD TIMEOUT 180)
 alloc_test(alloc_thread_start SOURCES alloc/thread_start.c PRELOAD TIMEOUT 120)
 alloc_test(alloc_tls_dtor     SOURCES alloc/tls_dtor.c     PRELOAD TIMEOUT 60)
 alloc_test(alloc_prodcons     SOURCES alloc/prodcons.c     PRELOAD TIMEOUT 120)
@@ -125,6 +131,15 @@ if(ALLOC_HAVE_LARDER)
         SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 60)
     endforeach()
   endforeach()
+  # frees purge and unmap at once, and no large span is cached: the OS calls errno could
+  # leak from are on every path
+  add_test(NAME alloc_errno_kept.purge_now COMMAND alloc_errno_kept)
+  set_tests_properties(alloc_errno_kept.purge_now PROPERTIES
+    ENVIRONMENT "LARDER_PURGE_DELAY_MS=0;LARDER_LARGE_CACHE_MB=0;LARDER_PURGE_THREAD=1"
+    SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 120)
+  add_test(NAME alloc_realloc_impossible.sb16384 COMMAND alloc_realloc_impossible)
+  set_tests_properties(alloc_realloc_impossible.sb16384 PROPERTIES ENVIRONMENT "LARDER_SUPERBLOCK_SIZE=16384"
+    SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 60)
   add_test(NAME alloc_invariant.debug_env COMMAND alloc_invariant)
   set_tests_properties(alloc_invariant.debug_env PROPERTIES ENVIRONMENT "LARDER_DEBUG=1"
     SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 180)

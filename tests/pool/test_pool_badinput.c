@@ -89,8 +89,23 @@ int main(void) {
   CHECK(larder_pool_memalign(pool, 24, 16) == NULL && errno == EINVAL);
   void *keep = larder_pool_malloc(pool, 100);
   CHECK(keep != NULL);
-  CHECK(larder_pool_realloc(pool, keep, SIZE_MAX) == NULL);
-  CHECK(larder_pool_usable_size(pool, keep) >= 100); /* untouched by the failed realloc */
+  memset(keep, 0x6b, 100);
+  size_t keep_usable = larder_pool_usable_size(pool, keep);
+  /* impossible sizes: NULL, ENOMEM, the block untouched (issue 16) */
+  const size_t impossible[] = {SIZE_MAX, SIZE_MAX - 15, SIZE_MAX - 100, SIZE_MAX - 4096, (size_t)PTRDIFF_MAX + 1,
+                               (size_t)PTRDIFF_MAX, (size_t)1 << 62};
+  for (size_t i = 0; i < sizeof impossible / sizeof impossible[0]; i++) {
+    errno = 0;
+    CHECK(larder_pool_realloc(pool, keep, impossible[i]) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(larder_pool_malloc(pool, impossible[i]) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(larder_pool_memalign(pool, 64, impossible[i]) == NULL && errno == ENOMEM);
+  }
+  CHECK(larder_pool_usable_size(pool, keep) == keep_usable); /* untouched by the failed reallocs */
+  int intact = 1;
+  for (int i = 0; i < 100; i++) intact &= ((unsigned char *)keep)[i] == 0x6b;
+  CHECK(intact);
   CHECK(larder_pool_check(pool) == 0);
   /* a destroyed pool fails its check */
   CHECK(larder_pool_check(NULL) != 0);

@@ -116,6 +116,34 @@ int main(void) {
   free(hz);
   CHECK(malloc(near_max) == NULL);
 
+  /* a pool block and a mapping of its own, realloc'ed to impossible sizes: NULL, ENOMEM, the
+   * block as it was; and errno left alone by calls that succeed (issue 16) */
+  {
+    char *blocks[2] = {malloc(3000), malloc(6u << 20)};
+    const size_t sizes[2] = {3000, 6u << 20};
+    for (int b = 0; b < 2; b++) {
+      REQUIRE(blocks[b]);
+      memset(blocks[b], 0x5c, sizes[b]);
+      size_t usable = malloc_usable_size(blocks[b]);
+      volatile size_t targets[] = {SIZE_MAX, SIZE_MAX - 100, (size_t)PTRDIFF_MAX + 1, (size_t)PTRDIFF_MAX};
+      for (size_t k = 0; k < sizeof targets / sizeof targets[0]; k++) {
+        errno = 0;
+        CHECK_MSG(realloc(blocks[b], targets[k]) == NULL && errno == ENOMEM, "realloc(%zu -> %zu): errno %d", sizes[b],
+                  (size_t)targets[k], errno);
+      }
+      CHECK(malloc_usable_size(blocks[b]) == usable);
+      CHECK(blocks[b][0] == 0x5c && blocks[b][sizes[b] - 1] == 0x5c);
+      errno = 4242;
+      char *g = realloc(blocks[b], sizes[b] * 2);
+      CHECK(g && errno == 4242 && g[0] == 0x5c);
+      void *a = NULL;
+      CHECK(posix_memalign(&a, 1u << 16, 5u << 20) == 0 && errno == 4242);
+      free(a);
+      free(g);
+      CHECK(errno == 4242);
+    }
+  }
+
   /* threads share the pool under its lock */
   pthread_t t[4];
   for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
