@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -237,10 +238,15 @@ int ld_os_thread_count(void) {
   for (char *q = buf; *q; q++)
     if (*q == ')') p = q;
   if (!p) return 0;
+  /* Field 3 is the state of the thread group's leader (the main thread): a main thread that
+   * called pthread_exit stays a zombie, still counted in field 20, until the last thread ends. */
+  bool leader_gone = p[1] == ' ' && p[2] == 'Z';
   int field = 2; /* the ')' ends field 2 */
   for (p++; *p && field < 20; p++)
     if (*p == ' ') field++;
-  return field == 20 ? atoi(p) : 0;
+  if (field != 20) return 0;
+  int threads = atoi(p);
+  return leader_gone && threads > 1 ? threads - 1 : threads;
 }
 
 void ld_os_cond_init(pthread_cond_t *cond) {

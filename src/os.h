@@ -40,7 +40,8 @@ int      ld_os_thread_id(void);       /* the kernel's id of the calling thread *
 int      ld_os_thread_alive(int tid); /* 0 once that thread of this process has exited */
 
 void     ld_os_sleep_ms(unsigned ms);
-/* Threads of this process now (from /proc/self/stat), or 0 when that cannot be read. */
+/* Live threads of this process now (from /proc/self/stat; a main thread that called
+ * pthread_exit is not counted), or 0 when that cannot be read. */
 int      ld_os_thread_count(void);
 /* A condition variable timed by the monotonic clock, and a wait on it of at most ns
  * (the mutex held, as pthread_cond_timedwait). */

@@ -64,6 +64,9 @@ if(TARGET larder_debug)
 endif()
 alloc_test(alloc_thread_churn SOURCES alloc/thread_churn.c PRELOAD TIMEOUT 120)
 alloc_test(alloc_thread_churn_rss SOURCES alloc/thread_churn_rss.c PRELOAD TIMEOUT 180)
+# A process ends as without larder: main's pthread_exit, SIGTERM, fork and vfork children
+# with the purge thread running.
+alloc_test(alloc_process_end SOURCES alloc/process_end.c PRELOAD TIMEOUT 90 LIBS Threads::Threads)
 alloc_test(alloc_thread_start SOURCES alloc/thread_start.c PRELOAD TIMEOUT 120)
 alloc_test(alloc_tls_dtor     SOURCES alloc/tls_dtor.c     PRELOAD TIMEOUT 60)
 alloc_test(alloc_prodcons     SOURCES alloc/prodcons.c     PRELOAD TIMEOUT 120)
