@@ -48,6 +48,7 @@ static __thread int thread_exit_ran;  /* larder's thread-exit hook has run in th
 
 static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER; /* the purge thread's sleep */
 static pthread_cond_t thread_wake;
+static _Atomic uint64_t thread_wake_ns = UINT64_MAX; /* when the purge thread means to wake */
 
 static void fork_prepare(void);
 static void fork_parent(void);
@@ -184,7 +185,14 @@ static ssize_t purge_run_once(uint64_t now) {
 
 void ld_maintain_poll(heap_t *heap, uint64_t now, bool allocating) {
   if (allocating) purge_thread_start_if_wanted();
-  bool due = now >= atomic_load_explicit(&ld_due_ns, memory_order_relaxed);
+  uint64_t due_ns = atomic_load_explicit(&ld_due_ns, memory_order_relaxed);
+  /* Work became due before the purge thread means to wake: wake it (no lock is needed to
+   * signal, and a signal lost to a thread not yet waiting costs at most one sleep). */
+  if (LD_UNLIKELY(due_ns < atomic_load_explicit(&thread_wake_ns, memory_order_relaxed))) {
+    atomic_store_explicit(&thread_wake_ns, due_ns, memory_order_relaxed);
+    pthread_cond_signal(&thread_wake);
+  }
+  bool due = now >= due_ns;
   bool own = heap != &ld_heap_empty && now - heap->last_maintenance_ns >= purge_delay_ns();
   if (LD_LIKELY(!due && !own)) return;
   int saved_errno = errno; /* a successful call leaves errno alone */
@@ -261,6 +269,7 @@ static void *purge_thread_main(void *arg) {
     }
     uint64_t wait_ns = due > now ? due - now : 0;
     if (wait_ns > sleep_ms * 1000000u) wait_ns = sleep_ms * 1000000u;
+    atomic_store_explicit(&thread_wake_ns, now + wait_ns, memory_order_relaxed);
     pthread_mutex_lock(&thread_lock);
     if (!atomic_load_explicit(&thread_stop, memory_order_relaxed)) ld_os_cond_wait_ns(&thread_wake, &thread_lock, wait_ns);
     pthread_mutex_unlock(&thread_lock);

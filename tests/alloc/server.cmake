@@ -24,6 +24,15 @@ alloc_test(alloc_realloc_growth SOURCES alloc/realloc_growth.c PRELOAD TIMEOUT 1
 # within 3 purge delays, again after the threads exit; live + 2 MiB after malloc_trim(0).
 # This registration: the background purge thread, and no allocation call while idle.
 alloc_test(alloc_idle_return SOURCES alloc/idle_return.c PRELOAD TIMEOUT 120 ARGS thread)
+# The same in every process shape with the default settings (issue 15): a single-threaded loop
+# with idle helper threads, and a worker forked from a process whose purge thread runs.
+alloc_test(alloc_idle_return_loop SOURCES alloc/idle_return_shapes.c PRELOAD TIMEOUT 60 ARGS loop LIBS Threads::Threads)
+if(ALLOC_HAVE_LARDER)
+  add_test(NAME alloc_idle_return_loop.fork COMMAND alloc_idle_return_loop fork)
+  set_tests_properties(alloc_idle_return_loop.fork PROPERTIES SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 60)
+  set_property(TEST alloc_idle_return_loop alloc_idle_return_loop.preload alloc_idle_return_loop.fork
+               APPEND PROPERTY ENVIRONMENT "LARDER_PURGE_DELAY_MS=200")
+endif()
 
 if(ALLOC_HAVE_LARDER)
   set(SRV_PURGE_THREAD_ENV "LARDER_PURGE_DELAY_MS=200;LARDER_PURGE_THREAD=1")
@@ -31,7 +40,7 @@ if(ALLOC_HAVE_LARDER)
                ${SRV_PURGE_THREAD_ENV})
   # A 64-byte malloc/free pair every 50 ms, with the default settings: those calls stay on the
   # fast path, which reads no clock, so what gives the memory back is the purge thread that
-  # starts by default once a second thread allocates (docs/allocator.md, "Returning memory").
+  # starts by default once the process maps 16 MiB (docs/allocator.md, "Returning memory").
   add_test(NAME alloc_idle_return.calls COMMAND alloc_idle_return calls)
   set_tests_properties(alloc_idle_return.calls PROPERTIES
     ENVIRONMENT "LARDER_PURGE_DELAY_MS=200"
