@@ -55,7 +55,9 @@ int64_t ld_cache_bytes(const heap_t *heap) {
  * announces the superblock to its owner, and helps an owner that seems idle. */
 static void remote_send(heap_t *heap, ld_remote_slot_t *slot) {
   sb_t *sb = slot->sb;
-  uint32_t unseen;
+  /* sb's owner and capacity are read before the push: after it, sb may be freed (internal.h) */
+  heap_t *owner = atomic_load_explicit(&sb->owner, memory_order_relaxed);
+  uint32_t capacity = sb->capacity, unseen;
   bool announce = ld_sb_push_remote_batch(sb, slot->head, slot->tail, slot->count, &unseen);
   if (heap != &ld_heap_empty) {
     LD_STAT_INC(heap, remote_batches);
@@ -72,7 +74,7 @@ static void remote_send(heap_t *heap, ld_remote_slot_t *slot) {
   }
   /* An owner that stopped calling (blocked on a queue) is helped by its freers, batch by
    * batch, rather than keeping everything they free until the purge (Hoard §2.2). */
-  ld_heap_help_idle_owner(heap, sb, unseen, now);
+  ld_heap_help_idle_owner(heap, owner, unseen, capacity, now);
 }
 
 /* Adds b (tagged) to the batch of its superblock; a batch that reaches its bound goes (true). */

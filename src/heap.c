@@ -54,7 +54,7 @@ ld_stats_t ld_stats_unowned;       /* events in threads without a heap, counted 
  * the thread that frees into it collects them for it, so a producer that idles does not keep
  * every block its consumers freed (Hoard §2.2's P-fold blowup, which Hoard's locked free
  * avoids; tests/alloc/blowup_idle.c). */
-#define HELP_IDLE_NS       20000000u
+#define HELP_IDLE_NS       100000000u
 /* A fill looks at no more than this many superblocks (the bound every slow path keeps). */
 #define FILL_MAX_SUPERBLOCKS 4
 
@@ -381,10 +381,10 @@ bool ld_heap_tidy(heap_t *heap, bool mine) {
   return true;
 }
 
-void ld_heap_help_idle_owner(heap_t *self, sb_t *sb, uint32_t unseen, uint64_t now) {
-  heap_t *owner = atomic_load_explicit(&sb->owner, memory_order_relaxed);
-  if (owner == self || owner->is_global || !__atomic_load_n(&owner->live, __ATOMIC_RELAXED)) return;
-  if (now - __atomic_load_n(&owner->last_slow_ns, __ATOMIC_RELAXED) < HELP_IDLE_NS && unseen < sb->capacity / 2) return;
+void ld_heap_help_idle_owner(heap_t *self, heap_t *owner, uint32_t unseen, uint32_t capacity, uint64_t now) {
+  /* Heaps are never unmapped: owner may have given the superblock away since, never gone. */
+  if (!owner || owner == self || owner->is_global || !__atomic_load_n(&owner->live, __ATOMIC_RELAXED)) return;
+  if (now - __atomic_load_n(&owner->last_slow_ns, __ATOMIC_RELAXED) < HELP_IDLE_NS && unseen < capacity / 2) return;
   if (pthread_mutex_trylock(&owner->lock) != 0) return;
   if (self != &ld_heap_empty) LD_STAT_INC(self, free_lock_acquisitions);
   heap_release_classes(owner, heap_process_pending(owner));

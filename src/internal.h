@@ -242,7 +242,8 @@ static inline int32_t ld_sb_free_blocks(const sb_t *sb) { return (int32_t)sb->ca
 int  ld_sb_account_remote(sb_t *sb, bool clear_announce);
 /* Pushes a batch (head..tail, n blocks of sb, linked and tagged) on sb's remote list with one
  * CAS; true when this push announced sb (the caller then calls ld_sb_announce). *unseen: the
- * blocks on the list its owner has not looked at (an estimate: the owner's count is racy). */
+ * blocks on the list its owner has not looked at (an estimate: the owner's count is racy).
+ * Unless it announced sb, the caller must not read sb afterwards: the owner may have freed it. */
 bool ld_sb_push_remote_batch(sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n, uint32_t *unseen);
 /* Puts sb on its owner's pending list (a CAS): the owner, or whoever tidies it, collects it. */
 void ld_sb_announce(sb_t *sb);
@@ -392,9 +393,9 @@ void ld_heap_collect_pending(heap_t *heap);
  * when the lock was busy. */
 bool ld_heap_tidy(heap_t *heap, bool mine);
 /* An owner that has made no slow-path call for a while, or has not looked at `unseen` frees
- * into sb (half of it), is helped by the freer: its pending frees are collected and Hoard's
+ * into a superblock of `capacity` blocks (half of it), is helped by the freer: its pending frees are collected and Hoard's
  * threshold applied (trylock; never waits). */
-void ld_heap_help_idle_owner(heap_t *self, sb_t *sb, uint32_t unseen, uint64_t now);
+void ld_heap_help_idle_owner(heap_t *self, heap_t *owner, uint32_t unseen, uint32_t capacity, uint64_t now);
 heap_t *ld_heap_new(bool after_exit_hook);  /* a heap for the calling thread (made or reused) */
 void    ld_heap_abandon(heap_t *heap);      /* thread exit: everything goes to the global heap */
 void    ld_heap_validate(heap_t *heap, int *violations);

@@ -172,11 +172,13 @@ unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_
   return n;
 }
 
+/* Clearing the announced flag releases: the owner's read of sb->pending_next (heap.c) happens
+ * before the next announcer's write of it, which acquires through the remote word. */
 int ld_sb_account_remote(sb_t *sb, bool clear_announce) {
   uint64_t old = atomic_load_explicit(&sb->remote, memory_order_relaxed);
   if (clear_announce)
     while ((old & LD_REMOTE_ANNOUNCED) &&
-           !atomic_compare_exchange_weak_explicit(&sb->remote, &old, old & ~LD_REMOTE_ANNOUNCED, memory_order_acquire,
+           !atomic_compare_exchange_weak_explicit(&sb->remote, &old, old & ~LD_REMOTE_ANNOUNCED, memory_order_acq_rel,
                                                   memory_order_relaxed)) {
     }
   int32_t count = (int32_t)remote_count(old);
@@ -194,13 +196,16 @@ bool ld_sb_is_announced(const sb_t *sb) {
 
 bool ld_sb_push_remote_batch(sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n, uint32_t *unseen) {
   uint64_t head_word = (uint64_t)((char *)head - (char *)sb) << LD_REMOTE_HEAD_SHIFT;
+  /* Read before the push: once it is done, the owner may take the blocks, find sb empty and
+   * give it back, and sb may be another superblock's memory by the time this thread looks. */
+  uint32_t seen = (uint32_t)__atomic_load_n(&sb->remote_seen, __ATOMIC_RELAXED);
   uint64_t old = atomic_load_explicit(&sb->remote, memory_order_relaxed), next;
   do {
     ld_set_next(tail, remote_head(sb, old));
     next = head_word | ((remote_count(old) + n) << LD_REMOTE_COUNT_SHIFT) | LD_REMOTE_ANNOUNCED;
-  } while (!atomic_compare_exchange_weak_explicit(&sb->remote, &old, next, memory_order_release, memory_order_relaxed));
+  } while (!atomic_compare_exchange_weak_explicit(&sb->remote, &old, next, memory_order_acq_rel, memory_order_relaxed));
   /* remote_seen is the owner's: read racily, it only decides whether to help (heap.c) */
-  *unseen = (uint32_t)(remote_count(next) - (uint64_t)(uint32_t)__atomic_load_n(&sb->remote_seen, __ATOMIC_RELAXED));
+  *unseen = (uint32_t)(remote_count(next) - seen);
   return (old & LD_REMOTE_ANNOUNCED) == 0;
 }
 

@@ -26,3 +26,7 @@ if(ALLOC_HAVE_LARDER)
   set_tests_properties(alloc_verbose_version PROPERTIES ENVIRONMENT "LARDER_VERBOSE=1"
     PASS_REGULAR_EXPRESSION "larder [0-9]+\\.[0-9]+\\.[0-9]+: superblock" LABELS alloc TIMEOUT 60)
 endif()
+
+# The front end (issue 17): bins bounded, a thread's exit returns what it cached and buffered,
+# remote frees in batches of one CAS (plus one to announce), Hoard's invariant with bins.
+alloc_test(alloc_front_end SOURCES alloc/front_end.c PRELOAD TIMEOUT 120 LIBS Threads::Threads)

@@ -1,0 +1,185 @@
+/* The front end (issue 17, "Must hold"): per-thread bins of free blocks and batched remote
+ * frees, checked through larder's statistics (counters, not timings).
+ *
+ *   bins bounded     a thread frees 20,000 blocks of one size at a time, for sizes across the
+ *                    classes: what its bins hold (bytes_cached) never exceeds the stated bound
+ *                    of one bin, 60 blocks and 16 KiB (one block for bigger classes);
+ *   exit returns     a thread that exits with full bins and a buffer of remote frees leaves
+ *                    nothing cached and nothing pending: bytes_cached and bytes_remote_pending
+ *                    are back to what they were, bytes_in_use too;
+ *   remote batched   a consumer thread frees 200,000 blocks a producer allocated: no lock is
+ *                    taken on its free path (free_lock_acquisitions, which counts the trylock
+ *                    that helps an idle owner, stays 0 with the producer busy) and the atomic
+ *                    operations of the remote free path (one CAS per batch, one more to
+ *                    announce the first batch since the owner looked) are at most 2 per batch
+ *                    and batches hold at least 16 blocks on average;
+ *   Hoard            larder_validate() (lists, counts, Hoard's invariant, the bins) after each.
+ * Larder only: under another allocator the program says so and skips (77).
+ *
+ * usage: alloc_front_end */
+#include <pthread.h>
+
+#include "alloc_util.h"
+
+#define BIN_SLOTS 60     /* LD_BIN_SLOTS - 1 (src/internal.h) */
+#define BIN_BYTES 16384  /* LD_BIN_BYTES */
+
+static alloc_api_t api;
+
+static larder_stats_t stats(void) {
+  larder_stats_t st;
+  api.stats_get(&st);
+  return st;
+}
+
+/* ---- bins bounded ---- */
+static size_t max_cached_seen;
+static size_t bin_bound(size_t size) {
+  size_t blocks = BIN_BYTES / size;
+  if (blocks > BIN_SLOTS) blocks = BIN_SLOTS;
+  if (blocks < 1) blocks = 1;
+  return blocks * size;
+}
+
+static void *bins_worker(void *arg) {
+  size_t size = *(size_t *)arg;
+  enum { N = 20000 };
+  void **p = malloc(N * sizeof *p);
+  if (!p) return (void *)1;
+  size_t base = stats().bytes_cached;
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < N; i++) p[i] = malloc(size);
+    for (int i = 0; i < N; i++) {
+      free(p[i]);
+      if (i % 997 == 0) {
+        size_t c = stats().bytes_cached;
+        if (c > base && c - base > max_cached_seen) max_cached_seen = c - base;
+      }
+    }
+  }
+  free(p);
+  return NULL;
+}
+
+static void check_bins(void) {
+  static const size_t sizes[] = {16, 48, 256, 1000, 3000, 8192, 16384};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    size_t size = sizes[k];
+    max_cached_seen = 0;
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, bins_worker, (void *)&size) == 0);
+    pthread_join(t, NULL);
+    /* the class holding `size` may be up to 12.5% larger; the pointer array is another class */
+    size_t bound = bin_bound(size + size / 8) + bin_bound(20000 * sizeof(void *) > 16384 ? 16384 : 20000 * sizeof(void *));
+    printf("front_end: %5zu-byte blocks: at most %zu bytes cached by the freeing thread (bound %zu)\n", size,
+           max_cached_seen, bound);
+    CHECK_MSG(max_cached_seen <= bound, "size %zu: %zu bytes cached, above the bins' bound %zu", size, max_cached_seen, bound);
+    CHECK(api.validate() == 0);
+  }
+}
+
+/* ---- exit returns everything ---- */
+static void **handed;
+enum { HANDED = 5000 };
+
+static void *exit_worker(void *arg) {
+  (void)arg;
+  void *own[500];
+  for (int i = 0; i < 500; i++) own[i] = malloc(16 + (size_t)(i % 64) * 16);
+  for (int i = 0; i < 500; i++) free(own[i]);      /* its bins fill */
+  for (int i = 0; i < HANDED; i += 2) free(handed[i]); /* remote frees, some still buffered */
+  larder_stats_t st = stats();
+  printf("front_end: before exit the thread holds %zu bytes cached, %zu bytes of remote frees pending\n",
+         st.bytes_cached, st.bytes_remote_pending);
+  return (void *)(uintptr_t)(st.bytes_cached != 0 && st.bytes_remote_pending != 0);
+}
+
+static void check_exit(void) {
+  handed = malloc(HANDED * sizeof *handed);
+  REQUIRE(handed != NULL);
+  for (int i = 0; i < HANDED; i++) handed[i] = malloc(40);
+  larder_stats_t before = stats();
+  pthread_t t;
+  void *had_some;
+  REQUIRE(pthread_create(&t, NULL, exit_worker, NULL) == 0);
+  pthread_join(t, &had_some);
+  larder_stats_t after = stats();
+  printf("front_end: after exit: cached %zu -> %zu bytes, remote pending %zu -> %zu, in use %zu -> %zu\n",
+         before.bytes_cached, after.bytes_cached, before.bytes_remote_pending, after.bytes_remote_pending,
+         before.bytes_in_use, after.bytes_in_use);
+  CHECK_MSG(had_some != NULL, "the thread had nothing cached or buffered: the check would prove nothing");
+  CHECK(after.bytes_cached <= before.bytes_cached);
+  CHECK(after.bytes_remote_pending == 0);
+  /* half the handed blocks (40 B, class 48) were freed */
+  size_t freed = (HANDED / 2) * 48;
+  CHECK_MSG(after.bytes_in_use + freed <= before.bytes_in_use + 4096,
+            "in use %zu before, %zu after freeing %zu bytes", before.bytes_in_use, after.bytes_in_use, freed);
+  for (int i = 1; i < HANDED; i += 2) free(handed[i]);
+  free(handed);
+  CHECK(api.validate() == 0);
+}
+
+/* ---- remote frees batched ---- */
+/* As deep as the run: the producer never waits (an owner that stops calling is helped, by
+ * design; here the owner calls all the time or has exited). */
+enum { REMOTE_N = 200000 };
+#define RING REMOTE_N
+static void *_Atomic ring[RING];
+
+static void *producer(void *arg) {
+  (void)arg;
+  for (long i = 0; i < REMOTE_N; i++) {
+    void *p = malloc(64);
+    while (atomic_load(&ring[i % RING]) != NULL) {}
+    atomic_store(&ring[i % RING], p);
+  }
+  return NULL;
+}
+
+static void *consumer(void *arg) {
+  (void)arg;
+  for (long i = 0; i < REMOTE_N; i++) {
+    void *p;
+    while ((p = atomic_load(&ring[i % RING])) == NULL) {}
+    atomic_store(&ring[i % RING], NULL);
+    free(p);
+  }
+  return NULL;
+}
+
+static void check_remote(void) {
+  larder_stats_t before = stats();
+  pthread_t p, c;
+  REQUIRE(pthread_create(&p, NULL, producer, NULL) == 0);
+  REQUIRE(pthread_create(&c, NULL, consumer, NULL) == 0);
+  pthread_join(p, NULL);
+  pthread_join(c, NULL);
+  larder_stats_t after = stats();
+  size_t frees = after.remote_frees - before.remote_frees;
+  size_t batches = after.remote_batches - before.remote_batches;
+  size_t announcements = after.remote_announcements - before.remote_announcements;
+  size_t locks = after.free_lock_acquisitions - before.free_lock_acquisitions;
+  printf("front_end: %zu remote frees in %zu batches (%.1f blocks each), %zu announcements: %.4f atomic operations per "
+         "free; %zu locks on free paths\n",
+         frees, batches, batches ? (double)frees / batches : 0, announcements,
+         frees ? (double)(batches + announcements) / frees : 0, locks);
+  CHECK_MSG(frees >= REMOTE_N, "only %zu remote frees counted of %d", frees, REMOTE_N);
+  CHECK_MSG(batches > 0 && frees / batches >= 16, "batches of %.1f blocks on average (bound 16)", batches ? (double)frees / batches : 0);
+  CHECK_MSG(announcements <= batches, "%zu announcements for %zu batches", announcements, batches);
+  /* The only lock near a free path is the trylock that helps an owner that stopped calling;
+   * with the producer busy it may fire only when the scheduler stalls it (2 cores, 3 threads). */
+  CHECK_MSG(locks * 100 <= batches, "%zu locks taken on free paths with the owner busy (%zu batches)", locks, batches);
+  CHECK(api.validate() == 0);
+}
+
+int main(void) {
+  api = alloc_api();
+  if (!api.stats_get || !api.validate) {
+    printf("front_end: not larder; nothing to check\n");
+    return ALLOC_SKIP;
+  }
+  check_bins();
+  check_exit();
+  check_remote();
+  return check_done();
+}
