@@ -55,10 +55,9 @@ int64_t ld_cache_bytes(const heap_t *heap) {
  * announces the superblock to its owner, and helps an owner that seems idle. */
 static void remote_send(heap_t *heap, ld_remote_slot_t *slot) {
   sb_t *sb = slot->sb;
-  /* sb's owner and capacity are read before the push: after it, sb may be freed (internal.h) */
+  /* sb's owner is read before the push: after it, sb may be freed (internal.h) */
   heap_t *owner = atomic_load_explicit(&sb->owner, memory_order_relaxed);
-  uint32_t capacity = sb->capacity, unseen;
-  bool announce = ld_sb_push_remote_batch(sb, slot->head, slot->tail, slot->count, &unseen);
+  bool announce = ld_sb_push_remote_batch(sb, slot->head, slot->tail, slot->count);
   if (heap != &ld_heap_empty) {
     LD_STAT_INC(heap, remote_batches);
     LD_OWNER_SET(heap->remote_blocks, heap->remote_blocks - slot->count);
@@ -74,7 +73,7 @@ static void remote_send(heap_t *heap, ld_remote_slot_t *slot) {
   }
   /* An owner that stopped calling (blocked on a queue) is helped by its freers, batch by
    * batch, rather than keeping everything they free until the purge (Hoard §2.2). */
-  ld_heap_help_idle_owner(heap, owner, unseen, capacity, now);
+  ld_heap_help_idle_owner(heap, owner, now);
 }
 
 /* Adds b (tagged) to the batch of its superblock; a batch that reaches its bound goes (true). */

@@ -50,7 +50,7 @@ ld_stats_t ld_stats_unowned;       /* events in threads without a heap, counted 
 #define PINGPONG_WINDOW_NS 50000000u
 #define BOOST_DECAY_NS     1000000000u
 /* An owner that has made no slow-path call for this long, or that has not looked at half of
- * a superblock's worth of frees into it, is probably blocked (on a queue, a lock, a request):
+ * a whole superblock's worth of frees into it, is probably blocked (on a queue, a lock, a request):
  * the thread that frees into it collects them for it, so a producer that idles does not keep
  * every block its consumers freed (Hoard §2.2's P-fold blowup, which Hoard's locked free
  * avoids; tests/alloc/blowup_idle.c). */
@@ -286,6 +286,7 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
   heap_lock(heap);
   LD_STAT_INC(heap, refills);
   heap_check_options(heap);
+  LD_OWNER_ADD(heap->looks, 1);
   uint64_t classes = heap_process_pending(heap);
   unsigned n = 0;
   for (int examined = 0; n < want && examined < FILL_MAX_SUPERBLOCKS; examined++) {
@@ -337,6 +338,7 @@ void ld_heap_return(heap_t *heap, void **blocks, unsigned n, unsigned *foreign_o
     classes |= (uint64_t)1 << c;
   }
   LD_STAT_ADD(heap, blocks_flushed, n); /* foreign ones too: they left the bin */
+  LD_OWNER_ADD(heap->looks, 1);
   classes |= heap_process_pending(heap);
   heap_release_classes(heap, classes);
   LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns());
@@ -381,10 +383,21 @@ bool ld_heap_tidy(heap_t *heap, bool mine) {
   return true;
 }
 
-void ld_heap_help_idle_owner(heap_t *self, heap_t *owner, uint32_t unseen, uint32_t capacity, uint64_t now) {
+void ld_heap_help_idle_owner(heap_t *self, heap_t *owner, uint64_t now) {
   /* Heaps are never unmapped: owner may have given the superblock away since, never gone. */
   if (!owner || owner == self || owner->is_global || !__atomic_load_n(&owner->live, __ATOMIC_RELAXED)) return;
-  if (now - __atomic_load_n(&owner->last_slow_ns, __ATOMIC_RELAXED) < HELP_IDLE_NS && unseen < capacity / 2) return;
+  uint64_t looks = __atomic_load_n(&owner->looks, __ATOMIC_RELAXED);
+  bool stuck = false;
+  if (self != &ld_heap_empty) {
+    if (self->help_owner != owner || self->help_looks != looks) {
+      self->help_owner = owner;
+      self->help_looks = looks;
+      self->help_batches = 0;
+    }
+    stuck = ++self->help_batches >= LD_HELP_AFTER_BATCHES;
+  }
+  if (!stuck && now - __atomic_load_n(&owner->last_slow_ns, __ATOMIC_RELAXED) < HELP_IDLE_NS) return;
+  if (self != &ld_heap_empty) self->help_batches = 0;
   if (pthread_mutex_trylock(&owner->lock) != 0) return;
   if (self != &ld_heap_empty) LD_STAT_INC(self, free_lock_acquisitions);
   heap_release_classes(owner, heap_process_pending(owner));

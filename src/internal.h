@@ -241,10 +241,9 @@ static inline int32_t ld_sb_free_blocks(const sb_t *sb) { return (int32_t)sb->ca
  * clear_announce, so a superblock is never on a pending list twice. */
 int  ld_sb_account_remote(sb_t *sb, bool clear_announce);
 /* Pushes a batch (head..tail, n blocks of sb, linked and tagged) on sb's remote list with one
- * CAS; true when this push announced sb (the caller then calls ld_sb_announce). *unseen: the
- * blocks on the list its owner has not looked at (an estimate: the owner's count is racy).
- * Unless it announced sb, the caller must not read sb afterwards: the owner may have freed it. */
-bool ld_sb_push_remote_batch(sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n, uint32_t *unseen);
+ * CAS; true when this push announced sb (the caller then calls ld_sb_announce). Unless it
+ * announced sb, the caller must not read sb afterwards: the owner may have freed it. */
+bool ld_sb_push_remote_batch(sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n);
 /* Puts sb on its owner's pending list (a CAS): the owner, or whoever tidies it, collects it. */
 void ld_sb_announce(sb_t *sb);
 bool ld_sb_is_announced(const sb_t *sb);
@@ -348,6 +347,9 @@ typedef struct heap_s {
   ld_stats_t stats;
   ld_remote_slot_t remote[LD_REMOTE_SLOTS];
   uint32_t remote_blocks;              /* blocks waiting in remote[] */
+  struct heap_s *help_owner;           /* the heap this thread last sent batches to, */
+  uint64_t help_looks;                 /* its `looks` then, */
+  uint32_t help_batches;               /* and the batches sent since (ld_heap_help_idle_owner) */
   uint64_t last_maintenance_ns;        /* coarse clock at the last trim of idle bins */
   /* ---- the heap proper: under `lock` ---- */
   sb_t *current[LD_CLASS_COUNT + 1];   /* the superblock each class's refills draw from */
@@ -361,6 +363,7 @@ typedef struct heap_s {
   sb_t *groups[LD_CLASS_COUNT][LD_GROUP_COUNT];
   size_t superblocks_held;
   uint64_t last_slow_ns;               /* coarse clock at the owner's last slow path: idle? */
+  uint64_t looks;                      /* times the owner looked at its pending frees */
   /* Superblocks with frees waiting (announced), pushed by any thread with a CAS. Its own
    * cache line: remote freers write it, the owner reads it on every refill. */
   _Alignas(LD_CACHE_LINE) _Atomic(sb_t *) pending;
@@ -392,10 +395,12 @@ void ld_heap_collect_pending(heap_t *heap);
  * empty superblocks given to the global heap. mine: the caller owns it; else trylock, false
  * when the lock was busy. */
 bool ld_heap_tidy(heap_t *heap, bool mine);
-/* An owner that has made no slow-path call for a while, or has not looked at `unseen` frees
- * into a superblock of `capacity` blocks (half of it), is helped by the freer: its pending frees are collected and Hoard's
+/* A batch of remote frees went to owner: an owner that has made no slow-path call for a
+ * while, or that has not looked at its pending frees while this thread sent it
+ * LD_HELP_AFTER_BATCHES batches, is helped: its pending frees are collected and Hoard's
  * threshold applied (trylock; never waits). */
-void ld_heap_help_idle_owner(heap_t *self, heap_t *owner, uint32_t unseen, uint32_t capacity, uint64_t now);
+#define LD_HELP_AFTER_BATCHES 64
+void ld_heap_help_idle_owner(heap_t *self, heap_t *owner, uint64_t now);
 heap_t *ld_heap_new(bool after_exit_hook);  /* a heap for the calling thread (made or reused) */
 void    ld_heap_abandon(heap_t *heap);      /* thread exit: everything goes to the global heap */
 void    ld_heap_validate(heap_t *heap, int *violations);

@@ -194,18 +194,13 @@ bool ld_sb_is_announced(const sb_t *sb) {
   return (atomic_load_explicit(&((sb_t *)sb)->remote, memory_order_acquire) & LD_REMOTE_ANNOUNCED) != 0;
 }
 
-bool ld_sb_push_remote_batch(sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n, uint32_t *unseen) {
+bool ld_sb_push_remote_batch(sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n) {
   uint64_t head_word = (uint64_t)((char *)head - (char *)sb) << LD_REMOTE_HEAD_SHIFT;
-  /* Read before the push: once it is done, the owner may take the blocks, find sb empty and
-   * give it back, and sb may be another superblock's memory by the time this thread looks. */
-  uint32_t seen = (uint32_t)__atomic_load_n(&sb->remote_seen, __ATOMIC_RELAXED);
   uint64_t old = atomic_load_explicit(&sb->remote, memory_order_relaxed), next;
   do {
     ld_set_next(tail, remote_head(sb, old));
     next = head_word | ((remote_count(old) + n) << LD_REMOTE_COUNT_SHIFT) | LD_REMOTE_ANNOUNCED;
   } while (!atomic_compare_exchange_weak_explicit(&sb->remote, &old, next, memory_order_acq_rel, memory_order_relaxed));
-  /* remote_seen is the owner's: read racily, it only decides whether to help (heap.c) */
-  *unseen = (uint32_t)(remote_count(next) - seen);
   return (old & LD_REMOTE_ANNOUNCED) == 0;
 }
 
