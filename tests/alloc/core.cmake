@@ -30,3 +30,7 @@ endif()
 # The front end (issue 17): bins bounded, a thread's exit returns what it cached and buffered,
 # remote frees in batches of one CAS (plus one to announce), Hoard's invariant with bins.
 alloc_test(alloc_front_end SOURCES alloc/front_end.c PRELOAD TIMEOUT 120 LIBS Threads::Threads)
+
+# Honest figures (issue 15): bytes_in_use back near zero after all is freed, own and remote
+# frees, threads alive; mallinfo2 agrees.
+alloc_test(alloc_stats_in_use SOURCES alloc/stats_in_use.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
