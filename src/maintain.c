@@ -253,7 +253,12 @@ static void *purge_thread_main(void *arg) {
       }
     }
     if (atomic_load_explicit(&thread_stop, memory_order_relaxed)) break;
-    if (ld_os_thread_count() == 1) {
+    int threads = ld_os_thread_count();
+    /* Without /proc it cannot tell: it ends itself whenever nothing waits to be purged, and
+     * an allocation starts it again when needed, so it never outlives the program by more
+     * than the purge delay. */
+    if (threads == 0 && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX) break;
+    if (threads == 1) {
       /* The program is gone: what it freed goes back now, and a signal sent to the process
        * while every thread blocked it is delivered as it would have been. */
       ld_maintain_trim();
