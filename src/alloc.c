@@ -80,7 +80,8 @@ void larder_free(void *p) {
   heap_t *heap = ld_heap_tls;
   uintptr_t sb = (uintptr_t)p & ld_sb_mask;
   /* class << 6, if the heap owns sb (a relaxed load, a plain one: the purge may clear an entry) */
-  uintptr_t bin_offset = LD_READ(heap->owned[ld_owned_slot(sb)]) - sb;
+  const uintptr_t *owned = heap->owned;
+  uintptr_t bin_offset = LD_READ(owned[ld_owned_slot((uintptr_t)p)]) - sb;
   if (LD_LIKELY(bin_offset < ((uintptr_t)LD_CLASS_COUNT << LD_OWNED_CLASS_SHIFT))) {
     ld_bin_t *bin = (ld_bin_t *)((char *)heap + bin_offset * (sizeof(ld_bin_t) >> LD_OWNED_CLASS_SHIFT));
     ld_block_t *b = p;

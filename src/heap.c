@@ -63,10 +63,15 @@ static void heap_unlock(heap_t *heap) { pthread_mutex_unlock(&heap->lock); }
 
 /* ---- the table of owned superblocks (read by the free fast path) ---- */
 
-static void heap_own(heap_t *heap, sb_t *sb) { LD_OWNER_SET(heap->owned[ld_owned_slot((uintptr_t)sb)], ld_owned_entry(sb)); }
+/* Every 64 KiB of the superblock has its slot (the fast path indexes by the block's address):
+ * one slot for S up to 64 KiB, S / 64 KiB above. */
+static void heap_own(heap_t *heap, sb_t *sb) {
+  for (uintptr_t a = (uintptr_t)sb; a < (uintptr_t)sb + ld_sb_size; a += (uintptr_t)1 << 16)
+    LD_OWNER_SET(heap->owned[ld_owned_slot(a)], ld_owned_entry(sb));
+}
 static void heap_disown(heap_t *heap, sb_t *sb) {
-  unsigned slot = ld_owned_slot((uintptr_t)sb);
-  if (heap->owned[slot] == ld_owned_entry(sb)) LD_OWNER_SET(heap->owned[slot], 0);
+  for (uintptr_t a = (uintptr_t)sb; a < (uintptr_t)sb + ld_sb_size; a += (uintptr_t)1 << 16)
+    if (heap->owned[ld_owned_slot(a)] == ld_owned_entry(sb)) LD_OWNER_SET(heap->owned[ld_owned_slot(a)], 0);
 }
 
 /* ---- fullness groups ---- */
@@ -609,7 +614,8 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
     if (!e) continue;
     sb_t *sb = (sb_t *)(e & ld_sb_mask);
     unsigned cls = (unsigned)((e & ~ld_sb_mask) >> LD_OWNED_CLASS_SHIFT);
-    if (ld_owned_slot((uintptr_t)sb) != i || !ld_addrmap_contains(sb) || sb->magic != LD_SB_MAGIC ||
+    if (((i - ld_owned_slot((uintptr_t)sb)) & (LD_OWNED_SLOTS - 1)) >= (ld_sb_size >> 16 ? ld_sb_size >> 16 : 1) ||
+        !ld_addrmap_contains(sb) || sb->magic != LD_SB_MAGIC ||
         atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap || sb->size_class != cls)
       VIOLATION("heap %p: owned-table slot %u names %p, not a class-%u superblock of this heap\n", (void *)heap, i, (void *)sb, cls);
   }

@@ -295,19 +295,21 @@ typedef struct ld_bin_s {
 } ld_bin_t;
 _Static_assert(sizeof(ld_bin_t) == 512, "a bin is 512 bytes, so its address is a shift");
 
-/* The superblocks a heap owns, by address hash, each as its address | class << 6: the free
- * fast path learns a block's owner and bin from the heap alone, without reading any header (a
- * pointer larder never handed out finds no entry and goes to the slow path, which asks the
- * ownership map first: addrmap.h). class << 6 is the bin's offset in the heap divided by 8,
- * an x86 scaled index, and stays below the smallest S (16 KiB). Two superblocks may want one
- * slot; the later one wins, and the other's frees take the slow path, which finds the same
- * answer from the header. */
-#define LD_OWNED_BITS 12
+/* The superblocks a heap owns, each as its address | class << 6, in a table indexed by the
+ * address in 64 KiB units (the default S; a bigger superblock fills one slot per 64 KiB, so a
+ * block's own address finds it): the free fast path learns a block's owner and bin
+ * from the heap alone, without reading any header (a pointer larder never handed out finds no
+ * entry and goes to the slow path, which asks the ownership map first: addrmap.h). Indexing by
+ * address, not by a hash, gives every superblock of a 1 GiB span a slot of its own (segments
+ * are contiguous), and costs a shift and a mask; the table's pages become resident only where
+ * the heap has superblocks. class << 6 is the bin's offset in the heap divided by 8, an x86
+ * scaled index, and stays below the smallest S (16 KiB). Two superblocks may want one slot (a
+ * heap spread over more than 1 GiB, or S = 16 or 32 KiB); the later one wins, and the other's
+ * frees take the slow path, which finds the same answer from the header. */
+#define LD_OWNED_BITS 14
 #define LD_OWNED_SLOTS (1u << LD_OWNED_BITS)
 #define LD_OWNED_CLASS_SHIFT 6
-static inline unsigned ld_owned_slot(uintptr_t sb) {
-  return (unsigned)((sb * 0x9E3779B97F4A7C15ull) >> (64 - LD_OWNED_BITS)); /* Fibonacci hashing */
-}
+static inline uintptr_t ld_owned_slot(uintptr_t sb) { return (sb >> 16) & (LD_OWNED_SLOTS - 1); }
 static inline uintptr_t ld_owned_entry(const sb_t *sb) {
   return (uintptr_t)sb | ((uintptr_t)sb->size_class << LD_OWNED_CLASS_SHIFT);
 }
