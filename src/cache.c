@@ -66,6 +66,7 @@ static void remote_send(heap_t *heap, ld_remote_slot_t *slot) {
   slot->head = slot->tail = NULL;
   slot->count = slot->bytes = 0;
   uint64_t now = ld_os_now_coarse_ns();
+  if (heap->remote_busy) LD_OWNER_SET(heap->last_slow_ns, now); /* the owner at work: not idle */
   if (announce) {
     ld_sb_announce(sb);
     if (heap != &ld_heap_empty) LD_STAT_INC(heap, remote_announcements);
@@ -90,6 +91,7 @@ static bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
     if (slot->count) remote_send(heap, slot), sent = true;
     slot->sb = sb;
   }
+  if (!heap->remote_blocks) ld_due_note(ld_os_now_coarse_ns()); /* sent by the purge if the thread idles */
   ld_set_next(b, slot->head);
   if (!slot->count) slot->tail = b;
   slot->head = b;
@@ -101,21 +103,62 @@ static bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
   return sent;
 }
 
+/* The remote buffer is the owner's, but the purge may send the batches of a thread that
+ * stopped calling (ld_cache_send_idle_batches). The two meet as in Dekker's algorithm with an
+ * asymmetric fence: the owner marks itself busy with plain stores (no atomic operation, no
+ * fence: a few instructions on a path that is already slow), and the purge, which is rare,
+ * pays for the fence on both sides with membarrier() (os.c). If the owner finds the purge at
+ * work, it waits the few microseconds the purge takes to send at most 32 batches. */
+static void remote_enter(heap_t *heap) {
+  for (;;) {
+    LD_OWNER_SET(heap->remote_busy, 1);
+    atomic_signal_fence(memory_order_seq_cst); /* the purge's membarrier makes this a fence */
+    if (LD_LIKELY(!__atomic_load_n(&heap->remote_draining, __ATOMIC_ACQUIRE))) return;
+    LD_OWNER_SET(heap->remote_busy, 0);
+    while (__atomic_load_n(&heap->remote_draining, __ATOMIC_ACQUIRE)) ld_os_yield();
+  }
+}
+static void remote_leave(heap_t *heap) {
+  atomic_signal_fence(memory_order_seq_cst);
+  __atomic_store_n(&heap->remote_busy, 0, __ATOMIC_RELEASE);
+}
+
 bool ld_cache_free_remote(heap_t *heap, sb_t *sb, ld_block_t *b) {
-  if (heap != &ld_heap_empty) {
-    LD_STAT_INC(heap, remote_frees);
-    LD_STAT_INC(heap, frees_other);
-  } else {
+  if (heap == &ld_heap_empty) {
     ld_stat_count(heap, offsetof(ld_stats_t, remote_frees));
     ld_stat_count(heap, offsetof(ld_stats_t, frees_other));
+    return remote_append(heap, sb, b);
   }
-  return remote_append(heap, sb, b);
+  LD_STAT_INC(heap, remote_frees);
+  LD_STAT_INC(heap, frees_other);
+  remote_enter(heap);
+  bool sent = remote_append(heap, sb, b);
+  remote_leave(heap);
+  return sent;
 }
 
 static void remote_send_all(heap_t *heap) {
   if (!heap->remote_blocks) return;
+  remote_enter(heap);
   for (unsigned i = 0; i < LD_REMOTE_SLOTS; i++)
     if (heap->remote[i].count) remote_send(heap, &heap->remote[i]);
+  remote_leave(heap);
+}
+
+bool ld_cache_send_idle_batches(heap_t *heap) {
+  if (!LD_READ(heap->remote_blocks)) return true;
+  __atomic_store_n(&heap->remote_draining, 1, __ATOMIC_SEQ_CST);
+  bool sent = false;
+  int fence = ld_os_fence_all_threads();
+  if (fence != 0) {
+    sent = true; /* the kernel cannot fence other threads: the batches wait for their owner */
+  } else if (!__atomic_load_n(&heap->remote_busy, __ATOMIC_ACQUIRE)) {
+    for (unsigned i = 0; i < LD_REMOTE_SLOTS; i++)
+      if (heap->remote[i].count) remote_send(heap, &heap->remote[i]);
+    sent = true;
+  }
+  __atomic_store_n(&heap->remote_draining, 0, __ATOMIC_RELEASE);
+  return sent;
 }
 
 /* ---- bins ---- */
@@ -133,7 +176,11 @@ static void bin_flush(heap_t *heap, unsigned cls, unsigned n) {
   ld_heap_return(heap, out, n, &foreign);
   /* Blocks of superblocks given away while cached go to their new owner, as any free would
    * (they are tagged already). */
-  for (unsigned i = 0; i < foreign; i++) remote_append(heap, ld_sb_of(out[i]), out[i]);
+  if (foreign) {
+    remote_enter(heap);
+    for (unsigned i = 0; i < foreign; i++) remote_append(heap, ld_sb_of(out[i]), out[i]);
+    remote_leave(heap);
+  }
 }
 
 void *ld_cache_refill(heap_t *heap, unsigned cls) {

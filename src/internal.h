@@ -349,6 +349,8 @@ typedef struct heap_s {
   ld_stats_t stats;
   ld_remote_slot_t remote[LD_REMOTE_SLOTS];
   uint32_t remote_blocks;              /* blocks waiting in remote[] */
+  int remote_busy;                     /* the owner is in its remote buffer (cache.c) */
+  int remote_draining;                 /* the purge is sending an idle owner's batches */
   struct heap_s *help_owner;           /* the heap this thread last sent batches to, */
   uint64_t help_looks;                 /* its `looks` then, */
   uint32_t help_batches;               /* and the batches sent since (ld_heap_help_idle_owner) */
@@ -439,6 +441,9 @@ bool    ld_cache_free_remote(heap_t *heap, sb_t *sb, ld_block_t *b);
 /* The thread's own maintenance: bins unused since the last call give back most of what they
  * hold (as jemalloc's tcache garbage collection does), and the remote buffer is sent. */
 void    ld_cache_trim(heap_t *heap);
+/* The purge sends the batches in the remote buffer of a heap whose thread stopped calling:
+ * false when it could not because the owner was at work in it (try again later). */
+bool    ld_cache_send_idle_batches(heap_t *heap);
 /* Empties every bin and the remote buffer (thread exit, malloc_trim). */
 void    ld_cache_drain(heap_t *heap);
 /* Sets the bins' limits and fast-check figures (a new heap, or changed options). */

@@ -9,6 +9,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <signal.h>
+#include <linux/membarrier.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -297,4 +299,19 @@ void ld_os_counts(ld_os_counts_t *out) {
 
 size_t ld_os_mapped_bytes(void) {
   return atomic_load_explicit(&os_mmap_bytes, memory_order_relaxed) - atomic_load_explicit(&os_munmap_bytes, memory_order_relaxed);
+}
+
+void ld_os_yield(void) { sched_yield(); }
+
+int ld_os_fence_all_threads(void) {
+  static _Atomic int registered; /* 0 not yet, 1 yes, -1 refused */
+  int saved = errno, r = atomic_load_explicit(&registered, memory_order_acquire);
+  if (r == 0) {
+    r = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 ? 1 : -1;
+    atomic_store_explicit(&registered, r, memory_order_release);
+  }
+  int result = ENOSYS;
+  if (r == 1 && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) result = 0;
+  errno = saved;
+  return result;
 }

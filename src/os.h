@@ -40,6 +40,10 @@ int      ld_os_thread_id(void);       /* the kernel's id of the calling thread *
 int      ld_os_thread_alive(int tid); /* 0 once that thread of this process has exited */
 
 void     ld_os_sleep_ms(unsigned ms);
+void     ld_os_yield(void);
+/* A full memory barrier on every running thread of the process (membarrier(2), private
+ * expedited, registered at the first call); 0, or an errno value when the kernel lacks it. */
+int      ld_os_fence_all_threads(void);
 /* Live threads of this process now (from /proc/self/stat; a main thread that called
  * pthread_exit is not counted), or 0 when that cannot be read. */
 int      ld_os_thread_count(void);

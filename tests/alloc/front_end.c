@@ -7,6 +7,8 @@
  *   exit returns     a thread that exits with full bins and a buffer of remote frees leaves
  *                    nothing cached and nothing pending: bytes_cached and bytes_remote_pending
  *                    are back to what they were, bytes_in_use too;
+ *   idle batches     a thread that frees other threads' blocks and then stops calling, alive:
+ *                    the purge sends its buffered batches (bytes_remote_pending falls to 0);
  *   remote batched   a consumer thread frees 200,000 blocks a producer allocated: no lock is
  *                    taken on its free path (free_lock_acquisitions, which counts the trylock
  *                    that helps an idle owner, stays 0 with the producer busy) and the atomic
@@ -119,6 +121,51 @@ static void check_exit(void) {
   CHECK(api.validate() == 0);
 }
 
+/* ---- the purge sends an idle thread's batches ---- */
+static pthread_barrier_t idle_freed, idle_done;
+
+static void *idle_worker(void *arg) {
+  (void)arg;
+  for (int i = 0; i < HANDED; i += 2) free(handed[i]); /* remote frees; the tail stays buffered */
+  pthread_barrier_wait(&idle_freed);
+  pthread_barrier_wait(&idle_done); /* alive, and no call at all */
+  return NULL;
+}
+
+static void check_idle_batches(void) {
+  if (!api.option_set || api.option_set("purge_delay_ms", "100") != 0 || api.option_set("purge_thread", "1") != 0) {
+    CHECK_MSG(0, "could not set purge_delay_ms and purge_thread");
+    return;
+  }
+  handed = malloc(HANDED * sizeof *handed);
+  REQUIRE(handed != NULL);
+  for (int i = 0; i < HANDED; i++) handed[i] = malloc(40);
+  void *big = malloc(200000); /* a slow path: the purge thread starts */
+  free(big);
+  pthread_barrier_init(&idle_freed, NULL, 2);
+  pthread_barrier_init(&idle_done, NULL, 2);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, idle_worker, NULL) == 0);
+  pthread_barrier_wait(&idle_freed);
+  larder_stats_t during = stats();
+  struct timespec ts = {1, 0}; /* ten purge delays with no call from either thread */
+  nanosleep(&ts, NULL);
+  larder_stats_t after = stats();
+  printf("front_end: an idle thread's buffered remote frees: %zu bytes pending, %zu after 10 purge delays "
+         "(purge thread runs %zu)\n",
+         during.bytes_remote_pending, after.bytes_remote_pending, after.purge_thread_runs);
+  CHECK_MSG(during.bytes_remote_pending > 0, "nothing was buffered: the check would prove nothing");
+  CHECK_MSG(after.bytes_remote_pending == 0, "%zu bytes of remote frees still pending in an idle thread's buffer",
+            after.bytes_remote_pending);
+  pthread_barrier_wait(&idle_done);
+  pthread_join(t, NULL);
+  for (int i = 1; i < HANDED; i += 2) free(handed[i]);
+  free(handed);
+  api.option_set("purge_delay_ms", "1000");
+  api.option_set("purge_thread", "2");
+  CHECK(api.validate() == 0);
+}
+
 /* ---- remote frees batched ---- */
 /* As deep as the run: the producer never waits (an owner that stops calling is helped, by
  * design; here the owner calls all the time or has exited). */
@@ -181,6 +228,7 @@ int main(void) {
   }
   check_bins();
   check_exit();
+  check_idle_batches();
   check_remote();
   return check_done();
 }
