@@ -338,9 +338,14 @@ static void purge_thread_nudge(void) {
   pthread_mutex_unlock(&thread_lock);
 }
 
-/* The library is being unloaded (dlclose) or the process exits: the thread must not run
- * code that is about to go. It is woken and waited for (it finishes a purge run at most). */
-__attribute__((destructor)) static void purge_thread_stop(void) {
+/* The library is being unloaded (dlclose) or the process exits: nothing may run code that is
+ * about to go. The thread-exit hook is unregistered (a thread that ends later would call it),
+ * and the purge thread is woken and waited for (it finishes a purge run at most). */
+__attribute__((destructor)) static void maintain_unload(void) {
+  if (atomic_load_explicit(&heap_key_made, memory_order_acquire)) {
+    atomic_store_explicit(&heap_key_made, 0, memory_order_release);
+    pthread_key_delete(heap_key);
+  }
   atomic_store_explicit(&thread_stop, 1, memory_order_relaxed);
   if (!atomic_load_explicit(&thread_state, memory_order_acquire)) return;
   if (pthread_equal(pthread_self(), thread_id)) return; /* exit() called from the thread itself */

@@ -13,7 +13,11 @@
  *   fork-child    main forks after the purge thread started; the fork child allocates, frees
  *                 and calls pthread_exit: it must end with status 0 within a second;
  *   vfork         main runs /bin/true with vfork+exec while the purge thread runs, then
- *                 allocates on: the child and the process end normally.
+ *                 allocates on: the child and the process end normally;
+ *   dlclose       liblarder.so loaded with dlopen as a plugin (LARDER_TEST_LIB names it), its
+ *                 purge thread started through its prefixed API, then unloaded: the thread
+ *                 must be gone before the code is (no crash in the 300 ms after), and the
+ *                 process ends normally. Skipped when LARDER_TEST_LIB is not set.
  * Under larder the child also checks that the purge thread did run (purge_thread_starts).
  *
  * usage: alloc_process_end [case]   (no argument: every case) */
@@ -73,7 +77,44 @@ static void leave_main(void) {
   pthread_exit(NULL);
 }
 
+/* liblarder.so as a plugin: started, used, its purge thread running, unloaded. */
+static int dlclose_case(void) {
+  const char *lib = getenv("LARDER_TEST_LIB");
+  if (!lib) return 0;
+  void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    fprintf(stderr, "dlopen %s: %s\n", lib, dlerror());
+    return 20;
+  }
+  void *(*lmalloc)(size_t) = (void *(*)(size_t))dlsym(h, "larder_malloc");
+  void (*lfree)(void *) = (void (*)(void *))dlsym(h, "larder_free");
+  int (*lset)(const char *, const char *) = (int (*)(const char *, const char *))dlsym(h, "larder_option_set");
+  void (*lstats)(larder_stats_t *) = (void (*)(larder_stats_t *))dlsym(h, "larder_stats_get");
+  if (!lmalloc || !lfree || !lset || !lstats) return 21;
+  lset("purge_thread", "1");
+  lset("purge_delay_ms", "50");
+  void *p[64];
+  for (int i = 0; i < 64; i++) memset(p[i] = lmalloc((size_t)1 << 20), 1, (size_t)1 << 20);
+  for (int i = 0; i < 64; i++) lfree(p[i]);
+  lfree(lmalloc(32));
+  larder_stats_t st;
+  lstats(&st);
+  if (st.purge_thread_starts == 0) {
+    fprintf(stderr, "the plugin's purge thread did not start\n");
+    return 22;
+  }
+  if (dlclose(h) != 0) return 23;
+  struct timespec ts = {0, 300000000};
+  nanosleep(&ts, NULL); /* a purge thread left running would now run unmapped code */
+  return 0;
+}
+
 static int child(const char *mode) {
+  if (strcmp(mode, "dlclose") == 0) {
+    int rc = dlclose_case();
+    if (rc) return rc;
+    leave_main();
+  }
   int rc = warm_up();
   if (rc) return rc;
   if (strcmp(mode, "fork-child") == 0) {
@@ -160,7 +201,7 @@ static int run_case(const char *mode) {
 }
 
 int main(int argc, char **argv) {
-  static const char *const modes[] = {"pthread-exit", "sigterm", "fork-child", "vfork"};
+  static const char *const modes[] = {"pthread-exit", "sigterm", "fork-child", "vfork", "dlclose"};
   if (argc > 1 && strcmp(argv[0], "self") == 0) return child(argv[1]);
   for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
     if (argc < 2 || strcmp(argv[1], modes[i]) == 0) run_case(modes[i]);

@@ -67,6 +67,9 @@ alloc_test(alloc_thread_churn_rss SOURCES alloc/thread_churn_rss.c PRELOAD TIMEO
 # A process ends as without larder: main's pthread_exit, SIGTERM, fork and vfork children
 # with the purge thread running.
 alloc_test(alloc_process_end SOURCES alloc/process_end.c PRELOAD TIMEOUT 90 LIBS Threads::Threads)
+if(ALLOC_HAVE_LARDER)
+  set_property(TEST alloc_process_end APPEND PROPERTY ENVIRONMENT "LARDER_TEST_LIB=$<TARGET_FILE:larder_shared>")
+endif()
 alloc_test(alloc_thread_start SOURCES alloc/thread_start.c PRELOAD TIMEOUT 120)
 alloc_test(alloc_tls_dtor     SOURCES alloc/tls_dtor.c     PRELOAD TIMEOUT 60)
 alloc_test(alloc_prodcons     SOURCES alloc/prodcons.c     PRELOAD TIMEOUT 120)
