@@ -20,8 +20,9 @@
  * The free path:
  *   1. Fast path (larder_free, below): the heap's table of the superblocks it owns, indexed by
  *      the block's superblock address, gives the block's class without reading any header;
- *      the block must start a block of that class (a multiply, no division) and must not
- *      carry the free tag (a double free); its pointer goes in the bin and its tag is set.
+ *      the block must start a block of that class (a multiply, no division), lie where blocks
+ *      have been handed out, and not carry the free tag (a double free); its pointer goes in
+ *      the bin and its tag is set.
  *   2. The bin is full: half of it, the oldest, goes back to the superblocks (cache.c,
  *      ld_heap_return), where u falls and Hoard's threshold may give a superblock to the
  *      global heap.
@@ -88,7 +89,7 @@ void larder_free(void *p) {
     void **slot = &bin->slots[bin->count];
     uint32_t offset = (uint32_t)((uintptr_t)p - sb) - bin->first;
     if (LD_LIKELY(*slot != LD_BIN_FULL && offset < bin->span && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
-                  b->tag != ld_free_key)) {
+                  (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len && b->tag != ld_free_key)) {
       b->tag = ld_free_key;
       ld_bin_seal(b);
       *slot = b;
@@ -131,8 +132,10 @@ static void *malloc_class(heap_t *heap, unsigned cls) {
     return b;
   }
   ld_maintain_debug_validate(heap);
+  uint64_t now = ld_os_now_coarse_ns();
+  LD_OWNER_SET(heap->last_slow_ns, now);
   void *p = ld_cache_refill(heap, cls);
-  ld_maintain_poll(heap, ld_os_now_coarse_ns(), true);
+  ld_maintain_poll(heap, now, true);
   return p;
 }
 
@@ -183,7 +186,15 @@ static void free_slow_checked(void *p) {
     /* Only the owner may read bump: beyond it, the block was never handed out. */
     if ((char *)p >= sb->bump) ld_fatal_bad_free("invalid free (block was never allocated)", p);
     b->tag = ld_tag(b);
-    if (ld_cache_free_owned(heap, sb, b)) ld_maintain_poll(heap, ld_os_now_coarse_ns(), false);
+    ld_bin_t *bin = &heap->bins[sb->size_class];
+    if (bin->count < bin->limit) {
+      ld_cache_free_owned(heap, sb, b);
+    } else { /* half the bin goes back: a slow path */
+      uint64_t now = ld_os_now_coarse_ns();
+      LD_OWNER_SET(heap->last_slow_ns, now);
+      ld_cache_free_owned(heap, sb, b);
+      ld_maintain_poll(heap, now, false);
+    }
   } else {
     b->tag = ld_tag(b);
     if (ld_cache_free_remote(heap, sb, b) && heap != &ld_heap_empty) ld_maintain_poll(heap, ld_os_now_coarse_ns(), false);

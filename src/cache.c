@@ -19,7 +19,15 @@
 #include <errno.h>
 #include <string.h>
 
+#define FIRST_FILL 4
+static unsigned most_fill(const ld_bin_t *bin) { return (bin->limit + 1u) / 2; }
+static unsigned first_fill(const ld_bin_t *bin) { return most_fill(bin) < FIRST_FILL ? most_fill(bin) : FIRST_FILL; }
+
 void ld_cache_init_bins(heap_t *heap) {
+  /* A heap reused from an exited thread has its bins set up already (and emptied at exit):
+   * the limits depend only on the size classes, fixed at start. */
+  if (heap->bins_ready) return;
+  heap->bins_ready = 1;
   for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) {
     ld_bin_t *bin = &heap->bins[c];
     bin->refilled = 0;
@@ -39,6 +47,7 @@ void ld_cache_init_bins(heap_t *heap) {
     if (bin->limit < LD_BIN_SLOTS && bin->slots[bin->limit] == LD_BIN_FULL) bin->slots[bin->limit] = NULL;
     bin->limit = (uint16_t)limit;
     bin->slots[limit] = LD_BIN_FULL;
+    bin->fill = (uint8_t)first_fill(bin);
   }
   for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++) heap->bin_of[g] = &heap->bins[ld_class_of_granule[g]];
 }
@@ -91,7 +100,9 @@ static bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
     if (slot->count) remote_send(heap, slot), sent = true;
     slot->sb = sb;
   }
-  if (!heap->remote_blocks) ld_due_note(ld_os_now_coarse_ns()); /* sent by the purge if the thread idles */
+  /* sent by the purge if the thread idles: make sure a purge is due (a clock read only then) */
+  if (!heap->remote_blocks && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX)
+    ld_due_note(ld_os_now_coarse_ns());
   ld_set_next(b, slot->head);
   if (!slot->count) slot->tail = b;
   slot->head = b;
@@ -185,10 +196,12 @@ static void bin_flush(heap_t *heap, unsigned cls, unsigned n) {
 
 void *ld_cache_refill(heap_t *heap, unsigned cls) {
   ld_bin_t *bin = &heap->bins[cls];
-  /* The fast path found the bin empty: half of what it may hold comes in. */
-  unsigned n = ld_heap_fill(heap, cls, (bin->limit + 1u) / 2);
+  /* The fast path found the bin empty: `fill` blocks come in, twice as many next time, up to
+   * half of what the bin may hold. */
+  unsigned n = ld_heap_fill(heap, cls, bin->fill);
   if (!n) return NULL;
   bin->refilled = 1;
+  if (bin->fill < most_fill(bin)) bin->fill = (uint8_t)(2u * bin->fill < most_fill(bin) ? 2u * bin->fill : most_fill(bin));
   n--;
   ld_block_t *b = bin->slots[n];
   LD_OWNER_SET(bin->count, n);
@@ -211,7 +224,10 @@ bool ld_cache_free_owned(heap_t *heap, sb_t *sb, ld_block_t *b) {
 void ld_cache_trim(heap_t *heap) {
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     ld_bin_t *bin = &heap->bins[c];
-    if (bin->count && !bin->refilled) bin_flush(heap, c, (bin->count * 3u + 3u) / 4);
+    if (!bin->refilled) {
+      if (bin->count) bin_flush(heap, c, (bin->count * 3u + 3u) / 4);
+      if (bin->fill > first_fill(bin)) bin->fill = (uint8_t)(bin->fill / 2 > first_fill(bin) ? bin->fill / 2 : first_fill(bin));
+    }
     bin->refilled = 0;
   }
   remote_send_all(heap);
@@ -222,6 +238,7 @@ void ld_cache_drain(heap_t *heap) {
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     bin_flush(heap, c, heap->bins[c].count);
     heap->bins[c].refilled = 0;
+    heap->bins[c].fill = (uint8_t)first_fill(&heap->bins[c]); /* the next thread starts small */
   }
   remote_send_all(heap);
 }

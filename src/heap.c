@@ -76,9 +76,12 @@ static void heap_disown(heap_t *heap, sb_t *sb) {
 
 /* ---- fullness groups ---- */
 
-static inline int32_t class_release_blocks(uint32_t capacity) {
-  return (int32_t)((1.0 - ld_options.empty_fraction) * (double)capacity);
-}
+/* (1 - f) in 1/65536ths: the group boundaries are computed for every block a flush returns,
+ * so without a floating-point multiply. Set at start and when f changes (maintain.c). */
+static uint32_t keep_q16 = 49152;
+void ld_heap_fraction_changed(void) { keep_q16 = (uint32_t)((1.0 - ld_options.empty_fraction) * 65536.0); }
+
+static inline int32_t class_release_blocks(uint32_t capacity) { return (int32_t)(((uint64_t)capacity * keep_q16) >> 16); }
 
 static int sb_group_of(const sb_t *sb) {
   int32_t used = sb->used, cap = (int32_t)sb->capacity, t = class_release_blocks(sb->capacity);
@@ -191,7 +194,7 @@ static void heap_give_to_global(heap_t *heap, sb_t *sb) {
  * Heap lock held. */
 static void heap_release_while_below(heap_t *heap, unsigned c) {
   if (heap->u[c] >= heap->u_release[c]) return;
-  uint64_t now = ld_os_now_coarse_ns();
+  uint64_t now = heap->last_slow_ns; /* the owner's slow path read the clock (alloc.c) */
   if (heap->boost[c] && now - heap->last_take_ns[c] > BOOST_DECAY_NS) {
     heap->boost[c] /= 2;
     heap_recompute_threshold(heap, c);
@@ -274,7 +277,7 @@ static sb_t *heap_take_from_global(heap_t *heap, unsigned cls) {
   sb_t *sb = ld_global_take(heap, cls);
   if (!sb) return NULL;
   heap_add_superblock(heap, sb);
-  uint64_t now = ld_os_now_coarse_ns();
+  uint64_t now = heap->last_slow_ns;
   /* One give-and-take is one event: the release it answers is used up. */
   if (heap->last_release_ns[cls] && now - heap->last_release_ns[cls] < PINGPONG_WINDOW_NS) {
     if (heap->boost[cls] < LD_BOOST_MAX)
@@ -315,7 +318,17 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
   LD_STAT_ADD(heap, blocks_refilled, n);
   /* Collected frees lowered u: the threshold may have been crossed. */
   heap_release_classes(heap, classes);
-  LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns());
+  /* Only the current superblock may be partly carved (take_blocks returns less than asked
+   * only when a superblock is exhausted, carving included): its uncarved blocks are the free
+   * fast path's to refuse. */
+  sb_t *cur = heap->current[cls];
+  uintptr_t start = 0, len = 0;
+  if (cur != &ld_sb_none) {
+    start = (uintptr_t)cur->bump;
+    len = (uintptr_t)(cur->data + (size_t)cur->capacity * cur->block_size) - start;
+  }
+  LD_OWNER_SET(bin->uncarved_start, start);
+  LD_OWNER_SET(bin->uncarved_len, len);
   heap_unlock(heap);
   if (n == 0) errno = ENOMEM;
   return n;
@@ -346,7 +359,6 @@ void ld_heap_return(heap_t *heap, void **blocks, unsigned n, unsigned *foreign_o
   LD_OWNER_ADD(heap->looks, 1);
   classes |= heap_process_pending(heap);
   heap_release_classes(heap, classes);
-  LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns());
   heap_unlock(heap);
   *foreign_out = foreign;
 }
@@ -462,11 +474,13 @@ heap_t *ld_heap_new(bool after_exit_hook) {
     heap->boost[c] = 0;
     heap->last_release_ns[c] = heap->last_take_ns[c] = 0;
   }
-  for (unsigned i = 0; i < LD_OWNED_SLOTS; i++)
-    if (heap->owned[i]) LD_OWNER_SET(heap->owned[i], 0);
+  /* The table of owned superblocks is empty: every superblock left it when it was given away
+   * at the last owner's exit (the validation walk checks abandoned heaps). */
   LD_OWNER_SET(heap->superblocks_held, 0);
   LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns());
-  heap_options_changed(heap);
+  /* No superblock in any group and a = 0: the thresholds are 0, as the options say now. */
+  heap->options_epoch = atomic_load_explicit(&ld_options_epoch, memory_order_relaxed);
+  memset(heap->u_release, 0, sizeof heap->u_release);
   heap_unlock(heap);
   atomic_fetch_add_explicit(&heaps.live, 1, memory_order_relaxed);
   return heap;
@@ -637,8 +651,15 @@ void ld_heap_validate(heap_t *mine, int *violations) {
     heap_unlock(mine);
   }
   pthread_mutex_lock(&heaps.lock);
-  for (heap_t *h = heaps.heaps; h; h = h->next_heap)
-    for (unsigned c = 0; c < LD_CLASS_COUNT && !h->live; c++)
+  for (heap_t *h = heaps.heaps; h; h = h->next_heap) {
+    if (__atomic_load_n(&h->live, __ATOMIC_ACQUIRE)) continue;
+    for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
       if (h->u[c] != 0 || h->a[c] != 0) VIOLATION("abandoned heap %p still holds memory in class %u\n", (void *)h, c);
+    for (unsigned i = 0; i < LD_OWNED_SLOTS; i++)
+      if (h->owned[i]) {
+        VIOLATION("abandoned heap %p still lists superblock %p as its own\n", (void *)h, (void *)h->owned[i]);
+        break;
+      }
+  }
   pthread_mutex_unlock(&heaps.lock);
 }

@@ -280,17 +280,24 @@ typedef struct ld_stats_s {
  * pushes one (alloc.c). A bin never holds more than `limit` (at most LD_BIN_SLOTS, and about
  * LD_BIN_BYTES of blocks); refills and flushes move half of that between the bin and the
  * superblocks, under the heap's lock, where Hoard's accounting is applied per batch. A bin is
- * 512 bytes; its first 24 hold what the free fast path needs on one cache line. */
-#define LD_BIN_SLOTS 61
+ * 512 bytes; its first 40 hold what the free fast path needs on one cache line. */
+#define LD_BIN_SLOTS 59
 #define LD_BIN_BYTES 16384
 #define LD_BIN_FULL ((void *)1) /* slots[limit]: where a free's push stops (no limit load) */
 typedef struct ld_bin_s {
   uint32_t count;            /* blocks in slots[0, count), newest last */
   uint16_t limit;            /* at most LD_BIN_SLOTS - 1; slots[limit] holds LD_BIN_FULL */
-  uint16_t refilled;         /* refilled since the thread's last trim: the bin is in use */
+  uint8_t refilled;          /* refilled since the thread's last trim: the bin is in use */
+  uint8_t fill;              /* blocks the next refill brings: 4 at first, doubling up to
+                                half the limit (a thread that uses a class little, or lives
+                                briefly, does not carve blocks it never uses) */
   uint32_t first;            /* the class's first block offset in a superblock */
   uint32_t span;             /* capacity x block size: offsets past first + span are no block */
   uint64_t divisor_magic;    /* ceil(2^64 / block size): n is a multiple iff n*magic < magic */
+  /* The blocks of the class's current superblock not carved yet: a free of one of them is a
+   * free of a block never handed out (only the current superblock of a class is ever partly
+   * carved: heap.c). Read by the free fast path, set by fills. */
+  uintptr_t uncarved_start, uncarved_len;
   void *slots[LD_BIN_SLOTS];
 } ld_bin_t;
 _Static_assert(sizeof(ld_bin_t) == 512, "a bin is 512 bytes, so its address is a shift");
@@ -355,6 +362,7 @@ typedef struct heap_s {
   uint64_t help_looks;                 /* its `looks` then, */
   uint32_t help_batches;               /* and the batches sent since (ld_heap_help_idle_owner) */
   uint64_t last_maintenance_ns;        /* coarse clock at the last trim of idle bins */
+  int bins_ready;                      /* bins and bin_of set up (ld_cache_init_bins) */
   /* ---- the heap proper: under `lock` ---- */
   sb_t *current[LD_CLASS_COUNT + 1];   /* the superblock each class's refills draw from */
   int64_t u[LD_CLASS_COUNT + 1];       /* bytes in use per class (Hoard's u_i) */
@@ -366,7 +374,8 @@ typedef struct heap_s {
   unsigned options_epoch;
   sb_t *groups[LD_CLASS_COUNT][LD_GROUP_COUNT];
   size_t superblocks_held;
-  uint64_t last_slow_ns;               /* coarse clock at the owner's last slow path: idle? */
+  uint64_t last_slow_ns;               /* coarse clock at the owner's last slow path (set by
+                                          alloc.c before it calls down: the heap's "now") */
   uint64_t looks;                      /* times the owner looked at its pending frees */
   /* Superblocks with frees waiting (announced), pushed by any thread with a CAS. Its own
    * cache line: remote freers write it, the owner reads it on every refill. */
@@ -406,6 +415,7 @@ bool ld_heap_tidy(heap_t *heap, bool mine);
 #define LD_HELP_AFTER_BATCHES 64
 void ld_heap_help_idle_owner(heap_t *self, heap_t *owner, uint64_t now);
 heap_t *ld_heap_new(bool after_exit_hook);  /* a heap for the calling thread (made or reused) */
+void    ld_heap_fraction_changed(void);     /* Hoard's f was set: the groups' boundaries follow */
 void    ld_heap_abandon(heap_t *heap);      /* thread exit: everything goes to the global heap */
 void    ld_heap_validate(heap_t *heap, int *violations);
 heap_t *ld_heaps_first(void);

@@ -125,13 +125,16 @@ static sb_t *span_grow(sb_t *span, size_t need) {
   } else {
     void *dest;
     if (span_map(need, &dest) == 0) {
+      /* The old range leaves the map before the move frees it: once it is free, another thread
+       * may map a span there and add it, and a removal after that would clear its bits. */
+      ld_addrmap_remove(base, old_bytes);
       if (ld_os_remap(base, old_bytes, need, dest, &out) == 0) {
-        ld_addrmap_remove(base, old_bytes);
         sb_t *moved = out;
         moved->map_base = out;
         moved->map_bytes = need;
         return moved;
       }
+      ld_addrmap_add(base, old_bytes);
       span_unmap(dest, need);
     }
   }
@@ -313,11 +316,13 @@ void *ld_large_realloc_move(sb_t *span, size_t size) {
   size_t old_bytes = span->map_bytes; /* span is unmapped once its pages have moved */
   void *old_base = span->map_base;
   void *out;
+  /* Out of the map before the move frees the old range (span_grow says why). */
+  ld_addrmap_remove(old_base, old_bytes);
   if (ld_os_remap(old_base, old_bytes, bytes, dest, &out) != 0) {
+    ld_addrmap_add(old_base, old_bytes);
     span_unmap(dest, bytes);
     return NULL;
   }
-  ld_addrmap_remove(old_base, old_bytes);
   large_in_use_add(bytes - old_bytes);
   sb_t *moved = out;
   moved->map_base = out;

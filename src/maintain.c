@@ -55,7 +55,7 @@ static void fork_parent(void);
 static void fork_child(void);
 static void thread_exit(void *arg);
 static void purge_thread_start_if_wanted(void);
-static void purge_thread_nudge(void);
+static void purge_thread_nudge(uint64_t now);
 
 static uint64_t purge_delay_ns(void) { return (uint64_t)ld_options.purge_delay_ms * 1000000u; }
 
@@ -79,6 +79,7 @@ void ld_maintain_init(void) {
   ld_small_max = ld_sb_size / 4 < LD_SMALL_LIMIT ? ld_sb_size / 4 : LD_SMALL_LIMIT;
   ld_options_freeze();
   ld_classes_init();
+  ld_heap_fraction_changed();
   if (ld_addrmap_init(ld_sb_size) != 0) ld_message("larder: the ownership map could not be made; bad pointers may fault\n");
   /* The key that detects double frees: from the clock and an address (ASLR), not secret,
    * only unlikely to appear in user data by chance. */
@@ -140,11 +141,13 @@ static void thread_exit(void *arg) {
   thread_exit_ran = 1;
   if (!heap || heap == &ld_heap_empty) return;
   int saved_errno = errno;
+  LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns());
   ld_cache_drain(heap);
   ld_heap_tls = &ld_heap_empty;
   ld_heap_abandon(heap);
-  ld_maintain_poll(&ld_heap_empty, ld_os_now_coarse_ns(), true);
-  purge_thread_nudge();
+  uint64_t now = ld_os_now_coarse_ns();
+  ld_maintain_poll(&ld_heap_empty, now, true);
+  purge_thread_nudge(now);
   errno = saved_errno;
 }
 
@@ -203,6 +206,7 @@ void ld_maintain_poll(heap_t *heap, uint64_t now, bool allocating) {
   int saved_errno = errno; /* a successful call leaves errno alone */
   if (own) {
     heap->last_maintenance_ns = now;
+    LD_OWNER_SET(heap->last_slow_ns, now);
     ld_cache_trim(heap);
   }
   if (due) purge_run_once(ld_os_now_ns());
@@ -212,6 +216,7 @@ void ld_maintain_poll(heap_t *heap, uint64_t now, bool allocating) {
 int ld_maintain_trim(void) {
   ld_maintain_init();
   heap_t *mine = ld_heap_tls;
+  if (mine != &ld_heap_empty) LD_OWNER_SET(mine->last_slow_ns, ld_os_now_coarse_ns());
   ld_cache_drain(mine);
   while (atomic_exchange(&purge_running, 1)) ld_os_sleep_ms(1);
   purging_here = 1;
@@ -327,15 +332,18 @@ static void purge_thread_start_if_wanted(void) {
     purge_thread_start();
 }
 
-/* A thread left: if the purge thread may be nearly alone, it checks often for a while. */
-static void purge_thread_nudge(void) {
+/* A thread left: the purge thread checks often for a while whether it is left alone. The
+ * leaving thread only signals it (reading /proc here would tax every thread's exit), at most
+ * once per PURGE_THREAD_NUDGED_MS. */
+static void purge_thread_nudge(uint64_t now) {
+  static _Atomic uint64_t last_nudge_ns;
   if (!atomic_load_explicit(&thread_state, memory_order_relaxed)) return;
-  int threads = ld_os_thread_count();
-  if (threads == 0 || threads > 3) return; /* the purge thread, the leaving one, maybe one more */
+  uint64_t last = atomic_load_explicit(&last_nudge_ns, memory_order_relaxed);
+  if (now - last < (uint64_t)PURGE_THREAD_NUDGED_MS * 1000000u ||
+      !atomic_compare_exchange_strong(&last_nudge_ns, &last, now))
+    return;
   atomic_store_explicit(&thread_nudged, 1000 / PURGE_THREAD_NUDGED_MS, memory_order_relaxed);
-  pthread_mutex_lock(&thread_lock);
   pthread_cond_signal(&thread_wake);
-  pthread_mutex_unlock(&thread_lock);
 }
 
 /* The library is being unloaded (dlclose) or the process exits: nothing may run code that is
@@ -465,6 +473,7 @@ void ld_maintain_debug_validate(heap_t *heap) {
 int larder_option_set(const char *name, const char *value) {
   ld_maintain_init();
   if (ld_option_set(name, value) != 0) return -1;
+  ld_heap_fraction_changed();
   atomic_fetch_add(&ld_options_epoch, 1);
   /* The bins' limits follow the options at the thread's next heap; the heaps' groups and
    * thresholds at their next slow path (heap.c, heap_check_options). */

@@ -92,20 +92,19 @@ static inline ld_block_t *remote_head(const sb_t *sb, uint64_t w) {
   return off ? (ld_block_t *)((char *)sb + off) : NULL;
 }
 
-/* Carves up to a page's worth of untouched blocks (and at most `want`): memory is touched as
- * it is needed, so a superblock's pages become resident one at a time, and a purged page is
- * not written before a block on it is handed out. Each carved block is tagged, as every free
- * block is, so that a free of a block still in a cache is caught as a double free. */
+/* Carves up to `want` untouched blocks (a bin's refill: at most half a bin, 8 KiB): memory is
+ * touched as it is needed, so a superblock's pages become resident a few at a time, and a
+ * purged page is not written before a block on it is handed out. Each carved block is tagged,
+ * as every free block is, so that a free of a block still in a cache is caught as a double
+ * free. It stops short of `want` only at the superblock's end. */
 static unsigned sb_carve(sb_t *sb, void **out, unsigned want) {
   char *end = sb->data + (size_t)sb->capacity * sb->block_size;
-  unsigned page_worth = 4096 / sb->block_size;
-  if (page_worth < 1) page_worth = 1;
-  if (want > page_worth) want = page_worth;
   unsigned n = 0;
-  while (n < want && sb->bump + sb->block_size <= end) {
-    out[n++] = sb->bump;
-    sb->bump += sb->block_size;
-  }
+  while (n < want && sb->bump + (size_t)(n + 1) * sb->block_size <= end) n++;
+  /* A bin hands out its last slot first: the lowest address goes last, so that malloc walks a
+   * fresh page upward, the order prefetchers follow. */
+  for (unsigned i = 0; i < n; i++) out[i] = sb->bump + (size_t)(n - 1 - i) * sb->block_size;
+  sb->bump += (size_t)n * sb->block_size;
 #ifdef LARDER_HARDENED
   /* Hardened: the blocks of each carved page are handed out in a random order, so that the
    * layout of consecutive allocations cannot be predicted. */
