@@ -9,7 +9,13 @@
  * What it shows: whether RSS levels off while the work goes on (an allocator that cannot reuse
  * freed large or medium memory grows for as long as the work lasts), and whether memory goes
  * back to the OS when the program stops using it, with and without allocation calls to drive
- * the allocator, and after the threads exit. */
+ * the allocator, and after the threads exit.
+ *
+ * Live bytes are counted too (each block keeps its size in its first 4 bytes, which the
+ * program writes anyway, and each thread counts what it allocates and frees): the blocks in
+ * flight between threads are live, and on a loaded machine a ring fills while its consumer
+ * waits for a core (up to 4096 blocks a worker, a hundred large ones), so live bytes swing
+ * with the scheduling and RSS is read against them (issue 15). */
 #define _GNU_SOURCE
 #include "common.h"
 
@@ -81,6 +87,9 @@ struct sm_thread {
   void **slots;
   struct bench_rng rng;
   uint64_t ops, remote, large;
+  /* bytes this thread allocated minus bytes it freed (its own and blocks handed to it): the
+   * sum over threads is what the program holds; written by the thread, read by the sampler */
+  _Atomic int64_t live;
   int failed;
 };
 
@@ -92,11 +101,15 @@ static bool sm_exit;
 static bool sm_remote_on;
 static uint64_t sm_remote_threshold;
 
-/* The sampler: [t, rss_kib, vsize_kib] triples, preallocated; it never calls malloc. */
+/* The sampler: [t, rss_kib, vsize_kib, live_kib] per sample, preallocated; it never calls
+ * malloc. */
+#define SM_FIELDS 4
 static double *sm_samples;
 static size_t sm_nsamples, sm_cap;
 static double sm_t0;
 static atomic_bool sm_sampler_stop;
+static struct sm_thread *sm_threads;
+static unsigned sm_nthreads;
 
 static size_t sm_size(struct bench_rng *r, uint64_t *large) {
   if (bench_rng_below(r, 100) == 0) {
@@ -110,11 +123,51 @@ static size_t sm_size(struct bench_rng *r, uint64_t *large) {
  * the pages it hands out are in RSS as a program's would be); with --touch every page, as a
  * server that fills its buffers does: RSS then includes all live bytes. */
 static void sm_write(unsigned char *p, size_t sz, unsigned char v) {
-  p[0] = v;
+  uint32_t sz32 = (uint32_t)sz; /* sizes stay below 2^30 (--max-size); blocks hold >= 8 B */
+  memcpy(p, &sz32, sizeof sz32);
   p[sz - 1] = v;
   if (opt_touch)
     for (size_t o = 4096 - ((uintptr_t)p & 4095); o < sz; o += 4096)
       p[o] = v;
+}
+
+static size_t sm_size_of(const void *p) {
+  uint32_t sz32;
+  memcpy(&sz32, p, sizeof sz32);
+  return sz32;
+}
+
+static void sm_live_add(struct sm_thread *c, int64_t d) {
+  atomic_store_explicit(&c->live, atomic_load_explicit(&c->live, memory_order_relaxed) + d,
+                        memory_order_relaxed);
+}
+
+/* free(), counting the block out of the live bytes. */
+static void sm_free(struct sm_thread *c, void *p) {
+  if (!p)
+    return;
+  sm_live_add(c, -(int64_t)sm_size_of(p));
+  free(p);
+}
+
+/* Frees every block waiting in the thread's inbound ring (bench_ring_drain, counted). */
+static uint64_t sm_drain(struct sm_thread *c) {
+  void *batch[64];
+  uint64_t total = 0, n;
+  while ((n = bench_ring_take(&c->in, batch, 64)) > 0) {
+    for (uint64_t i = 0; i < n; i++)
+      sm_free(c, batch[i]);
+    total += n;
+  }
+  return total;
+}
+
+/* What the program holds now, in KiB (threads' counters read as they run). */
+static double sm_live_kib(void) {
+  int64_t sum = 0;
+  for (unsigned i = 0; i < sm_nthreads; i++)
+    sum += atomic_load_explicit(&sm_threads[i].live, memory_order_relaxed);
+  return sum < 0 ? 0 : (double)sum / 1024.0;
 }
 
 static void sm_pause(void) {
@@ -127,7 +180,7 @@ static void sm_finish_inbound(struct sm_thread *c) {
     return;
   for (;;) {
     bool pred_done = atomic_load_explicit(&c->pred->done, memory_order_acquire);
-    uint64_t n = bench_ring_drain(&c->in);
+    uint64_t n = sm_drain(c);
     if (pred_done)
       return;
     if (n == 0)
@@ -162,8 +215,10 @@ static void *sm_worker(void *arg) {
     unsigned char *p = malloc(sz);
     if (!p)
       c->failed = 1;
-    else
+    else {
       sm_write(p, sz, (unsigned char)i);
+      sm_live_add(c, (int64_t)sz);
+    }
     slots[i] = p;
   }
   pthread_barrier_wait(&sm_filled);
@@ -172,18 +227,18 @@ static void *sm_worker(void *arg) {
     if ((k & 63) == 0 && atomic_load_explicit(&sm_stop, memory_order_relaxed))
       break;
     if (sm_remote_on && (k & (BENCH_RING_BATCH - 1)) == 0 && c->pred)
-      bench_ring_drain(&c->in);
+      sm_drain(c);
     uint64_t i = bench_rng_below(&c->rng, n);
     void *old = slots[i];
     if (sm_remote_on && (bench_rng_next(&c->rng) >> 32) < sm_remote_threshold) {
       while (!bench_ring_push(c->out, old)) {
         if (c->pred)
-          bench_ring_drain(&c->in);
+          sm_drain(c);
         sched_yield();
       }
       c->remote++;
     } else {
-      free(old);
+      sm_free(c, old);
     }
     size_t sz = sm_size(&c->rng, &c->large);
     unsigned char *p = malloc(sz);
@@ -193,6 +248,7 @@ static void *sm_worker(void *arg) {
       break;
     }
     sm_write(p, sz, (unsigned char)k);
+    sm_live_add(c, (int64_t)sz);
     k++;
   }
   c->ops = k;
@@ -203,7 +259,7 @@ static void *sm_worker(void *arg) {
   pthread_barrier_wait(&sm_worked);
   /* everything this worker still holds is freed by it */
   for (uint64_t i = 0; i < n; i++) {
-    free(slots[i]);
+    sm_free(c, slots[i]);
     slots[i] = NULL;
   }
   pthread_barrier_wait(&sm_freed);
@@ -211,7 +267,7 @@ static void *sm_worker(void *arg) {
   return NULL;
 }
 
-static double sm_peak_rss, sm_peak_vsize; /* over every sample, kept or not */
+static double sm_peak_rss, sm_peak_vsize, sm_peak_live; /* over every sample, kept or not */
 
 /* Returns true when the storage was full and every other sample was dropped to make room (the
  * caller then samples half as often): a run longer than planned keeps an even series. */
@@ -221,15 +277,18 @@ static bool sm_take_sample(void) {
   bool halved = false;
   if (sm_nsamples == sm_cap) {
     for (size_t i = 0; 2 * i < sm_cap; i++)
-      memcpy(&sm_samples[3 * i], &sm_samples[3 * (2 * i)], 3 * sizeof *sm_samples);
+      memcpy(&sm_samples[SM_FIELDS * i], &sm_samples[SM_FIELDS * (2 * i)], SM_FIELDS * sizeof *sm_samples);
     sm_nsamples = (sm_cap + 1) / 2;
     halved = true;
   }
-  double *s = &sm_samples[3 * sm_nsamples];
+  double *s = &sm_samples[SM_FIELDS * sm_nsamples];
   s[0] = bench_now() - sm_t0;
   s[1] = (double)(rss / 1024);
   s[2] = (double)(vsize / 1024);
+  s[3] = sm_live_kib();
   sm_nsamples++;
+  if (s[3] > sm_peak_live)
+    sm_peak_live = s[3];
   if (s[1] > sm_peak_rss)
     sm_peak_rss = s[1];
   if (s[2] > sm_peak_vsize)
@@ -275,11 +334,13 @@ int main(int argc, char **argv) {
   sm_cap = (size_t)(total_s * 1000.0 / (double)opt_sample_ms) + 64;
   if (sm_cap > 10000000)
     sm_cap = 10000000;
-  sm_samples = malloc(sm_cap * 3 * sizeof *sm_samples);
+  sm_samples = malloc(sm_cap * SM_FIELDS * sizeof *sm_samples);
   struct sm_thread *th = aligned_alloc(64, ((N * sizeof *th + 63) / 64) * 64);
   if (!sm_samples || !th)
     bench_die(PROG, "out of memory");
   memset(th, 0, N * sizeof *th);
+  sm_threads = th;
+  sm_nthreads = N;
   for (unsigned i = 0; i < N; i++) {
     struct sm_thread *c = &th[i];
     c->helper = i >= T;
@@ -323,9 +384,11 @@ int main(int argc, char **argv) {
   pthread_barrier_wait(&sm_worked);
   double work_end_s = bench_now() - sm_t0;
   uint64_t rss_end_work = sm_rss_kib();
+  double live_end_work = sm_live_kib();
   uint64_t hwm_work = bench_status_kib("VmHWM");
   pthread_barrier_wait(&sm_freed);
   uint64_t rss_after_free = sm_rss_kib();
+  double live_after_free = sm_live_kib();
 
   /* Idle, threads alive, blocked on a condition variable. */
   double idle0 = bench_now();
@@ -377,11 +440,13 @@ int main(int argc, char **argv) {
 
   /* Figures from the samples: peaks, RSS at 5 s of work, and the series thinned to at most
    * MAX_SERIES points (every k-th sample, the last one always kept). */
-  double peak_rss = sm_peak_rss, peak_vsize = sm_peak_vsize, rss_5s = -1;
+  double peak_rss = sm_peak_rss, peak_vsize = sm_peak_vsize, rss_5s = -1, live_5s = -1;
   for (size_t i = 0; i < sm_nsamples; i++) {
-    double *s = &sm_samples[3 * i];
-    if (rss_5s < 0 && s[0] >= work_begin_s + 5.0 && s[0] <= work_end_s)
+    double *s = &sm_samples[SM_FIELDS * i];
+    if (rss_5s < 0 && s[0] >= work_begin_s + 5.0 && s[0] <= work_end_s) {
       rss_5s = s[1];
+      live_5s = s[3];
+    }
   }
   if ((double)hwm_work > peak_rss)
     peak_rss = (double)hwm_work;
@@ -389,16 +454,21 @@ int main(int argc, char **argv) {
   if (stride == 0)
     stride = 1;
   double *series = malloc((MAX_SERIES + 2) * 2 * sizeof *series);
-  if (!series)
+  double *live_series = malloc((MAX_SERIES + 2) * 2 * sizeof *live_series);
+  if (!series || !live_series)
     bench_die(PROG, "out of memory");
   size_t ns = 0;
   for (size_t i = 0; i < sm_nsamples; i += stride, ns++) {
-    series[2 * ns] = sm_samples[3 * i];
-    series[2 * ns + 1] = sm_samples[3 * i + 1];
+    series[2 * ns] = sm_samples[SM_FIELDS * i];
+    series[2 * ns + 1] = sm_samples[SM_FIELDS * i + 1];
+    live_series[2 * ns] = sm_samples[SM_FIELDS * i];
+    live_series[2 * ns + 1] = sm_samples[SM_FIELDS * i + 3];
   }
   if (sm_nsamples && (sm_nsamples - 1) % stride != 0) {
-    series[2 * ns] = sm_samples[3 * (sm_nsamples - 1)];
-    series[2 * ns + 1] = sm_samples[3 * (sm_nsamples - 1) + 1];
+    series[2 * ns] = sm_samples[SM_FIELDS * (sm_nsamples - 1)];
+    series[2 * ns + 1] = sm_samples[SM_FIELDS * (sm_nsamples - 1) + 1];
+    live_series[2 * ns] = sm_samples[SM_FIELDS * (sm_nsamples - 1)];
+    live_series[2 * ns + 1] = sm_samples[SM_FIELDS * (sm_nsamples - 1) + 3];
     ns++;
   }
 
@@ -414,6 +484,10 @@ int main(int argc, char **argv) {
          (unsigned long long)rss_after_free, opt_idle_seconds, (unsigned long long)rss_after_idle,
          (unsigned long long)rss_after_exit, peak_rss, peak_vsize,
          (unsigned long long)(vsize_end / 1024));
+  printf("server-mix: live KiB: at 5 s of work %s%.0f, end of work %.0f, after free %.0f; "
+         "peak %.0f\n",
+         live_5s < 0 ? "(work shorter) " : "", live_5s < 0 ? 0.0 : live_5s, live_end_work,
+         live_after_free, sm_peak_live);
 
   struct bench_json j;
   bench_json_begin(&j, &prog);
@@ -438,9 +512,15 @@ int main(int argc, char **argv) {
   bench_json_real(&j, "exit_s", exit_s);
   bench_json_u64(&j, "samples", sm_nsamples);
   bench_json_pair_list(&j, "rss_series", series, ns);
+  bench_json_real(&j, "live_5s_kib", live_5s < 0 ? NAN : live_5s);
+  bench_json_real(&j, "live_end_work_kib", live_end_work);
+  bench_json_real(&j, "live_after_free_kib", live_after_free);
+  bench_json_real(&j, "live_peak_kib", sm_peak_live);
+  bench_json_pair_list(&j, "live_series", live_series, ns);
   bench_json_end(&j);
 
   free(series);
+  free(live_series);
   for (unsigned i = 0; i < N; i++) {
     free(th[i].slots);
     if (sm_remote_on)

@@ -198,14 +198,17 @@ bench_bad(churn -- --mix big -- --mix -- --min-size 300 --max-size 100 -- --remo
           -- --remote-share -0.1 -- --live 0 -- --seconds 0 -- --touch=1 -- --ops x)
 
 # ---- server-mix (issue 9): a server's RSS over work, idle and thread exit ----
-set(SM_FIGS ops,ops_per_s,remote_frees,large_allocs,rss_start_kib,peak_rss_kib,rss_5s_kib,rss_end_work_kib,rss_after_free_kib,rss_after_idle_kib,rss_after_exit_kib,mapped_peak_kib,mapped_kib,idle_calls,work_begin_s,work_end_s,idle_end_s,exit_s,samples,rss_series)
+set(SM_FIGS ops,ops_per_s,remote_frees,large_allocs,rss_start_kib,peak_rss_kib,rss_5s_kib,rss_end_work_kib,rss_after_free_kib,rss_after_idle_kib,rss_after_exit_kib,mapped_peak_kib,mapped_kib,idle_calls,work_begin_s,work_end_s,idle_end_s,exit_s,samples,rss_series,live_5s_kib,live_end_work_kib,live_after_free_kib,live_peak_kib,live_series)
 set(SM_PARAMS threads,working_set,max_size,seconds,remote_share,idle_seconds,idle_calls,exit_wait_ms,sample_ms,seed,touch)
 # Short run with idle calls: the phases come in order and last what was asked; three idle
 # calls in 0.3 s; work shorter than 5 s, so rss_5s_kib is null; the series is [t, kib] pairs in
 # time order; the peak is at least every reading.
 bench_check(server-mix server-mix
-  CHECKS --params ${SM_PARAMS} --figures ${SM_FIGS} --nullable rss_5s_kib
+  CHECKS --params ${SM_PARAMS} --figures ${SM_FIGS} --nullable rss_5s_kib,live_5s_kib
          --param threads=2 --param idle_calls=true --param touch=false --figure idle_calls=3
+         --figure live_after_free_kib=0 --positive live_peak_kib
+         "--expr=f['live_5s_kib'] is None and len(f['live_series']) == len(f['rss_series'])"
+         "--expr=max(y for t, y in f['live_series']) <= f['live_peak_kib'] and f['live_end_work_kib'] <= f['live_peak_kib']"
          --positive ops,remote_frees,large_allocs,peak_rss_kib,mapped_kib
          "--expr=f['rss_5s_kib'] is None"
          "--expr=f['work_end_s'] - f['work_begin_s'] >= 0.5 and f['idle_end_s'] - f['work_end_s'] >= 0.3 and f['exit_s'] >= f['idle_end_s']"
@@ -216,14 +219,14 @@ bench_check(server-mix server-mix
   ARGS -t 2 --seconds 0.5 --idle-seconds 0.3 --idle-calls --exit-wait-ms 50 --sample-ms 20 --working-set 64)
 # Many samples are thinned to at most 400 points, the last one kept.
 bench_check(server-mix.thinned server-mix
-  CHECKS --figures ${SM_FIGS} --nullable rss_5s_kib --figure idle_calls=0 --param touch=true
+  CHECKS --figures ${SM_FIGS} --nullable rss_5s_kib,live_5s_kib --figure idle_calls=0 --param touch=true
          "--expr=f['samples'] > 400 and 200 <= len(f['rss_series']) <= 401"
          "--expr=f['rss_series'][-1][0] >= f['exit_s']"
   ARGS -t 1 --remote-share 0.5 --seconds 0.6 --idle-seconds 0.1 --exit-wait-ms 50 --sample-ms 1 --working-set 32 --touch)
 # Past 5 s of work rss_5s_kib is a reading (one thread, small working set: about 5 s of one core).
 bench_check(server-mix.5s server-mix
-  CHECKS --figures ${SM_FIGS} --positive rss_5s_kib
-         "--expr=f['rss_5s_kib'] <= f['peak_rss_kib']"
+  CHECKS --figures ${SM_FIGS} --positive rss_5s_kib,live_5s_kib
+         "--expr=f['rss_5s_kib'] <= f['peak_rss_kib'] and f['live_5s_kib'] <= f['live_peak_kib']"
   TIMEOUT 60
   ARGS -t 1 --remote-share 0 --seconds 5.1 --idle-seconds 0 --exit-wait-ms 0 --working-set 32)
 bench_bad(server-mix -- --max-size 1000 -- --remote-share 2 -- --idle-calls=yes -- --sample-ms 0
