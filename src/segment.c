@@ -9,10 +9,22 @@
  *
  * Every operation is O(1) in the number of segments, runs and chunks: free runs sit in bins by
  * length (exact up to 32 chunks, then 8 bins per doubling, as TLSF's second level does) with a
- * bitmap of non-empty bins, and finding a fit is two find-first-set instructions. Dirty free
- * runs (pages still resident) are also on a list ordered by the time they were freed: the
- * purge takes runs from its old end once they have been idle for the purge delay (a decay in
- * the manner of jemalloc's), and a segment that is wholly free and purged is unmapped.
+ * bitmap of non-empty bins, and finding a fit is two find-first-set instructions.
+ *
+ * Free runs are dirty (freed since their last purge: some pages may be resident) or clean
+ * (fresh or purged: no page resident), kept apart as jemalloc keeps its dirty and retained
+ * extents (issue 15): each kind has its own bins, runs coalesce only with free neighbours of
+ * their kind, and an allocation takes a dirty run when one fits, so that the pages a process
+ * already has are reused before any clean page is touched, and clean runs stay clean. Dirty
+ * runs are also on a list ordered by the time they were freed, and the purge gives back:
+ *   - by age: runs idle for the purge delay (a decay in the manner of jemalloc's);
+ *   - by amount: the least dirty memory held at any moment of a window of at least the purge
+ *     delay, taken from the old end of the list. That much stayed unused for the whole window
+ *     even when no single run did: a run that coalesces with a newly freed neighbour is as
+ *     new as the neighbour, so under steady churn the age alone would never expire the old
+ *     part (issue 15: a mixed load kept 195 MB of free memory dirty for minutes).
+ * A purged run becomes clean and coalesces with its clean neighbours; a segment that is wholly
+ * free and clean is unmapped.
  *
  * Segments are aligned to LD_SEGMENT_ALIGN so that a chunk finds its segment with a mask.
  * Their size grows with the process (4 MiB at first, up to 64 MiB), so that a small program
@@ -41,10 +53,10 @@ typedef struct chunk_s {
   uint32_t run;                   /* at a run's first and last chunk: its length in chunks */
   uint32_t index;                 /* position in the segment */
   uint8_t state;                  /* CHUNK_*, at a run's first and last chunk */
-  uint8_t dirty;                  /* free run: some pages may be resident */
-  uint8_t purged;                 /* free run: holds pages that were purged after use */
+  uint8_t dirty;                  /* free run: some pages may be resident (its kind) */
+  uint8_t purged;                 /* clean free run: holds pages that were purged after use */
   uint8_t bin;
-  struct chunk_s *next, *prev;    /* free run: its bin */
+  struct chunk_s *next, *prev;    /* free run: its bin (of its kind) */
   struct chunk_s *dnext, *dprev;  /* dirty free run: the decay list, newest at the head */
   uint64_t freed_ns;
 } chunk_t;
@@ -60,15 +72,21 @@ typedef struct segment_s {
 #define BIN_EXACT 32
 #define BIN_COUNT 128
 
+/* The two kinds of free run, each with bins of its own. */
+enum { KIND_CLEAN = 0, KIND_DIRTY = 1 };
+
 static struct {
   pthread_mutex_t lock;
-  chunk_t *bins[BIN_COUNT];
-  uint64_t bitmap[BIN_COUNT / 64];
+  chunk_t *bins[2][BIN_COUNT];       /* [KIND_*] */
+  uint64_t bitmap[2][BIN_COUNT / 64];
   chunk_t *dirty_head, *dirty_tail;  /* newest first */
   segment_t *segments;
   size_t segment_count, segment_bytes;
   size_t bytes_free_dirty, bytes_free_clean;
   size_t bytes_purged, bytes_refaulted;
+  /* The purge by amount: the least dirty memory held since window_start_ns. */
+  uint64_t window_start_ns;
+  size_t window_min_dirty;
 } seg = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void ld_segment_lock(void) { pthread_mutex_lock(&seg.lock); }
@@ -102,35 +120,43 @@ static unsigned bin_fit(size_t n) {
   return lower == n ? b : b + 1;
 }
 
+/* A free run's bins are those of its kind (c->dirty). */
 static void bin_insert(chunk_t *c) {
-  unsigned b = bin_of(c->run);
+  unsigned b = bin_of(c->run), k = c->dirty;
   c->bin = (uint8_t)b;
   c->prev = NULL;
-  c->next = seg.bins[b];
+  c->next = seg.bins[k][b];
   if (c->next) c->next->prev = c;
-  seg.bins[b] = c;
-  seg.bitmap[b / 64] |= (uint64_t)1 << (b % 64);
+  seg.bins[k][b] = c;
+  seg.bitmap[k][b / 64] |= (uint64_t)1 << (b % 64);
 }
 static void bin_remove(chunk_t *c) {
-  unsigned b = c->bin;
-  if (c->prev) c->prev->next = c->next; else seg.bins[b] = c->next;
+  unsigned b = c->bin, k = c->dirty;
+  if (c->prev) c->prev->next = c->next; else seg.bins[k][b] = c->next;
   if (c->next) c->next->prev = c->prev;
-  if (!seg.bins[b]) seg.bitmap[b / 64] &= ~((uint64_t)1 << (b % 64));
+  if (!seg.bins[k][b]) seg.bitmap[k][b / 64] &= ~((uint64_t)1 << (b % 64));
   c->next = c->prev = NULL;
 }
-static chunk_t *bin_find(size_t n) {
+static chunk_t *bin_find(unsigned kind, size_t n) {
   unsigned b = bin_fit(n);
   if (b >= BIN_COUNT) return NULL;
   for (unsigned w = b / 64; w < BIN_COUNT / 64; w++) {
-    uint64_t bits = seg.bitmap[w];
+    uint64_t bits = seg.bitmap[kind][w];
     if (w == b / 64) bits &= ~(uint64_t)0 << (b % 64);
     if (bits) {
-      chunk_t *c = seg.bins[w * 64 + (unsigned)__builtin_ctzll(bits)];
+      chunk_t *c = seg.bins[kind][w * 64 + (unsigned)__builtin_ctzll(bits)];
       /* the last bin is open-ended: its head may be too short */
       return c->run >= n ? c : NULL;
     }
   }
   return NULL;
+}
+/* A fit: a dirty run first (its pages may be resident already), else a clean one. A request
+ * that fits only across a dirty run and its clean neighbour maps a new segment instead: address
+ * space, no page (the dirty run is purged within the delay, and the two coalesce then). */
+static chunk_t *fit_find(size_t n) {
+  chunk_t *c = bin_find(KIND_DIRTY, n);
+  return c ? c : bin_find(KIND_CLEAN, n);
 }
 
 /* ---- the decay list ---- */
@@ -170,6 +196,11 @@ static void free_run_account(chunk_t *c, int sign) {
 }
 
 size_t ld_segment_dirty_bytes(void) { return LD_READ(seg.bytes_free_dirty); }
+
+/* After an operation that took dirty chunks (lock held): the window's low mark. */
+static inline void window_note(void) {
+  if (seg.bytes_free_dirty < seg.window_min_dirty) seg.window_min_dirty = seg.bytes_free_dirty;
+}
 
 /* Files the free run that starts at s->chunks[start]. */
 static void free_run_insert(segment_t *s, uint32_t start, uint32_t len, bool dirty, bool purged, uint64_t freed_ns) {
@@ -264,9 +295,9 @@ static void segment_unmap(segment_t *s) {
 
 void *ld_segment_alloc(size_t chunks, bool *clean) {
   ld_segment_lock();
-  chunk_t *c = bin_find(chunks);
+  chunk_t *c = fit_find(chunks);
   if (!c) {
-    if (!segment_map(chunks) || !(c = bin_find(chunks))) {
+    if (!segment_map(chunks) || !(c = bin_find(KIND_CLEAN, chunks))) {
       ld_segment_unlock(false);
       errno = ENOMEM;
       return NULL;
@@ -279,29 +310,48 @@ void *ld_segment_alloc(size_t chunks, bool *clean) {
   run_mark(s, start, (uint32_t)chunks, CHUNK_USED);
   s->used_chunks += (uint32_t)chunks;
   if (purged && !dirty) seg.bytes_refaulted += chunks * ld_sb_size;
+  if (dirty) window_note();
   ld_segment_unlock(false);
   *clean = !dirty;
   return chunk_address(c);
 }
 
-/* Frees chunks [start, start+len) of s and coalesces them with free neighbours. Lock held. */
-static void run_free_locked(segment_t *s, uint32_t start, uint32_t len, uint64_t now) {
-  bool purged = false;
-  if (start > s->header_chunks && s->chunks[start - 1].state == CHUNK_FREE) {
-    chunk_t *p = &s->chunks[start - s->chunks[start - 1].run];
+/* The free run of the given kind just before chunk `start` of s, or NULL. */
+static chunk_t *free_left(segment_t *s, uint32_t start, bool dirty) {
+  if (start <= s->header_chunks || s->chunks[start - 1].state != CHUNK_FREE) return NULL;
+  chunk_t *p = &s->chunks[start - s->chunks[start - 1].run];
+  return (bool)p->dirty == dirty ? p : NULL;
+}
+/* The free run of the given kind starting at chunk `end` of s, or NULL. */
+static chunk_t *free_right(segment_t *s, uint32_t end, bool dirty) {
+  if (end >= s->chunk_count || s->chunks[end].state != CHUNK_FREE) return NULL;
+  chunk_t *q = &s->chunks[end];
+  return (bool)q->dirty == dirty ? q : NULL;
+}
+
+/* Files [start, start+len) of s as a free run of the given kind, coalesced with its free
+ * neighbours of that kind (a dirty run takes the time given, the newest; a clean run is purged
+ * if any part of it was). Lock held. */
+static void run_file_coalesced(segment_t *s, uint32_t start, uint32_t len, bool dirty, bool purged, uint64_t now) {
+  chunk_t *p = free_left(s, start, dirty);
+  if (p) {
     purged |= p->purged;
     free_run_remove(p);
     len += p->run;
     start = p->index;
   }
-  uint32_t end = start + len;
-  if (end < s->chunk_count && s->chunks[end].state == CHUNK_FREE) {
-    chunk_t *q = &s->chunks[end];
+  chunk_t *q = free_right(s, start + len, dirty);
+  if (q) {
     purged |= q->purged;
     free_run_remove(q);
     len += q->run;
   }
-  free_run_insert(s, start, len, true, purged, now);
+  free_run_insert(s, start, len, dirty, dirty ? false : purged, dirty ? now : 0);
+}
+
+/* Frees chunks [start, start+len) of s: a dirty run. Lock held. */
+static void run_free_locked(segment_t *s, uint32_t start, uint32_t len, uint64_t now) {
+  run_file_coalesced(s, start, len, true, false, now);
 }
 
 void ld_segment_free(void *run, size_t chunks) {
@@ -334,15 +384,23 @@ bool ld_segment_resize(void *run, size_t chunks, size_t new_chunks) {
     run_free_locked(s, start + (uint32_t)new_chunks, (uint32_t)(chunks - new_chunks), now);
     ok = true;
   } else {
+    /* The chunks after the span: a free run, and the free run of the other kind after it
+     * (a dirty and a clean run may lie side by side). */
     uint32_t end = start + (uint32_t)chunks;
     size_t extra = new_chunks - chunks;
-    chunk_t *q = end < s->chunk_count ? &s->chunks[end] : NULL;
-    if (q && q->state == CHUNK_FREE && q->run >= extra) {
-      bool dirty = q->dirty, purged = q->purged;
-      free_run_take_front(s, q, extra);
-      if (purged && !dirty) seg.bytes_refaulted += extra * ld_sb_size;
+    chunk_t *q = end < s->chunk_count && s->chunks[end].state == CHUNK_FREE ? &s->chunks[end] : NULL;
+    chunk_t *r = q && q->run < extra ? free_right(s, end + q->run, !q->dirty) : NULL;
+    if (q && q->run + (r ? r->run : 0) >= extra) {
+      for (chunk_t *c = q; c && extra > 0; c = c == q ? r : NULL) {
+        size_t n = c->run < extra ? c->run : extra;
+        bool dirty = c->dirty, purged = c->purged;
+        free_run_take_front(s, c, n);
+        if (purged && !dirty) seg.bytes_refaulted += n * ld_sb_size;
+        if (dirty) window_note();
+        extra -= n;
+      }
       run_mark(s, start, (uint32_t)new_chunks, CHUNK_USED);
-      s->used_chunks += (uint32_t)extra;
+      s->used_chunks += (uint32_t)(new_chunks - chunks);
       ok = true;
     }
   }
@@ -351,29 +409,55 @@ bool ld_segment_resize(void *run, size_t chunks, size_t new_chunks) {
   return ok;
 }
 
+/* Purges the last `chunks` chunks of the dirty free run c (all of it when chunks >= its
+ * length): they become clean and coalesce with the clean run after them; the rest of c stays
+ * dirty, in its place on the decay list. Returns the bytes purged. Lock held. */
+static size_t run_purge_tail(chunk_t *c, size_t chunks) {
+  segment_t *s = segment_of_chunk(c);
+  uint32_t start = c->index, len = c->run;
+  uint32_t n = chunks < len ? (uint32_t)chunks : len, keep = len - n;
+  if (keep) { /* the front stays dirty, as old as it was */
+    bin_remove(c);
+    free_run_account(c, -1);
+    run_mark(s, start, keep, CHUNK_FREE);
+    bin_insert(c);
+    free_run_account(c, +1);
+  } else {
+    free_run_remove(c);
+  }
+  size_t bytes = (size_t)n * ld_sb_size;
+  ld_os_purge((char *)s + (size_t)(start + keep) * ld_sb_size, bytes);
+  /* a clean run before it is impossible when keep > 0 (c is dirty); else coalesce both ways */
+  run_file_coalesced(s, start + keep, n, false, true, 0);
+  return bytes;
+}
+
 size_t ld_segment_purge(uint64_t now, bool all) {
   uint64_t delay = (uint64_t)ld_options.purge_delay_ms * 1000000u;
   size_t released = 0;
   ld_segment_lock();
-  while (seg.dirty_tail && (all || seg.dirty_tail->freed_ns + delay <= now)) {
-    chunk_t *c = seg.dirty_tail;
-    free_run_account(c, -1);
-    dirty_remove(c);
-    size_t bytes = (size_t)c->run * ld_sb_size;
-    ld_os_purge(chunk_address(c), bytes);
-    c->dirty = 0;
-    c->purged = 1;
-    free_run_account(c, +1);
-    released += bytes;
+  /* By age: runs idle for the delay. */
+  while (seg.dirty_tail && (all || seg.dirty_tail->freed_ns + delay <= now)) released += run_purge_tail(seg.dirty_tail, SIZE_MAX);
+  /* By amount: dirty memory that was never needed during a whole window of the delay, the
+   * oldest first. The runs purged by age count towards it. */
+  if (all || now - seg.window_start_ns >= delay) {
+    size_t target = seg.window_min_dirty;
+    while (!all && seg.dirty_tail && released < target) {
+      size_t want = (target - released + ld_sb_size - 1) / ld_sb_size;
+      released += run_purge_tail(seg.dirty_tail, want);
+    }
+    seg.window_start_ns = now;
+    seg.window_min_dirty = seg.bytes_free_dirty;
   }
-  /* A wholly free segment whose run has been purged (idle for the delay) goes back to the OS;
-   * the newest one stays unless this is a trim, so a process that idles keeps one segment's
-   * address space and no resident page. */
+  /* A wholly free segment, purged (one clean run), goes back to the OS; the newest one stays
+   * unless this is a trim, so a process that idles keeps one segment's address space and no
+   * resident page. */
   segment_t *s = seg.segments;
   while (s) {
     segment_t *next = s->next;
     chunk_t *c = &s->chunks[s->header_chunks];
-    if (s->used_chunks == 0 && !c->dirty && (all || s != seg.segments)) {
+    if (s->used_chunks == 0 && c->state == CHUNK_FREE && !c->dirty && c->run == s->chunk_count - s->header_chunks - GUARD_CHUNKS &&
+        (all || s != seg.segments)) {
       free_run_remove(c);
       released += s->bytes - (size_t)s->header_chunks * ld_sb_size;
       segment_unmap(s);
@@ -386,8 +470,14 @@ size_t ld_segment_purge(uint64_t now, bool all) {
 }
 
 uint64_t ld_segment_next_expiry(void) {
+  uint64_t delay = (uint64_t)ld_options.purge_delay_ms * 1000000u;
   ld_segment_lock();
-  uint64_t t = seg.dirty_tail ? seg.dirty_tail->freed_ns + (uint64_t)ld_options.purge_delay_ms * 1000000u : 0;
+  uint64_t t = 0;
+  if (seg.dirty_tail) {
+    t = seg.dirty_tail->freed_ns + delay;
+    /* the end of the window, when the purge by amount looks again */
+    if (seg.window_start_ns + delay < t) t = seg.window_start_ns + delay;
+  }
   ld_segment_unlock(false);
   return t;
 }
@@ -404,8 +494,9 @@ void ld_segment_stats(ld_segment_stats_t *out) {
 
 #define VIOLATION(...) (ld_message("larder: validate: " __VA_ARGS__), (*violations)++)
 
-/* Every segment is covered by runs whose ends agree; free runs are never adjacent (they are
- * coalesced), each is in the bin of its length, and the dirty ones are on the decay list. */
+/* Every segment is covered by runs whose ends agree; free runs of one kind are never adjacent
+ * (they are coalesced), each is in the bin of its length and kind, and the dirty ones are on
+ * the decay list. */
 void ld_segment_validate(int *violations) {
   ld_segment_lock();
   size_t free_runs = 0, dirty_runs = 0, binned = 0, listed = 0, dirty_bytes = 0;
@@ -415,7 +506,7 @@ void ld_segment_validate(int *violations) {
       continue;
     }
     uint32_t i = 0, used = 0;
-    int prev_state = 0;
+    int prev_state = 0, prev_dirty = -1;
     while (i < s->chunk_count) {
       chunk_t *c = &s->chunks[i];
       if (c->run == 0 || i + c->run > s->chunk_count) {
@@ -427,7 +518,8 @@ void ld_segment_validate(int *violations) {
         VIOLATION("segment %p chunk %u: run ends disagree\n", (void *)s, i);
       if (c->state == CHUNK_FREE) {
         free_runs++;
-        if (prev_state == CHUNK_FREE) VIOLATION("segment %p chunk %u: two free runs side by side\n", (void *)s, i);
+        if (prev_state == CHUNK_FREE && prev_dirty == c->dirty)
+          VIOLATION("segment %p chunk %u: two free runs of one kind side by side\n", (void *)s, i);
         if (c->bin != bin_of(c->run)) VIOLATION("segment %p chunk %u: in bin %u, length %u\n", (void *)s, i, c->bin, c->run);
         if (c->dirty) {
           dirty_runs++;
@@ -437,18 +529,21 @@ void ld_segment_validate(int *violations) {
         used += c->run;
       }
       prev_state = c->state;
+      prev_dirty = c->dirty;
       i += c->run;
     }
     if (used != s->used_chunks) VIOLATION("segment %p: %u chunks in use, counted %u\n", (void *)s, used, s->used_chunks);
   }
-  for (unsigned b = 0; b < BIN_COUNT; b++) {
-    bool any = seg.bins[b] != NULL;
-    if (any != !!(seg.bitmap[b / 64] & ((uint64_t)1 << (b % 64)))) VIOLATION("segment bins: bitmap of bin %u is wrong\n", b);
-    for (chunk_t *c = seg.bins[b]; c; c = c->next) {
-      if (c->state != CHUNK_FREE || c->bin != b) VIOLATION("segment bins: run %p in bin %u is not free there\n", (void *)c, b);
-      if (++binned > free_runs + 1) break;
+  for (unsigned k = 0; k < 2; k++)
+    for (unsigned b = 0; b < BIN_COUNT; b++) {
+      bool any = seg.bins[k][b] != NULL;
+      if (any != !!(seg.bitmap[k][b / 64] & ((uint64_t)1 << (b % 64)))) VIOLATION("segment bins: bitmap of bin %u/%u is wrong\n", k, b);
+      for (chunk_t *c = seg.bins[k][b]; c; c = c->next) {
+        if (c->state != CHUNK_FREE || c->bin != b || c->dirty != k)
+          VIOLATION("segment bins: run %p in bin %u/%u is not free there\n", (void *)c, k, b);
+        if (++binned > free_runs + 1) break;
+      }
     }
-  }
   for (chunk_t *c = seg.dirty_head; c; c = c->dnext) {
     if (!c->dirty || c->state != CHUNK_FREE) VIOLATION("decay list: run %p is not a dirty free run\n", (void *)c);
     if (c->dnext && c->dnext->freed_ns > c->freed_ns) VIOLATION("decay list: out of order at %p\n", (void *)c);

@@ -18,6 +18,15 @@ alloc_test(alloc_prodcons_pingpong SOURCES alloc/prodcons_pingpong.c PRELOAD TIM
 # 64 live blocks of 64 KiB-2 MiB replaced 20,000 times: bytes_mapped <= 2 x peak live + 64 MiB
 # (+ cache), RSS <= 1.5 x peak live + 32 MiB (+ cache); large cache at its default and off
 alloc_test(alloc_medium_churn SOURCES alloc/medium_churn.c PRELOAD TIMEOUT 180)
+# free memory that churn keeps coalescing with is purged all the same (issue 15): 3 MiB freed,
+# then one 1 MiB block churned at the front of that run for 15 purge delays: <= 1.5 MiB dirty
+alloc_test(alloc_purge_under_churn SOURCES alloc/purge_under_churn.c PRELOAD TIMEOUT 60)
+if(ALLOC_HAVE_LARDER)
+  set_property(TEST alloc_purge_under_churn alloc_purge_under_churn.preload APPEND PROPERTY ENVIRONMENT
+               "LARDER_PURGE_DELAY_MS=100")
+endif()
+# a medium block grows in place over a dirty free run and the clean one after it (issue 15)
+alloc_test(alloc_medium_realloc_in_place SOURCES alloc/medium_realloc_in_place.c PRELOAD TIMEOUT 30)
 # realloc growth to 256 MiB in 800 KB steps, and a loop of 5-25 MiB buffers: page faults
 alloc_test(alloc_realloc_growth SOURCES alloc/realloc_growth.c PRELOAD TIMEOUT 120)
 # 256 MiB peak over 4 threads, all freed (half remotely), threads idle: RSS <= live + 16 MiB
