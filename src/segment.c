@@ -18,11 +18,13 @@
  * already has are reused before any clean page is touched, and clean runs stay clean. Dirty
  * runs are also on a list ordered by the time they were freed, and the purge gives back:
  *   - by age: runs idle for the purge delay (a decay in the manner of jemalloc's);
- *   - by amount: the least dirty memory held at any moment of a window of at least the purge
- *     delay, taken from the old end of the list. That much stayed unused for the whole window
- *     even when no single run did: a run that coalesces with a newly freed neighbour is as
- *     new as the neighbour, so under steady churn the age alone would never expire the old
- *     part (issue 15: a mixed load kept 195 MB of free memory dirty for minutes).
+ *   - by amount: the least dirty memory held at any moment of the last PURGE_WINDOWS windows
+ *     of at least the purge delay each, taken from the old end of the list. That much stayed
+ *     unused all that time even when no single run did: a run that coalesces with a newly
+ *     freed neighbour is as new as the neighbour, so under steady churn the age alone would
+ *     never expire the old part (issue 15: a mixed load kept 195 MB of free memory dirty for
+ *     minutes). One window alone purged what a load that swings every few seconds needed
+ *     again at its next peak (server-mix at 8 threads: 3.7 GB refaulted in 3 minutes).
  * A purged run becomes clean and coalesces with its clean neighbours; a segment that is wholly
  * free and clean is unmapped.
  *
@@ -72,6 +74,10 @@ typedef struct segment_s {
 #define BIN_EXACT 32
 #define BIN_COUNT 128
 
+/* The purge by amount looks at this many windows of the purge delay (above). */
+#define PURGE_WINDOWS 4
+_Static_assert(PURGE_WINDOWS >= 2, "the current window and at least one before it");
+
 /* The two kinds of free run, each with bins of its own. */
 enum { KIND_CLEAN = 0, KIND_DIRTY = 1 };
 
@@ -84,9 +90,11 @@ static struct {
   size_t segment_count, segment_bytes;
   size_t bytes_free_dirty, bytes_free_clean;
   size_t bytes_purged, bytes_refaulted;
-  /* The purge by amount: the least dirty memory held since window_start_ns. */
+  /* The purge by amount: the least dirty memory held since window_start_ns, and in each of
+   * the windows before it, newest first (less what was purged since). */
   uint64_t window_start_ns;
   size_t window_min_dirty;
+  size_t past_min_dirty[PURGE_WINDOWS - 1];
 } seg = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void ld_segment_lock(void) { pthread_mutex_lock(&seg.lock); }
@@ -438,14 +446,22 @@ size_t ld_segment_purge(uint64_t now, bool all) {
   ld_segment_lock();
   /* By age: runs idle for the delay. */
   while (seg.dirty_tail && (all || seg.dirty_tail->freed_ns + delay <= now)) released += run_purge_tail(seg.dirty_tail, SIZE_MAX);
-  /* By amount: dirty memory that was never needed during a whole window of the delay, the
-   * oldest first. The runs purged by age count towards it. */
+  /* By amount: dirty memory that was never needed during the last windows, the oldest first.
+   * The runs purged by age count towards it. */
   if (all || now - seg.window_start_ns >= delay) {
     size_t target = seg.window_min_dirty;
+    for (unsigned i = 0; i < PURGE_WINDOWS - 1; i++)
+      if (seg.past_min_dirty[i] < target) target = seg.past_min_dirty[i];
     while (!all && seg.dirty_tail && released < target) {
       size_t want = (target - released + ld_sb_size - 1) / ld_sb_size;
       released += run_purge_tail(seg.dirty_tail, want);
     }
+    /* The window ends; what was purged leaves the low marks of the ones before (it is no
+     * longer dirty memory that could stay unused). */
+    for (unsigned i = PURGE_WINDOWS - 2; i > 0; i--) seg.past_min_dirty[i] = seg.past_min_dirty[i - 1];
+    seg.past_min_dirty[0] = seg.window_min_dirty;
+    for (unsigned i = 0; i < PURGE_WINDOWS - 1; i++)
+      seg.past_min_dirty[i] = seg.past_min_dirty[i] > released ? seg.past_min_dirty[i] - released : 0;
     seg.window_start_ns = now;
     seg.window_min_dirty = seg.bytes_free_dirty;
   }
