@@ -182,9 +182,8 @@ static void bin_flush(heap_t *heap, unsigned cls, unsigned n) {
   void *out[LD_BIN_SLOTS];
   memcpy(out, bin->slots, n * sizeof(void *));
   memmove(bin->slots, bin->slots + n, (bin->count - n) * sizeof(void *));
-  LD_OWNER_SET(bin->count, bin->count - n);
   unsigned foreign;
-  ld_heap_return(heap, out, n, &foreign);
+  ld_heap_return(heap, bin, out, n, &foreign); /* lowers bin->count */
   /* Blocks of superblocks given away while cached go to their new owner, as any free would
    * (they are tagged already). */
   if (foreign) {
@@ -198,7 +197,7 @@ void *ld_cache_refill(heap_t *heap, unsigned cls) {
   ld_bin_t *bin = &heap->bins[cls];
   /* The fast path found the bin empty: `fill` blocks come in, twice as many next time, up to
    * half of what the bin may hold. */
-  unsigned n = ld_heap_fill(heap, cls, bin->fill);
+  unsigned n = ld_heap_fill(heap, cls, bin->fill); /* sets bin->count to n */
   if (!n) return NULL;
   bin->refilled = 1;
   if (bin->fill < most_fill(bin)) bin->fill = (uint8_t)(2u * bin->fill < most_fill(bin) ? 2u * bin->fill : most_fill(bin));

@@ -315,6 +315,9 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
       heap_group_insert(heap, sb);
     }
   }
+  /* The count and the counter change together under the lock, which the statistics take: a
+   * merge never sees the blocks both in the bin and not yet refilled (ld_heaps_stats). */
+  LD_OWNER_SET(bin->count, bin->count + n);
   LD_STAT_ADD(heap, blocks_refilled, n);
   /* Collected frees lowered u: the threshold may have been crossed. */
   heap_release_classes(heap, classes);
@@ -336,10 +339,12 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
 
 /* ---- return: blocks from the thread's cache go back to their superblocks ---- */
 
-void ld_heap_return(heap_t *heap, void **blocks, unsigned n, unsigned *foreign_out) {
+void ld_heap_return(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsigned *foreign_out) {
   unsigned foreign = 0;
   uint64_t classes = 0;
   heap_lock(heap);
+  /* With the counter below, under the lock (as in ld_heap_fill). */
+  LD_OWNER_SET(bin->count, bin->count - n);
   LD_STAT_INC(heap, flushes);
   heap_check_options(heap);
   for (unsigned i = 0; i < n; i++) {
@@ -550,6 +555,11 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures) {
   ld_stats_add(out, &heaps.retired);
   ld_stats_add(out, &ld_stats_unowned);
   for (heap_t *h = heaps.heaps; h; h = h->next_heap) {
+    /* Under the heap's lock: a thread that refills or flushes its cache (at its exit, say)
+     * changes a bin's count and its counter together, and malloc's count is derived from both
+     * (stats.c). A merge without the lock counted the blocks of a flush twice for a moment (the
+     * Rust crate's test saw mallocs go back by hundreds while an earlier test's thread exited). */
+    heap_lock(h);
     ld_stats_add(out, &h->stats);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
       figures->in_use += LD_READ(h->u[c]);
@@ -558,6 +568,7 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures) {
       figures->cached_blocks += blocks;
       figures->cached += blocks * ld_class_size[c];
     }
+    heap_unlock(h);
   }
   pthread_mutex_unlock(&heaps.lock);
 }
