@@ -347,18 +347,28 @@ void ld_heap_return(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsi
   LD_OWNER_SET(bin->count, bin->count - n);
   LD_STAT_INC(heap, flushes);
   heap_check_options(heap);
+  /* A bin holds one class, and its blocks often come in runs of one superblock (a thread that
+   * frees what it allocated): u falls once, and a superblock is regrouped once per run. */
+  unsigned cls = (unsigned)(bin - heap->bins), returned = 0;
+  sb_t *run = NULL;
   for (unsigned i = 0; i < n; i++) {
     ld_block_t *b = blocks[i];
     sb_t *sb = ld_sb_of(b);
-    if (LD_UNLIKELY(atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap)) {
-      blocks[foreign++] = b; /* its superblock was given away while the block was cached */
-      continue;
+    if (sb != run) { /* within a run the owner is known: it changes only under this lock */
+      if (LD_UNLIKELY(atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap)) {
+        blocks[foreign++] = b; /* its superblock was given away while the block was cached */
+        continue;
+      }
+      if (run) heap_regroup(heap, run);
+      run = sb;
     }
-    unsigned c = sb->size_class;
     ld_sb_put_block(sb, b);
-    LD_OWNER_ADD(heap->u[c], -(int64_t)sb->block_size);
-    heap_regroup(heap, sb);
-    classes |= (uint64_t)1 << c;
+    returned++;
+  }
+  if (run) {
+    heap_regroup(heap, run);
+    LD_OWNER_ADD(heap->u[cls], -(int64_t)returned * ld_class_size[cls]);
+    classes |= (uint64_t)1 << cls;
   }
   LD_STAT_ADD(heap, blocks_flushed, n); /* foreign ones too: they left the bin */
   LD_OWNER_ADD(heap->looks, 1);
