@@ -263,9 +263,26 @@ def expand(words, subst: dict) -> list[str]:
     return out
 
 
+def source_dir(build_dir: Path) -> Path:
+    """The source tree that build_dir was configured from ({repo}): CMakeCache.txt's
+    CMAKE_HOME_DIRECTORY when it names an existing folder (a build folder outside the tree,
+    or a copy of one), else build_dir's parent (the usual ./build)."""
+    build_dir = Path(build_dir).resolve()
+    try:
+        for line in (build_dir / "CMakeCache.txt").read_text().splitlines():
+            if line.startswith("CMAKE_HOME_DIRECTORY:"):
+                home = Path(line.split("=", 1)[1].strip())
+                if home.is_dir():
+                    return home.resolve()
+                break
+    except (OSError, IndexError):
+        pass
+    return build_dir.parent
+
+
 def base_subst(build_dir: Path, out_dir: Path | None = None) -> dict:
     build_dir = Path(build_dir)
-    s = {"build_dir": str(build_dir.resolve()), "repo": str(build_dir.resolve().parent)}
+    s = {"build_dir": str(build_dir.resolve()), "repo": str(source_dir(build_dir))}
     try:
         s["user"] = getpass.getuser()
     except (KeyError, OSError):

@@ -85,7 +85,7 @@ def environment(build_dir: Path) -> dict:
         load = os.getloadavg()
     except OSError:
         load = None
-    repo = build_dir.resolve().parent
+    repo = commands.source_dir(build_dir)
     spawner, note = measure.launcher()
     return {
         "launcher": spawner, "launcher_note": note or None,
@@ -115,7 +115,7 @@ def run_entries(entries: list[Entry], allocators: list[Allocator], build_dir: Pa
     baseline: whose output a command's check output is compared with (default: the most
     common output)."""
     build_dir = Path(build_dir)
-    repo = build_dir.resolve().parent
+    repo = commands.source_dir(build_dir)
     subst = {"build_dir": str(build_dir.resolve()), "repo": str(repo), "out_dir": str(Path(out_dir).resolve())}
     csubst = commands.base_subst(build_dir, out_dir)
     found = [a for a in allocators if a.found]

@@ -176,3 +176,21 @@ def test_placeholders_lists_and_braces_left_alone():
     s = {"repo": "/r", "files": ["{repo}/a.c", "b.c"], "n": 3}
     assert commands.expand(["cc", "{files}", "-DN={n}", "awk", "{print $1}", "{unknown}"], s) == \
         ["cc", "/r/a.c", "b.c", "-DN=3", "awk", "{print $1}", "{unknown}"]
+
+
+def test_repo_is_the_tree_a_build_folder_was_configured_from(tmp_path):
+    """{repo} names the source tree: a build folder outside it (or a copy of one) keeps pointing
+    at the tree through CMakeCache.txt (the traces of the replay series live there); without a
+    cache, or when the cache names no folder, it is the build folder's parent."""
+    tree = tmp_path / "src-tree"
+    (tree / "traces").mkdir(parents=True)
+    outside = tmp_path / "elsewhere" / "build"
+    outside.mkdir(parents=True)
+    (outside / "CMakeCache.txt").write_text(f"# cache\nCMAKE_HOME_DIRECTORY:INTERNAL={tree}\nX:BOOL=ON\n")
+    assert commands.source_dir(outside) == tree.resolve()
+    assert commands.base_subst(outside)["repo"] == str(tree.resolve())
+    plain = tmp_path / "repo" / "build"
+    plain.mkdir(parents=True)
+    assert commands.source_dir(plain) == plain.parent.resolve()
+    (plain / "CMakeCache.txt").write_text(f"CMAKE_HOME_DIRECTORY:INTERNAL={tmp_path / 'gone'}\n")
+    assert commands.source_dir(plain) == plain.parent.resolve()
