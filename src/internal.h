@@ -398,9 +398,10 @@ extern __thread heap_t *ld_heap_tls __attribute__((tls_model("initial-exec")));
  * count by as many. Returns how many (0: out of memory, errno ENOMEM). Takes the heap's lock. */
 unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want);
 /* Returns n blocks of the calling thread's (blocks[i] freed or cached, tagged), which leave
- * `bin` (its count falls by n), to their superblocks, and applies Hoard's threshold to the classes they belong to. Blocks of
- * superblocks the heap no longer owns are left in place and their number returned through
- * *foreign_out: the caller frees those as remote frees. Takes the heap's lock. */
+ * `bin` (its count falls by n), to their superblocks, and applies Hoard's threshold to their
+ * class. Blocks of superblocks the heap no longer owns are left in place and their number
+ * returned through *foreign_out: the caller frees those as remote frees. Takes the heap's
+ * lock. */
 void ld_heap_return(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsigned *foreign_out);
 /* Collects the frees announced on heap's pending list (the caller owns heap). */
 void ld_heap_collect_pending(heap_t *heap);
