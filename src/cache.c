@@ -62,8 +62,21 @@ int64_t ld_cache_bytes(const heap_t *heap) {
 
 /* Hands slot's batch to its superblock: one CAS; the first batch since the owner looked also
  * announces the superblock to its owner, and helps an owner that seems idle. */
+/* Writes the batch's hint into its first block (internal.h, ld_batch_hint_t): the chain runs
+ * from the block appended last to the one appended first. */
+static void batch_hint_write(const ld_remote_slot_t *slot) {
+  unsigned room = ld_batch_hint_room(slot->sb->block_size);
+  if (!room) return;
+  ld_batch_hint_t *hint = (ld_batch_hint_t *)slot->head;
+  unsigned n = slot->count - 1 < room ? slot->count - 1 : room;
+  hint->count = (uint16_t)slot->count;
+  hint->last = slot->offsets[0];
+  for (unsigned i = 0; i < n; i++) hint->after_first[i] = slot->offsets[slot->count - 2 - i];
+}
+
 static void remote_send(heap_t *heap, ld_remote_slot_t *slot) {
   sb_t *sb = slot->sb;
+  batch_hint_write(slot);
   /* sb's owner is read before the push: after it, sb may be freed (internal.h) */
   heap_t *owner = atomic_load_explicit(&sb->owner, memory_order_relaxed);
   bool announce = ld_sb_push_remote_batch(sb, slot->head, slot->tail, slot->count);
@@ -89,14 +102,25 @@ static void remote_send(heap_t *heap, ld_remote_slot_t *slot) {
 /* Adds b (tagged) to the batch of its superblock; a batch that reaches its bound goes (true). */
 static bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
   if (heap == &ld_heap_empty) { /* no heap could be made: a batch of one */
-    ld_remote_slot_t one = {.sb = sb, .head = b, .tail = b, .count = 1};
+    ld_remote_slot_t one = {.sb = sb, .head = b, .tail = b, .count = 1, .offsets = {(uint16_t)(((uintptr_t)b - (uintptr_t)sb) >> 4)}};
     ld_set_next(b, NULL);
     remote_send(heap, &one);
     return true;
   }
-  ld_remote_slot_t *slot = &heap->remote[ld_remote_slot(sb)];
+  /* sb's slot in its set; else an empty one; else the batch appended to longest ago goes
+   * (a thread's frees move on from a superblock when its owner's refills do: the old batches
+   * stop growing, and the largest is more often the one still growing) */
+  ld_remote_slot_t *set = &heap->remote[ld_remote_set(sb)], *slot = NULL, *victim = set;
+  for (unsigned w = 0; w < LD_REMOTE_WAYS; w++) {
+    if (set[w].sb == sb) {
+      slot = &set[w];
+      break;
+    }
+    if (victim->count && (!set[w].count || (int32_t)(set[w].last_append - victim->last_append) < 0)) victim = &set[w];
+  }
   bool sent = false;
-  if (slot->sb != sb) {
+  if (!slot) {
+    slot = victim;
     if (slot->count) remote_send(heap, slot), sent = true;
     slot->sb = sb;
   }
@@ -104,8 +128,10 @@ static bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
   if (!heap->remote_blocks && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX)
     ld_due_note(ld_os_now_coarse_ns());
   ld_set_next(b, slot->head);
+  slot->offsets[slot->count] = (uint16_t)(((uintptr_t)b - (uintptr_t)sb) >> 4);
   if (!slot->count) slot->tail = b;
   slot->head = b;
+  slot->last_append = ++heap->remote_appends;
   slot->count++;
   slot->bytes += sb->block_size;
   LD_OWNER_SET(heap->remote_blocks, heap->remote_blocks + 1);
@@ -119,7 +145,7 @@ static bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
  * asymmetric fence: the owner marks itself busy with plain stores (no atomic operation, no
  * fence: a few instructions on a path that is already slow), and the purge, which is rare,
  * pays for the fence on both sides with membarrier() (os.c). If the owner finds the purge at
- * work, it waits the few microseconds the purge takes to send at most 32 batches. */
+ * work, it waits the few microseconds the purge takes to send at most LD_REMOTE_SLOTS batches. */
 static void remote_enter(heap_t *heap) {
   for (;;) {
     LD_OWNER_SET(heap->remote_busy, 1);

@@ -132,7 +132,7 @@ typedef struct sb_s {
   /* first cache line: set when the superblock is formatted, then only read; remote freers
    * read it, so nothing the owner writes often may live here (false sharing, Hoard §3.3) */
   uint32_t magic;
-  uint8_t size_class, kind, group, purged;
+  uint8_t size_class, kind, purged;
   uint32_t block_size;
   uint32_t capacity;
   uint64_t reciprocal;         /* ceil(2^40 / block_size): block index without a division */
@@ -148,6 +148,7 @@ typedef struct sb_s {
                                   another thread since the owner last looked */
   int32_t remote_seen;         /* blocks on the remote list already taken out of used */
   char *bump;                  /* blocks below this have been carved; above, untouched */
+  uint8_t group;               /* LD_GROUP_*: changes as blocks come and go, so not on the first line */
   struct sb_s *next, *prev;    /* links in a fullness group, a global list, the large cache */
   /* third cache line: other threads' frees (CAS push of a batch), taken with an exchange */
   _Alignas(LD_CACHE_LINE) _Atomic(uint64_t) remote; /* see LD_REMOTE_* above */
@@ -163,6 +164,18 @@ _Static_assert(sizeof(sb_t) <= LD_SB_HEADER, "superblock header must fit before 
  * wrote, which equals the key with odds of 2^-64. */
 static inline uintptr_t ld_tag(const void *b) { (void)b; return ld_free_key; }
 static inline bool ld_block_is_free(const ld_block_t *b) { return b->tag == ld_tag(b); }
+
+/* Asks for p's cache line in a state this core may write (x86's PREFETCHW; other CPUs: the
+ * compiler's write prefetch): the owner prefetches the blocks of a batch of remote frees
+ * (superblock.c), which malloc will write (the tag) once they are handed out. A prefetch never
+ * faults, so it may be given any address. */
+static inline void ld_prefetch_for_write(const void *p) {
+#if defined(__x86_64__) || defined(__i386__)
+  __asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+#else
+  __builtin_prefetch(p, 1, 3);
+#endif
+}
 
 /* Free-list links. In the hardened build (-DLARDER_HARDENED=ON) a link is stored encoded with
  * a per-process secret and the address it is stored at (as glibc's safe-linking does), and
@@ -326,7 +339,7 @@ static inline uintptr_t ld_owned_entry(const sb_t *sb) {
  * point: no free waits for a lock). A batch goes when it reaches LD_REMOTE_BATCH blocks or
  * LD_REMOTE_BATCH_BYTES, when its slot is wanted by another superblock, at the thread's next
  * maintenance, and at thread exit. */
-#define LD_REMOTE_SLOTS 32
+#define LD_REMOTE_SLOTS 64
 #define LD_REMOTE_BATCH 64
 #define LD_REMOTE_BATCH_BYTES 16384
 typedef struct ld_remote_slot_s {
@@ -334,9 +347,41 @@ typedef struct ld_remote_slot_s {
   ld_block_t *head, *tail;
   uint32_t count;
   uint32_t bytes;
+  uint32_t last_append;              /* the heap's remote_appends when a block last joined */
+  uint16_t offsets[LD_REMOTE_BATCH]; /* the batch's blocks in the order appended, in 16-byte units */
 } ld_remote_slot_t;
-static inline unsigned ld_remote_slot(const sb_t *sb) {
-  return (unsigned)(((uintptr_t)sb >> ld_sb_shift) & (LD_REMOTE_SLOTS - 1));
+
+/* A batch's hint. The chain of a batch of remote frees runs through blocks the freeing core
+ * wrote last: the owner that walks it waits for each line before it learns the next address
+ * (issue 17: most of a remote free's cost). So the batch's first block also carries what its
+ * freer knew: the batch's length, its last block and as many of the blocks after the first as
+ * the block has room for (offsets from the superblock in 16-byte units). The owner reads it
+ * when it takes the remote list and prefetches those blocks all at once (superblock.c). The
+ * chain stays the truth: a hint is only ever used to prefetch, so a wrong one costs time,
+ * never correctness. Blocks of 16 bytes have no room; nor does the hardened build use hints
+ * (its links are checked as they are followed, a hint's are not). */
+typedef struct ld_batch_hint_s {
+  ld_block_t *next;
+  uintptr_t tag;
+  uint16_t count, last;
+  uint16_t after_first[];
+} ld_batch_hint_t;
+static inline unsigned ld_batch_hint_room(uint32_t block_size) {
+#ifdef LARDER_HARDENED
+  (void)block_size;
+  return 0;
+#else
+  return block_size >= 32 && ld_sb_size <= ((size_t)1 << 20) ? (block_size - (uint32_t)sizeof(ld_batch_hint_t)) / 2 : 0;
+#endif
+}
+/* The buffer is set-associative: a superblock's batch may sit in any of the LD_REMOTE_WAYS
+ * slots of its set. A thread that frees blocks of many size classes in turn (a consumer of
+ * mixed sizes) has a few tens of superblocks' batches growing at once; one slot per
+ * superblock, direct-mapped, sent a batch whenever two of them met in a slot (4.4 blocks a
+ * batch on remote-free's 16 B-1 KiB mix). */
+#define LD_REMOTE_WAYS 4
+static inline unsigned ld_remote_set(const sb_t *sb) {
+  return (unsigned)(((uintptr_t)sb >> ld_sb_shift) & (LD_REMOTE_SLOTS / LD_REMOTE_WAYS - 1)) * LD_REMOTE_WAYS;
 }
 
 /* ---- heaps (heap.c) ---- */
@@ -355,6 +400,7 @@ typedef struct heap_s {
   ld_bin_t *bin_of[LD_SMALL_LIMIT / 16 + 1]; /* (size + 15) / 16 -> its class's bin */
   ld_stats_t stats;
   ld_remote_slot_t remote[LD_REMOTE_SLOTS];
+  uint32_t remote_appends;             /* blocks appended to the buffer (wraps): its clock */
   uint32_t remote_blocks;              /* blocks waiting in remote[] */
   int remote_busy;                     /* the owner is in its remote buffer (cache.c) */
   int remote_draining;                 /* the purge is sending an idle owner's batches */

@@ -130,6 +130,38 @@ static inline int32_t sb_listed_blocks(const sb_t *sb) {
   return (int32_t)((size_t)(sb->bump - sb->data) / sb->block_size) - sb->used - sb->remote_seen;
 }
 
+/* The most blocks one take prefetches from batch hints: a few bins' worth, so that the lines
+ * asked for are still in the cache when the walk and the mallocs reach them. */
+#define HINT_PREFETCH_MAX 128
+
+/* Prefetches the blocks of the remote list just taken, batch after batch, from the hints their
+ * freers wrote (internal.h, ld_batch_hint_t): the walk that follows then finds its lines
+ * arriving together instead of one after another. Everything read is checked to lie in sb,
+ * and nothing is written: a stale or overwritten hint only prefetches the wrong lines. */
+static void remote_prefetch(sb_t *sb, const ld_block_t *head, uint64_t total) {
+  unsigned room = ld_batch_hint_room(sb->block_size);
+  if (!room) return;
+  uintptr_t base = (uintptr_t)sb, units = ld_sb_size >> 4;
+  uint64_t seen = 0;
+  while (head && seen < total && seen < HINT_PREFETCH_MAX) {
+    const ld_batch_hint_t *hint = (const ld_batch_hint_t *)head;
+    unsigned count = hint->count, last = hint->last;
+    if (count == 0 || count > LD_REMOTE_BATCH || last >= units || last < (LD_SB_HEADER >> 4)) return;
+    unsigned n = count - 1 < room ? count - 1 : room;
+    for (unsigned i = 0; i < n; i++) {
+      unsigned off = hint->after_first[i];
+      if (off >= units) return;
+      ld_prefetch_for_write((const void *)(base + ((uintptr_t)off << 4)));
+    }
+    seen += count;
+    /* the next batch starts after this one's last block */
+    const ld_block_t *tail = (const ld_block_t *)(base + ((uintptr_t)last << 4));
+    ld_prefetch_for_write(tail);
+    head = tail->next;
+    if (((uintptr_t)head ^ base) >= ld_sb_size) return;
+  }
+}
+
 unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_accounted) {
   unsigned n = 0;
   for (int pass = 0; pass < 2 && n < want; pass++) {
@@ -162,6 +194,7 @@ unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_
     LD_OWNER_SET(sb->used, sb->used - (int32_t)(count - (uint64_t)sb->remote_seen));
     LD_OWNER_SET(sb->remote_seen, 0);
     sb->free_list = remote_head(sb, old);
+    remote_prefetch(sb, sb->free_list, count);
   }
   if (n < want) {
     unsigned carved = sb_carve(sb, out + n, want - n);
