@@ -83,6 +83,7 @@ static void remote_send(heap_t *heap, ld_remote_slot_t *slot) {
   if (heap != &ld_heap_empty) {
     LD_STAT_INC(heap, remote_batches);
     LD_OWNER_SET(heap->remote_blocks, heap->remote_blocks - slot->count);
+    heap->remote_bytes -= slot->bytes;
   }
   slot->sb = NULL;
   slot->head = slot->tail = NULL;
@@ -135,8 +136,17 @@ static bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
   slot->count++;
   slot->bytes += sb->block_size;
   LD_OWNER_SET(heap->remote_blocks, heap->remote_blocks + 1);
+  heap->remote_bytes += sb->block_size;
   LD_STAT_ADD(heap, remote_sent_bytes, sb->block_size);
-  if (slot->count >= LD_REMOTE_BATCH || slot->bytes >= LD_REMOTE_BATCH_BYTES) remote_send(heap, slot), sent = true;
+  if (slot->count >= LD_REMOTE_BATCH || slot->bytes >= LD_REMOTE_BATCH_BYTES) {
+    remote_send(heap, slot), sent = true;
+  } else if (heap->remote_bytes > LD_REMOTE_PENDING_BYTES) {
+    /* the buffer holds enough: the set's largest batch goes (most often the one growing) */
+    ld_remote_slot_t *largest = set;
+    for (unsigned w = 1; w < LD_REMOTE_WAYS; w++)
+      if (set[w].bytes > largest->bytes) largest = &set[w];
+    remote_send(heap, largest), sent = true;
+  }
   return sent;
 }
 

@@ -337,11 +337,14 @@ static inline uintptr_t ld_owned_entry(const sb_t *sb) {
 /* Frees of blocks other heaps own wait in a small buffer, one batch per superblock, and are
  * handed over with one CAS per batch (snmalloc's message passing is the model; seed 002's
  * point: no free waits for a lock). A batch goes when it reaches LD_REMOTE_BATCH blocks or
- * LD_REMOTE_BATCH_BYTES, when its slot is wanted by another superblock, at the thread's next
- * maintenance, and at thread exit. */
+ * LD_REMOTE_BATCH_BYTES, when its slot is wanted by another superblock, when the whole buffer
+ * holds more than LD_REMOTE_PENDING_BYTES (then the largest batch of the set a free lands in),
+ * at the thread's next maintenance, and at thread exit. A thread's buffer thus holds at most
+ * LD_REMOTE_PENDING_BYTES plus one block. */
 #define LD_REMOTE_SLOTS 64
 #define LD_REMOTE_BATCH 64
 #define LD_REMOTE_BATCH_BYTES 16384
+#define LD_REMOTE_PENDING_BYTES 262144
 typedef struct ld_remote_slot_s {
   sb_t *sb;
   ld_block_t *head, *tail;
@@ -402,6 +405,7 @@ typedef struct heap_s {
   ld_remote_slot_t remote[LD_REMOTE_SLOTS];
   uint32_t remote_appends;             /* blocks appended to the buffer (wraps): its clock */
   uint32_t remote_blocks;              /* blocks waiting in remote[] */
+  uint32_t remote_bytes;               /* and their bytes (at most LD_REMOTE_PENDING_BYTES or so) */
   int remote_busy;                     /* the owner is in its remote buffer (cache.c) */
   int remote_draining;                 /* the purge is sending an idle owner's batches */
   struct heap_s *help_owner;           /* the heap this thread last sent batches to, */
