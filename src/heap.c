@@ -350,22 +350,38 @@ void ld_heap_return(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsi
   /* A bin holds one class, and its blocks often come in runs of one superblock (a thread that
    * frees what it allocated): u falls once, and a superblock is regrouped once per run. */
   unsigned cls = (unsigned)(bin - heap->bins), returned = 0;
+  /* A run's blocks are linked to each other as they come, each in front of the one before
+   * (the order one push at a time would give), and the chain goes on the superblock's free
+   * list once, with its count: the loop stores one link a block and leaves the superblock's
+   * list head and count alone until the run ends. */
   sb_t *run = NULL;
+  ld_block_t *head = NULL, *tail = NULL;
+  int32_t in_run = 0;
+  const uintptr_t mask = ld_sb_mask;
   for (unsigned i = 0; i < n; i++) {
     ld_block_t *b = blocks[i];
-    sb_t *sb = ld_sb_of(b);
+    sb_t *sb = (sb_t *)(((uintptr_t)b - 1) & mask); /* ld_sb_of */
     if (sb != run) { /* within a run the owner is known: it changes only under this lock */
       if (LD_UNLIKELY(atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap)) {
         blocks[foreign++] = b; /* its superblock was given away while the block was cached */
         continue;
       }
-      if (run) heap_regroup(heap, run);
+      if (run) {
+        ld_sb_put_chain(run, head, tail, in_run);
+        heap_regroup(heap, run);
+      }
       run = sb;
+      tail = b;
+      head = NULL;
+      in_run = 0;
     }
-    ld_sb_put_block(sb, b);
+    ld_set_next(b, head);
+    head = b;
+    in_run++;
     returned++;
   }
   if (run) {
+    ld_sb_put_chain(run, head, tail, in_run);
     heap_regroup(heap, run);
     LD_OWNER_ADD(heap->u[cls], -(int64_t)returned * ld_class_size[cls]);
     classes |= (uint64_t)1 << cls;

@@ -240,11 +240,12 @@ void ld_sb_format(sb_t *sb, unsigned cls);
  * then untouched blocks carved at the bump pointer (a page at a time). Each block read is
  * checked (its tag, the list's length). Returns how many; used grows by that many. Owner. */
 unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_accounted);
-/* Puts b (tagged) back on sb's free list; used shrinks by one. Owner, under its lock. */
-static inline void ld_sb_put_block(sb_t *sb, ld_block_t *b) {
-  ld_set_next(b, sb->free_list);
-  sb->free_list = b;
-  LD_OWNER_SET(sb->used, sb->used - 1);
+/* Puts a chain of n blocks of sb (head..tail, linked, tagged) back on its free list; used
+ * shrinks by n. Owner, under its lock. */
+static inline void ld_sb_put_chain(sb_t *sb, ld_block_t *head, ld_block_t *tail, int32_t n) {
+  ld_set_next(tail, sb->free_list);
+  sb->free_list = head;
+  LD_OWNER_SET(sb->used, sb->used - n);
 }
 /* Free blocks sb can still give: its lists and its untouched blocks. */
 static inline int32_t ld_sb_free_blocks(const sb_t *sb) { return (int32_t)sb->capacity - sb->used; }
