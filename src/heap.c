@@ -175,12 +175,29 @@ static void heap_add_superblock(heap_t *heap, sb_t *sb) {
   heap_recompute_threshold(heap, c);
 }
 
+/* The heap's current superblock of a class is watched (superblock.c): frees pushed onto it
+ * are counted when the heap stops watching it, here, or when a fill takes its remote list. */
+static void heap_watch_current(heap_t *heap, sb_t *sb) {
+  LD_OWNER_SET(heap->current[sb->size_class], sb);
+  ld_sb_watch(sb);
+}
+static void heap_count_remote(heap_t *heap, sb_t *sb, int fresh) {
+  if (!fresh) return;
+  LD_OWNER_ADD(heap->u[sb->size_class], -((int64_t)fresh * sb->block_size));
+  LD_STAT_ADD(heap, remote_taken_bytes, (size_t)fresh * sb->block_size);
+}
+/* sb is no longer the current superblock of its class (the caller files it somewhere). */
+static void heap_unwatch_current(heap_t *heap, sb_t *sb) {
+  LD_OWNER_SET(heap->current[sb->size_class], &ld_sb_none);
+  heap_count_remote(heap, sb, ld_sb_unwatch(sb));
+}
+
 /* Hands sb to the global heap. The caller holds the heap and global locks. Blocks of sb that
  * the thread's cache still holds stay counted in sb's used: the cache finds at its next
  * flush that sb has another owner and frees them as remote frees (cache.c). */
 static void heap_give_to_global(heap_t *heap, sb_t *sb) {
   unsigned c = sb->size_class;
-  if (sb_is_current(heap, sb)) LD_OWNER_SET(heap->current[c], &ld_sb_none);
+  if (sb_is_current(heap, sb)) heap_unwatch_current(heap, sb);
   else heap_group_remove(heap, sb);
   heap_disown(heap, sb);
   LD_OWNER_ADD(heap->u[c], -((int64_t)sb->used * sb->block_size));
@@ -303,7 +320,7 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
       sb = heap_fullest(heap, cls);
       if (!sb) sb = heap_take_from_global(heap, cls);
       if (!sb) break;
-      LD_OWNER_SET(heap->current[cls], sb);
+      heap_watch_current(heap, sb);
     }
     LD_STAT_INC(heap, superblocks_examined);
     int32_t before = sb->used, remote = 0;
@@ -311,8 +328,9 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
     LD_OWNER_ADD(heap->u[cls], (int64_t)(sb->used - before) * sb->block_size);
     if (remote) LD_STAT_ADD(heap, remote_taken_bytes, (size_t)remote * sb->block_size);
     if (n < want) { /* sb has nothing left: it waits in its group until frees come back */
-      LD_OWNER_SET(heap->current[cls], &ld_sb_none);
+      heap_unwatch_current(heap, sb);
       heap_group_insert(heap, sb);
+      classes |= (uint64_t)1 << cls; /* frees counted as it stopped being watched lower u */
     }
   }
   /* The count and the counter change together under the lock, which the statistics take: a
@@ -396,10 +414,23 @@ void ld_heap_return(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsi
 
 /* ---- maintenance by any thread (maintain.c) ---- */
 
+/* Counts the frees pushed onto the heap's current superblocks (watched: not announced);
+ * returns the classes whose u fell. Heap lock held. */
+static uint64_t heap_count_current(heap_t *heap) {
+  uint64_t classes = 0;
+  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+    sb_t *cur = heap->current[c];
+    if (cur == &ld_sb_none) continue;
+    int fresh = ld_sb_account_remote(cur, false);
+    if (fresh) heap_count_remote(heap, cur, fresh), classes |= (uint64_t)1 << c;
+  }
+  return classes;
+}
+
 void ld_heap_collect_pending(heap_t *heap) {
   if (heap == &ld_heap_empty) return;
   heap_lock(heap);
-  heap_release_classes(heap, heap_process_pending(heap));
+  heap_release_classes(heap, heap_process_pending(heap) | heap_count_current(heap));
   heap_unlock(heap);
 }
 
@@ -408,7 +439,7 @@ bool ld_heap_tidy(heap_t *heap, bool mine) {
   else if (pthread_mutex_trylock(&heap->lock) != 0) return false;
   if (__atomic_load_n(&heap->live, __ATOMIC_RELAXED)) {
     heap_check_options(heap);
-    heap_release_classes(heap, heap_process_pending(heap));
+    heap_release_classes(heap, heap_process_pending(heap) | heap_count_current(heap));
     /* Empty superblocks go to the global heap (and from there to the segments, to be purged
      * by age): Hoard's K slack is for bursts, and this runs once per purge delay. No block
      * of an empty superblock is live or cached, so nothing of the owner's refers to it. */

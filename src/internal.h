@@ -119,12 +119,17 @@ enum { LD_KIND_SMALL = 1, LD_KIND_LARGE = 2, LD_KIND_LARGE_CACHED = 3, LD_KIND_M
  * walking blocks another core wrote):
  *   bit 0          announced: the superblock waits on its owner's pending list;
  *   bits 1..24     blocks on the list;
- *   bits 25..63    the first block's offset in the superblock (0: the list is empty; offset 0
+ *   bit 25         watched: the superblock is its owner's current one for its class, which the
+ *                  owner's next fills reach anyway, so a batch pushed onto it announces
+ *                  nothing (no second CAS, no pending list); the owner counts what came in
+ *                  when it stops watching, under the same atomic word (ld_sb_unwatch);
+ *   bits 26..63    the first block's offset in the superblock (0: the list is empty; offset 0
  *                  is the header, never a block). */
 #define LD_REMOTE_ANNOUNCED ((uint64_t)1)
 #define LD_REMOTE_COUNT_SHIFT 1
 #define LD_REMOTE_COUNT_MASK ((uint64_t)0xffffff)
-#define LD_REMOTE_HEAD_SHIFT 25
+#define LD_REMOTE_WATCHED ((uint64_t)1 << 25)
+#define LD_REMOTE_HEAD_SHIFT 26
 
 struct heap_s;
 
@@ -258,6 +263,11 @@ int  ld_sb_account_remote(sb_t *sb, bool clear_announce);
  * CAS; true when this push announced sb (the caller then calls ld_sb_announce). Unless it
  * announced sb, the caller must not read sb afterwards: the owner may have freed it. */
 bool ld_sb_push_remote_batch(sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n);
+/* The owner makes sb its current superblock (watched: batches pushed onto it announce nothing),
+ * and stops: unwatching counts the blocks pushed since the owner last looked (returned: how
+ * many; used falls by that many), as ld_sb_account_remote does. Owner, under its lock. */
+void ld_sb_watch(sb_t *sb);
+int  ld_sb_unwatch(sb_t *sb);
 /* Puts sb on its owner's pending list (a CAS): the owner, or whoever tidies it, collects it. */
 void ld_sb_announce(sb_t *sb);
 bool ld_sb_is_announced(const sb_t *sb);
@@ -454,7 +464,8 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want);
  * returned through *foreign_out: the caller frees those as remote frees. Takes the heap's
  * lock. */
 void ld_heap_return(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsigned *foreign_out);
-/* Collects the frees announced on heap's pending list (the caller owns heap). */
+/* Collects the frees announced on heap's pending list and those pushed onto its current
+ * superblocks (the caller owns heap). */
 void ld_heap_collect_pending(heap_t *heap);
 /* Tidies a heap for the purge: its pending frees collected, Hoard's threshold applied, its
  * empty superblocks given to the global heap. mine: the caller owns it; else trylock, false

@@ -181,12 +181,12 @@ unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_
     LD_OWNER_SET(sb->used, sb->used + (int32_t)(n - start));
     if (n == want || pass == 1) break;
     /* The free list is empty: the remote list becomes it, taken whole (the announced flag
-     * stays with whoever holds sb on a pending list). */
+     * stays with whoever holds sb on a pending list, the watched flag with the owner). */
     uint64_t old = atomic_load_explicit(&sb->remote, memory_order_relaxed);
     do {
       if (remote_count(old) == 0) break;
-    } while (!atomic_compare_exchange_weak_explicit(&sb->remote, &old, old & LD_REMOTE_ANNOUNCED, memory_order_acquire,
-                                                    memory_order_relaxed));
+    } while (!atomic_compare_exchange_weak_explicit(&sb->remote, &old, old & (LD_REMOTE_ANNOUNCED | LD_REMOTE_WATCHED),
+                                                    memory_order_acquire, memory_order_relaxed));
     uint64_t count = remote_count(old);
     if (count == 0) break;
     /* used counts the blocks pushed since the owner last looked; remote_seen the others */
@@ -204,6 +204,17 @@ unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_
   return n;
 }
 
+/* Counts the blocks pushed since the owner last looked, given the remote word `old`. */
+static int account_word(sb_t *sb, uint64_t old) {
+  int32_t count = (int32_t)remote_count(old);
+  int32_t fresh = count - sb->remote_seen;
+  if (fresh <= 0) return 0;
+  if (LD_UNLIKELY(fresh > sb->used)) ld_fatal_bad_free("double free (more blocks freed than in use) in the superblock", sb);
+  LD_OWNER_SET(sb->remote_seen, count);
+  LD_OWNER_SET(sb->used, sb->used - fresh);
+  return fresh;
+}
+
 /* Clearing the announced flag releases: the owner's read of sb->pending_next (heap.c) happens
  * before the next announcer's write of it, which acquires through the remote word. */
 int ld_sb_account_remote(sb_t *sb, bool clear_announce) {
@@ -213,13 +224,16 @@ int ld_sb_account_remote(sb_t *sb, bool clear_announce) {
            !atomic_compare_exchange_weak_explicit(&sb->remote, &old, old & ~LD_REMOTE_ANNOUNCED, memory_order_acq_rel,
                                                   memory_order_relaxed)) {
     }
-  int32_t count = (int32_t)remote_count(old);
-  int32_t fresh = count - sb->remote_seen;
-  if (fresh <= 0) return 0;
-  if (LD_UNLIKELY(fresh > sb->used)) ld_fatal_bad_free("double free (more blocks freed than in use) in the superblock", sb);
-  LD_OWNER_SET(sb->remote_seen, count);
-  LD_OWNER_SET(sb->used, sb->used - fresh);
-  return fresh;
+  return account_word(sb, old);
+}
+
+void ld_sb_watch(sb_t *sb) { atomic_fetch_or_explicit(&sb->remote, LD_REMOTE_WATCHED, memory_order_relaxed); }
+
+/* A push that saw the flag set announced nothing and is counted here; one that finds it
+ * cleared announces as usual. The two meet on the remote word, so none is missed. */
+int ld_sb_unwatch(sb_t *sb) {
+  uint64_t old = atomic_fetch_and_explicit(&sb->remote, ~LD_REMOTE_WATCHED, memory_order_acq_rel);
+  return account_word(sb, old);
 }
 
 bool ld_sb_is_announced(const sb_t *sb) {
@@ -231,9 +245,10 @@ bool ld_sb_push_remote_batch(sb_t *sb, ld_block_t *head, ld_block_t *tail, uint3
   uint64_t old = atomic_load_explicit(&sb->remote, memory_order_relaxed), next;
   do {
     ld_set_next(tail, remote_head(sb, old));
-    next = head_word | ((remote_count(old) + n) << LD_REMOTE_COUNT_SHIFT) | LD_REMOTE_ANNOUNCED;
+    uint64_t flags = old & (LD_REMOTE_ANNOUNCED | LD_REMOTE_WATCHED);
+    next = head_word | ((remote_count(old) + n) << LD_REMOTE_COUNT_SHIFT) | (flags ? flags : LD_REMOTE_ANNOUNCED);
   } while (!atomic_compare_exchange_weak_explicit(&sb->remote, &old, next, memory_order_acq_rel, memory_order_relaxed));
-  return (old & LD_REMOTE_ANNOUNCED) == 0;
+  return (old & (LD_REMOTE_ANNOUNCED | LD_REMOTE_WATCHED)) == 0;
 }
 
 void ld_sb_announce(sb_t *sb) {
