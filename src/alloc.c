@@ -157,9 +157,7 @@ static LD_NOINLINE void *malloc_slow(size_t size) {
  * pointers that are not larder's. Every check is made again here, to name the fault. */
 static LD_NOINLINE void free_slow(void *p) {
   if (p == NULL) return;
-  int saved = errno; /* munmap, madvise and the purge below must not show through free */
   free_slow_checked(p);
-  errno = saved;
 }
 
 static void free_slow_checked(void *p) {
@@ -172,16 +170,26 @@ static void free_slow_checked(void *p) {
     if ((sb->kind != LD_KIND_LARGE && sb->kind != LD_KIND_MEDIUM) || p != sb->data)
       ld_fatal_bad_free("invalid free (not the start of a block)", p);
     ld_stat_count(heap, offsetof(ld_stats_t, frees_other));
+    int saved = errno; /* munmap, madvise and mremap must not show through free */
     ld_large_free(sb);
     if (heap != &ld_heap_empty) ld_maintain_poll(heap, ld_os_now_coarse_ns(), false);
+    errno = saved;
     return;
   }
+  /* From here on nothing makes a system call that could set errno, except the maintenance
+   * poll (the purge), which keeps errno itself, and the making of a thread's heap, kept below.
+   * The rest takes locks, reads clocks through the vDSO and moves superblocks between lists
+   * (alloc_errno_kept checks free's errno on every path). */
   if (!ld_sb_is_block_start(sb, p)) ld_fatal_bad_free("invalid free (not the start of a block)", p);
   ld_block_t *b = p;
   if (ld_block_is_free(b)) ld_fatal_bad_free("double free", p);
   /* A thread that only frees gets a heap too: its batches of remote frees and its counters
    * are its own (shared ones would serialise every consumer thread on one cache line). */
-  if (LD_UNLIKELY(heap == &ld_heap_empty) && !(heap = ld_maintain_thread_heap())) heap = &ld_heap_empty;
+  if (LD_UNLIKELY(heap == &ld_heap_empty)) {
+    int saved = errno; /* start-up and a failure to make the heap set it */
+    if (!(heap = ld_maintain_thread_heap())) heap = &ld_heap_empty;
+    errno = saved;
+  }
   if (atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap) {
     /* Only the owner may read bump: beyond it, the block was never handed out. */
     if ((char *)p >= sb->bump) ld_fatal_bad_free("invalid free (block was never allocated)", p);

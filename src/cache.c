@@ -101,7 +101,7 @@ static void remote_send(heap_t *heap, ld_remote_slot_t *slot) {
 }
 
 /* Adds b (tagged) to the batch of its superblock; a batch that reaches its bound goes (true). */
-static bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
+static inline __attribute__((always_inline)) bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
   if (heap == &ld_heap_empty) { /* no heap could be made: a batch of one */
     ld_remote_slot_t one = {.sb = sb, .head = b, .tail = b, .count = 1, .offsets = {(uint16_t)(((uintptr_t)b - (uintptr_t)sb) >> 4)}};
     ld_set_next(b, NULL);
