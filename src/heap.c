@@ -683,7 +683,8 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
     }
     if (cached_owned > heap->u[c])
       VIOLATION("heap %p class %u: %lld bytes cached but u is %lld\n", (void *)heap, c, (long long)cached_owned, (long long)heap->u[c]);
-    if (heap->bins[c].count > heap->bins[c].limit || heap->bins[c].slots[heap->bins[c].limit] != LD_BIN_FULL)
+    if (heap->bins[c].limit == 0 ? heap->bins[c].count != 0 || heap->bins[c].slots[0] != NULL /* not set up */
+                                 : heap->bins[c].count > heap->bins[c].limit || heap->bins[c].slots[heap->bins[c].limit] != LD_BIN_FULL)
       VIOLATION("heap %p class %u: %u blocks cached, limit %u, or its end mark lost\n", (void *)heap, c, heap->bins[c].count, heap->bins[c].limit);
     /* Hoard's invariant (seed 004 §3.1), per size class as its proof has it (§4.1), with K
      * raised by at most LD_BOOST_MAX for classes that ping-pong: the bound stays O(1). */
