@@ -62,8 +62,6 @@ int64_t ld_cache_bytes(const heap_t *heap) {
 
 /* ---- remote frees ---- */
 
-/* Hands slot's batch to its superblock: one CAS; the first batch since the owner looked also
- * announces the superblock to its owner, and helps an owner that seems idle. */
 /* Writes the batch's hint into its first block (internal.h, ld_batch_hint_t): the chain runs
  * from the block appended last to the one appended first. */
 static void batch_hint_write(const ld_remote_slot_t *slot) {
@@ -76,6 +74,9 @@ static void batch_hint_write(const ld_remote_slot_t *slot) {
   for (unsigned i = 0; i < n; i++) hint->after_first[i] = slot->offsets[slot->count - 2 - i];
 }
 
+/* Hands slot's batch to its superblock: one CAS; the first batch since the owner looked also
+ * announces the superblock to its owner (unless the owner allocates from it), and helps an
+ * owner that seems idle. */
 static void remote_send(heap_t *heap, ld_remote_slot_t *slot) {
   sb_t *sb = slot->sb;
   batch_hint_write(slot);
@@ -85,7 +86,7 @@ static void remote_send(heap_t *heap, ld_remote_slot_t *slot) {
   if (heap != &ld_heap_empty) {
     LD_STAT_INC(heap, remote_batches);
     LD_OWNER_SET(heap->remote_blocks, heap->remote_blocks - slot->count);
-    heap->remote_bytes -= slot->bytes;
+    LD_OWNER_SET(heap->remote_bytes, heap->remote_bytes - slot->bytes);
   }
   slot->sb = NULL;
   slot->head = slot->tail = NULL;
@@ -110,9 +111,9 @@ static inline __attribute__((always_inline)) bool remote_append(heap_t *heap, sb
     remote_send(heap, &one);
     return true;
   }
-  /* sb's slot in its set; else an empty one; else the batch appended to longest ago goes
-   * (a thread's frees move on from a superblock when its owner's refills do: the old batches
-   * stop growing, and the largest is more often the one still growing) */
+  /* sb's slot in its set; else an empty one; else the batch appended to longest ago goes: a
+   * thread's frees move on from a superblock when its owner's refills do, and the batches they
+   * leave behind stop growing (evicting the largest instead pushed out the growing ones) */
   ld_remote_slot_t *set = &heap->remote[ld_remote_set(sb)], *slot = NULL, *victim = set;
   for (unsigned w = 0; w < LD_REMOTE_WAYS; w++) {
     if (set[w].sb == sb) {
@@ -138,12 +139,12 @@ static inline __attribute__((always_inline)) bool remote_append(heap_t *heap, sb
   slot->count++;
   slot->bytes += sb->block_size;
   LD_OWNER_SET(heap->remote_blocks, heap->remote_blocks + 1);
-  heap->remote_bytes += sb->block_size;
+  LD_OWNER_SET(heap->remote_bytes, heap->remote_bytes + sb->block_size);
   LD_STAT_ADD(heap, remote_sent_bytes, sb->block_size);
   if (slot->count >= LD_REMOTE_BATCH || slot->bytes >= LD_REMOTE_BATCH_BYTES) {
     remote_send(heap, slot), sent = true;
   } else if (heap->remote_bytes > LD_REMOTE_PENDING_BYTES) {
-    /* the buffer holds enough: the set's largest batch goes (most often the one growing) */
+    /* the buffer holds enough: the set's largest batch goes, the most blocks for one CAS */
     ld_remote_slot_t *largest = set;
     for (unsigned w = 1; w < LD_REMOTE_WAYS; w++)
       if (set[w].bytes > largest->bytes) largest = &set[w];
