@@ -106,7 +106,7 @@ static void remote_send(heap_t *heap, ld_remote_slot_t *slot) {
 /* Adds b (tagged) to the batch of its superblock; a batch that reaches its bound goes (true). */
 static inline __attribute__((always_inline)) bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
   if (heap == &ld_heap_empty) { /* no heap could be made: a batch of one */
-    ld_remote_slot_t one = {.sb = sb, .head = b, .tail = b, .count = 1, .offsets = {(uint16_t)(((uintptr_t)b - (uintptr_t)sb) >> 4)}};
+    ld_remote_slot_t one = {.sb = sb, .head = b, .tail = b, .count = 1, .offsets = {ld_batch_offset(sb, b)}};
     ld_set_next(b, NULL);
     remote_send(heap, &one);
     return true;
@@ -132,7 +132,7 @@ static inline __attribute__((always_inline)) bool remote_append(heap_t *heap, sb
   if (!heap->remote_blocks && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX)
     ld_due_note(ld_os_now_coarse_ns());
   ld_set_next(b, slot->head);
-  slot->offsets[slot->count] = (uint16_t)(((uintptr_t)b - (uintptr_t)sb) >> 4);
+  slot->offsets[slot->count] = ld_batch_offset(sb, b);
   if (!slot->count) slot->tail = b;
   slot->head = b;
   slot->last_append = ++heap->remote_appends;

@@ -253,11 +253,9 @@ static uint64_t heap_process_pending(heap_t *heap) {
     } else {
       int n = ld_sb_account_remote(sb, true);
       if (n) {
-        unsigned c = sb->size_class;
-        LD_OWNER_ADD(heap->u[c], -((int64_t)n * sb->block_size));
-        LD_STAT_ADD(heap, remote_taken_bytes, (size_t)n * sb->block_size);
+        heap_count_remote(heap, sb, n);
         heap_regroup(heap, sb);
-        classes |= (uint64_t)1 << c;
+        classes |= (uint64_t)1 << sb->size_class;
       }
     }
     sb = next;
@@ -375,10 +373,9 @@ void ld_heap_return(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsi
   sb_t *run = NULL;
   ld_block_t *head = NULL, *tail = NULL;
   int32_t in_run = 0;
-  const uintptr_t mask = ld_sb_mask;
   for (unsigned i = 0; i < n; i++) {
     ld_block_t *b = blocks[i];
-    sb_t *sb = (sb_t *)(((uintptr_t)b - 1) & mask); /* ld_sb_of */
+    sb_t *sb = ld_sb_of(b);
     if (sb != run) { /* within a run the owner is known: it changes only under this lock */
       if (LD_UNLIKELY(atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap)) {
         blocks[foreign++] = b; /* its superblock was given away while the block was cached */

@@ -380,6 +380,9 @@ typedef struct ld_batch_hint_s {
   uint16_t count, last;
   uint16_t after_first[];
 } ld_batch_hint_t;
+/* A block's place in its superblock as a hint and the slots record it (16-byte units), and back. */
+static inline uint16_t ld_batch_offset(const sb_t *sb, const void *b) { return (uint16_t)(((uintptr_t)b - (uintptr_t)sb) >> 4); }
+static inline ld_block_t *ld_batch_block(const sb_t *sb, unsigned offset) { return (ld_block_t *)((uintptr_t)sb + ((uintptr_t)offset << 4)); }
 static inline unsigned ld_batch_hint_room(uint32_t block_size) {
 #ifdef LARDER_HARDENED
   (void)block_size;

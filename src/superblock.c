@@ -141,7 +141,7 @@ static inline int32_t sb_listed_blocks(const sb_t *sb) {
 static void remote_prefetch(sb_t *sb, const ld_block_t *head, uint64_t total) {
   unsigned room = ld_batch_hint_room(sb->block_size);
   if (!room) return;
-  uintptr_t base = (uintptr_t)sb, units = ld_sb_size >> 4;
+  uintptr_t units = ld_sb_size >> 4;
   uint64_t seen = 0;
   while (head && seen < total && seen < HINT_PREFETCH_MAX) {
     const ld_batch_hint_t *hint = (const ld_batch_hint_t *)head;
@@ -151,14 +151,14 @@ static void remote_prefetch(sb_t *sb, const ld_block_t *head, uint64_t total) {
     for (unsigned i = 0; i < n; i++) {
       unsigned off = hint->after_first[i];
       if (off >= units) return;
-      ld_prefetch_for_write((const void *)(base + ((uintptr_t)off << 4)));
+      ld_prefetch_for_write(ld_batch_block(sb, off));
     }
     seen += count;
     /* the next batch starts after this one's last block */
-    const ld_block_t *tail = (const ld_block_t *)(base + ((uintptr_t)last << 4));
+    const ld_block_t *tail = ld_batch_block(sb, last);
     ld_prefetch_for_write(tail);
     head = tail->next;
-    if (((uintptr_t)head ^ base) >= ld_sb_size) return;
+    if (((uintptr_t)head ^ (uintptr_t)sb) >= ld_sb_size) return;
   }
 }
 
