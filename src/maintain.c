@@ -162,13 +162,15 @@ static _Atomic size_t thread_runs, thread_bytes, thread_starts;
 static size_t purge_run_locked(uint64_t now, bool all) {
   heap_t *mine = ld_heap_tls;
   bool busy = false;
-  for (heap_t *h = ld_heaps_first(); h; h = h->next_heap) {
-    if (!ld_heap_tidy(h, h == mine)) busy = true;
-    /* A thread that stopped calling keeps its batches of remote frees: they go now. */
-    if (h != mine && LD_READ(h->remote_blocks) && __atomic_load_n(&h->live, __ATOMIC_RELAXED) &&
+  /* A thread that stopped calling keeps its batches of remote frees: they go first, so the
+   * owners' tidies below count them in this run (sent after an owner's tidy, a batch waited
+   * a whole delay more). */
+  for (heap_t *h = ld_heaps_first(); h; h = h->next_heap)
+    if (h != mine && LD_READ(h->remote_bytes) && __atomic_load_n(&h->live, __ATOMIC_RELAXED) &&
         now - LD_READ(h->last_slow_ns) >= purge_delay_ns() && !ld_cache_send_idle_batches(h))
       busy = true;
-  }
+  for (heap_t *h = ld_heaps_first(); h; h = h->next_heap)
+    if (!ld_heap_tidy(h, h == mine)) busy = true;
   ld_global_tidy();
   size_t released = ld_segment_purge(now, all) + ld_large_purge(now, all);
   uint64_t next = UINT64_MAX, t;
