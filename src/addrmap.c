@@ -18,27 +18,17 @@
 #include <errno.h>
 #include <stdatomic.h>
 
-#define ADDR_BITS      48
-#define LEAF_SHIFT     16                          /* granules per leaf: 2^16 */
+#define ADDR_BITS      LD_ADDRMAP_ADDR_BITS
+#define LEAF_SHIFT     LD_ADDRMAP_LEAF_SHIFT       /* granules per leaf: 2^16 */
 #define LEAF_GRANULES  ((uintptr_t)1 << LEAF_SHIFT)
-#define LEAF_WORDS     (LEAF_GRANULES / 64)        /* 1024 words: 8 KiB */
-
-/* Two bits per granule, in two arrays: owned (larder's now), and released (larder's once, given
- * back to the OS since: a pointer there is most likely a use after free or a double free). */
-typedef struct leaf_s {
-  _Atomic uint64_t bits[LEAF_WORDS];
-  _Atomic uint64_t released[LEAF_WORDS];
-} leaf_t;
+#define LEAF_WORDS     LD_ADDRMAP_LEAF_WORDS       /* 1024 words: 8 KiB */
+typedef ld_addrmap_leaf_t leaf_t;
 #define LEAF_BYTES     sizeof(leaf_t)
 
 #pragma GCC visibility push(hidden)
 
-static struct {
-  unsigned shift;                  /* g */
-  size_t root_slots;
-  _Atomic(_Atomic(leaf_t *) *) root; /* NULL until init */
-  _Atomic size_t leaves;
-} map;
+ld_addrmap_t ld_addrmap;
+#define map ld_addrmap
 
 int ld_addrmap_init(size_t granule) {
   if (granule < 4096 || granule > ((size_t)1 << 30) || (granule & (granule - 1))) return EINVAL;
@@ -131,21 +121,7 @@ void ld_addrmap_remove(const void *base, size_t bytes) {
 }
 
 /* The leaf holding address a and the granule's index in it; NULL when none. */
-static inline leaf_t *leaf_of(uintptr_t a, size_t *bit) {
-  if (a >= ((uintptr_t)1 << ADDR_BITS)) return NULL;
-  _Atomic(leaf_t *) *root = atomic_load_explicit(&map.root, memory_order_acquire);
-  if (!root) return NULL;
-  uintptr_t g = a >> map.shift;
-  *bit = (size_t)(g & (LEAF_GRANULES - 1));
-  return atomic_load_explicit(&root[g >> LEAF_SHIFT], memory_order_acquire);
-}
-
-bool ld_addrmap_contains(const void *p) {
-  size_t bit;
-  leaf_t *leaf = leaf_of((uintptr_t)p, &bit);
-  if (!leaf) return false;
-  return (atomic_load_explicit(&leaf->bits[bit / 64], memory_order_acquire) >> (bit % 64)) & 1;
-}
+static inline leaf_t *leaf_of(uintptr_t a, size_t *bit) { return ld_addrmap_leaf_of(a, bit); }
 
 ld_addr_state_t ld_addrmap_state(const void *p) {
   size_t bit;

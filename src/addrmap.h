@@ -34,6 +34,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #pragma GCC visibility push(hidden)
@@ -51,8 +52,42 @@ int  ld_addrmap_add(const void *base, size_t bytes);
  * add. Leaves stay mapped. */
 void ld_addrmap_remove(const void *base, size_t bytes);
 
+/* The map itself, for the lookup below, which free's slow path inlines (a call and its
+ * saved registers were a third of it). Written by addrmap.c only. */
+#define LD_ADDRMAP_ADDR_BITS 48
+#define LD_ADDRMAP_LEAF_SHIFT 16 /* granules per leaf: 2^16 */
+#define LD_ADDRMAP_LEAF_WORDS (((uintptr_t)1 << LD_ADDRMAP_LEAF_SHIFT) / 64)
+/* Two bits per granule, in two arrays: owned (larder's now), and released (larder's once, given
+ * back to the OS since: a pointer there is most likely a use after free or a double free). */
+typedef struct ld_addrmap_leaf_s {
+  _Atomic uint64_t bits[LD_ADDRMAP_LEAF_WORDS];
+  _Atomic uint64_t released[LD_ADDRMAP_LEAF_WORDS];
+} ld_addrmap_leaf_t;
+typedef struct ld_addrmap_s {
+  unsigned shift; /* log2 of the granule */
+  size_t root_slots;
+  _Atomic(_Atomic(ld_addrmap_leaf_t *) *) root; /* NULL until init */
+  _Atomic size_t leaves;
+} ld_addrmap_t;
+extern ld_addrmap_t ld_addrmap __attribute__((visibility("hidden")));
+
+/* The leaf holding address a and the granule's index in it; NULL when none. */
+static inline ld_addrmap_leaf_t *ld_addrmap_leaf_of(uintptr_t a, size_t *bit) {
+  if (a >= ((uintptr_t)1 << LD_ADDRMAP_ADDR_BITS)) return NULL;
+  _Atomic(ld_addrmap_leaf_t *) *root = atomic_load_explicit(&ld_addrmap.root, memory_order_acquire);
+  if (!root) return NULL;
+  uintptr_t g = a >> ld_addrmap.shift;
+  *bit = (size_t)(g & (((uintptr_t)1 << LD_ADDRMAP_LEAF_SHIFT) - 1));
+  return atomic_load_explicit(&root[g >> LD_ADDRMAP_LEAF_SHIFT], memory_order_acquire);
+}
+
 /* True when p lies in a granule larder owns. */
-bool ld_addrmap_contains(const void *p);
+static inline bool ld_addrmap_contains(const void *p) {
+  size_t bit;
+  ld_addrmap_leaf_t *leaf = ld_addrmap_leaf_of((uintptr_t)p, &bit);
+  if (!leaf) return false;
+  return (atomic_load_explicit(&leaf->bits[bit / 64], memory_order_acquire) >> (bit % 64)) & 1;
+}
 
 /* What p's granule is: larder's now; larder's before, given back to the OS since (a free or
  * realloc through such a pointer is a double free or a use after free, unless the program
