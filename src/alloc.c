@@ -59,7 +59,6 @@ static inline void *api_result(void *p, int saved) {
 
 static LD_NOINLINE void *malloc_slow(size_t size);
 static LD_NOINLINE void free_slow(void *p);
-static void free_slow_checked(void *p);
 
 void *larder_malloc(size_t size) {
   heap_t *heap = ld_heap_tls;
@@ -156,59 +155,75 @@ static LD_NOINLINE void *malloc_slow(size_t size) {
 
 /* Every free the fast path did not take: a full bin, a block of another heap's superblock
  * (or of one of the thread's own that the table does not list), medium and large spans, and
- * pointers that are not larder's. Every check is made again here, to name the fault. */
-static LD_NOINLINE void free_slow(void *p) {
-  if (p == NULL) return;
-  free_slow_checked(p);
+ * pointers that are not larder's. Every check is made again here, to name the fault. The
+ * common case, a small block of another heap's superblock, runs straight through free_slow;
+ * the others leave it for functions of their own, so that it saves no registers for them.
+ *
+ * errno: from the checks on, nothing makes a system call that could set it, except the
+ * maintenance poll (the purge), which keeps errno itself, the making of a thread's heap and
+ * the freeing of spans, kept below. The rest takes locks, reads clocks through the vDSO and
+ * moves superblocks between lists (alloc_errno_kept checks free's errno on every path). */
+
+static LD_NOINLINE void free_span(heap_t *heap, sb_t *sb, void *p) {
+  if (sb->kind == LD_KIND_LARGE_CACHED || sb->kind == LD_KIND_FREED) ld_fatal_bad_free("double free", p);
+  if ((sb->kind != LD_KIND_LARGE && sb->kind != LD_KIND_MEDIUM) || p != sb->data)
+    ld_fatal_bad_free("invalid free (not the start of a block)", p);
+  ld_stat_count(heap, offsetof(ld_stats_t, frees_other));
+  int saved = errno; /* munmap, madvise and mremap must not show through free */
+  ld_large_free(sb);
+  if (heap != &ld_heap_empty) ld_maintain_poll(heap, ld_os_now_coarse_ns(), false);
+  errno = saved;
 }
 
-static void free_slow_checked(void *p) {
-  if (LD_UNLIKELY(!ld_addrmap_contains_header(p))) not_owned("free", p);
-  sb_t *sb = ld_sb_of(p);
-  if (sb->magic != LD_SB_MAGIC) ld_fatal_bad_free("invalid free (not a block from larder)", p);
-  heap_t *heap = ld_heap_tls;
-  if (sb->kind != LD_KIND_SMALL) {
-    if (sb->kind == LD_KIND_LARGE_CACHED || sb->kind == LD_KIND_FREED) ld_fatal_bad_free("double free", p);
-    if ((sb->kind != LD_KIND_LARGE && sb->kind != LD_KIND_MEDIUM) || p != sb->data)
-      ld_fatal_bad_free("invalid free (not the start of a block)", p);
-    ld_stat_count(heap, offsetof(ld_stats_t, frees_other));
-    int saved = errno; /* munmap, madvise and mremap must not show through free */
-    ld_large_free(sb);
-    if (heap != &ld_heap_empty) ld_maintain_poll(heap, ld_os_now_coarse_ns(), false);
-    errno = saved;
-    return;
-  }
-  /* From here on nothing makes a system call that could set errno, except the maintenance
-   * poll (the purge), which keeps errno itself, and the making of a thread's heap, kept below.
-   * The rest takes locks, reads clocks through the vDSO and moves superblocks between lists
-   * (alloc_errno_kept checks free's errno on every path). */
-  if (!ld_sb_is_block_start(sb, p)) ld_fatal_bad_free("invalid free (not the start of a block)", p);
-  ld_block_t *b = p;
-  if (ld_block_is_free(b)) ld_fatal_bad_free("double free", p);
+static LD_NOINLINE void free_remote_sent(heap_t *heap) { ld_maintain_poll(heap, ld_os_now_coarse_ns(), false); }
+
+/* A checked small block that is the thread's own, or freed by a thread without a heap yet. */
+static LD_NOINLINE void free_small_own(heap_t *heap, sb_t *sb, ld_block_t *b) {
   /* A thread that only frees gets a heap too: its batches of remote frees and its counters
    * are its own (shared ones would serialise every consumer thread on one cache line). */
-  if (LD_UNLIKELY(heap == &ld_heap_empty)) {
+  if (heap == &ld_heap_empty) {
     int saved = errno; /* start-up and a failure to make the heap set it */
     if (!(heap = ld_maintain_thread_heap())) heap = &ld_heap_empty;
     errno = saved;
   }
-  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap) {
-    /* Only the owner may read bump: beyond it, the block was never handed out. */
-    if ((char *)p >= sb->bump) ld_fatal_bad_free("invalid free (block was never allocated)", p);
+  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap) {
     b->tag = ld_tag(b);
-    ld_bin_t *bin = &heap->bins[sb->size_class];
-    if (bin->count < bin->limit) {
-      ld_cache_free_owned(heap, sb, b);
-    } else { /* half the bin goes back: a slow path */
-      uint64_t now = ld_os_now_coarse_ns();
-      LD_OWNER_SET(heap->last_slow_ns, now);
-      ld_cache_free_owned(heap, sb, b);
-      ld_maintain_poll(heap, now, false);
-    }
-  } else {
-    b->tag = ld_tag(b);
-    if (ld_cache_free_remote(heap, sb, b) && heap != &ld_heap_empty) ld_maintain_poll(heap, ld_os_now_coarse_ns(), false);
+    if (ld_cache_free_remote(heap, sb, b) && heap != &ld_heap_empty) free_remote_sent(heap);
+    return;
   }
+  /* Only the owner may read bump: beyond it, the block was never handed out. */
+  if ((char *)b >= sb->bump) ld_fatal_bad_free("invalid free (block was never allocated)", b);
+  b->tag = ld_tag(b);
+  ld_bin_t *bin = &heap->bins[sb->size_class];
+  if (bin->count < bin->limit) {
+    ld_cache_free_owned(heap, sb, b);
+  } else { /* half the bin goes back: a slow path */
+    uint64_t now = ld_os_now_coarse_ns();
+    LD_OWNER_SET(heap->last_slow_ns, now);
+    ld_cache_free_owned(heap, sb, b);
+    ld_maintain_poll(heap, now, false);
+  }
+}
+
+static LD_NOINLINE void free_slow(void *p) {
+  if (p == NULL) return;
+  if (LD_UNLIKELY(!ld_addrmap_contains_header(p))) not_owned("free", p);
+  sb_t *sb = ld_sb_of(p);
+  if (sb->magic != LD_SB_MAGIC) ld_fatal_bad_free("invalid free (not a block from larder)", p);
+  heap_t *heap = ld_heap_tls;
+  if (LD_UNLIKELY(sb->kind != LD_KIND_SMALL)) {
+    free_span(heap, sb, p);
+    return;
+  }
+  if (!ld_sb_is_block_start(sb, p)) ld_fatal_bad_free("invalid free (not the start of a block)", p);
+  ld_block_t *b = p;
+  if (ld_block_is_free(b)) ld_fatal_bad_free("double free", p);
+  if (LD_UNLIKELY(heap == &ld_heap_empty || atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap)) {
+    free_small_own(heap, sb, b);
+    return;
+  }
+  b->tag = ld_tag(b);
+  if (ld_cache_free_remote(heap, sb, b)) free_remote_sent(ld_heap_tls);
 }
 
 /* ---------------------------------------------------------------------------------------- */
