@@ -64,8 +64,8 @@ int64_t ld_cache_bytes(const heap_t *heap) {
 
 /* Writes the batch's hint into its first block (internal.h, ld_batch_hint_t): the chain runs
  * from the block appended last to the one appended first. */
-static void batch_hint_write(const ld_remote_slot_t *slot) {
-  unsigned room = ld_batch_hint_room(slot->sb->block_size);
+static void batch_hint_write(const ld_remote_slot_t *slot, const sb_t *sb) {
+  unsigned room = ld_batch_hint_room(sb->block_size);
   if (!room) return;
   ld_batch_hint_t *hint = (ld_batch_hint_t *)slot->head;
   unsigned n = slot->count - 1 < room ? slot->count - 1 : room;
@@ -77,18 +77,18 @@ static void batch_hint_write(const ld_remote_slot_t *slot) {
 /* Hands slot's batch to its superblock: one CAS; the first batch since the owner looked also
  * announces the superblock to its owner (unless the owner allocates from it), and helps an
  * owner that seems idle. */
-static void remote_send(heap_t *heap, ld_remote_slot_t *slot) {
-  sb_t *sb = slot->sb;
-  batch_hint_write(slot);
+static void remote_send(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot) {
+  batch_hint_write(slot, sb);
   /* sb's owner is read before the push: after it, sb may be freed (internal.h) */
   heap_t *owner = atomic_load_explicit(&sb->owner, memory_order_relaxed);
   bool announce = ld_sb_push_remote_batch(sb, slot->head, slot->tail, slot->count);
   if (heap != &ld_heap_empty) {
     LD_STAT_INC(heap, remote_batches);
-    LD_OWNER_SET(heap->remote_blocks, heap->remote_blocks - slot->count);
+    /* counted per batch; the statistics add the bytes still in the buffer (heap.c) */
+    LD_STAT_ADD(heap, remote_sent_bytes, slot->bytes);
     LD_OWNER_SET(heap->remote_bytes, heap->remote_bytes - slot->bytes);
+    heap->remote_sb[slot - heap->remote] = NULL;
   }
-  slot->sb = NULL;
   slot->head = slot->tail = NULL;
   slot->count = slot->bytes = 0;
   uint64_t now = ld_os_now_coarse_ns();
@@ -103,33 +103,37 @@ static void remote_send(heap_t *heap, ld_remote_slot_t *slot) {
   ld_heap_help_idle_owner(heap, owner, now);
 }
 
-/* Adds b (tagged) to the batch of its superblock; a batch that reaches its bound goes (true). */
-static inline __attribute__((always_inline)) bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
+/* Adds b (tagged) to the batch of its superblock when the common case below does not: sb has
+ * no batch in its set yet, or the batch or the buffer reaches its bound. true: a batch went. */
+static LD_NOINLINE bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
   if (heap == &ld_heap_empty) { /* no heap could be made: a batch of one */
-    ld_remote_slot_t one = {.sb = sb, .head = b, .tail = b, .count = 1, .offsets = {ld_batch_offset(sb, b)}};
+    ld_remote_slot_t one = {.head = b, .tail = b, .count = 1, .offsets = {ld_batch_offset(sb, b)}};
     ld_set_next(b, NULL);
-    remote_send(heap, &one);
+    remote_send(heap, sb, &one);
     return true;
   }
   /* sb's slot in its set; else an empty one; else the batch appended to longest ago goes: a
    * thread's frees move on from a superblock when its owner's refills do, and the batches they
    * leave behind stop growing (evicting the largest instead pushed out the growing ones) */
-  ld_remote_slot_t *set = &heap->remote[ld_remote_set(sb)], *slot = NULL, *victim = set;
+  unsigned set = ld_remote_set(sb);
+  ld_remote_slot_t *slot = NULL, *victim = &heap->remote[set];
   for (unsigned w = 0; w < LD_REMOTE_WAYS; w++) {
-    if (set[w].sb == sb) {
-      slot = &set[w];
+    ld_remote_slot_t *s = &heap->remote[set + w];
+    if (heap->remote_sb[set + w] == sb) {
+      slot = s;
       break;
     }
-    if (victim->count && (!set[w].count || (int32_t)(set[w].last_append - victim->last_append) < 0)) victim = &set[w];
+    if (victim->count && (!s->count || (int32_t)(s->last_append - victim->last_append) < 0)) victim = s;
   }
   bool sent = false;
   if (!slot) {
     slot = victim;
-    if (slot->count) remote_send(heap, slot), sent = true;
-    slot->sb = sb;
+    unsigned i = (unsigned)(slot - heap->remote);
+    if (slot->count) remote_send(heap, heap->remote_sb[i], slot), sent = true;
+    heap->remote_sb[i] = sb;
   }
   /* sent by the purge if the thread idles: make sure a purge is due (a clock read only then) */
-  if (!heap->remote_blocks && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX)
+  if (!heap->remote_bytes && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX)
     ld_due_note(ld_os_now_coarse_ns());
   ld_set_next(b, slot->head);
   slot->offsets[slot->count] = ld_batch_offset(sb, b);
@@ -138,17 +142,15 @@ static inline __attribute__((always_inline)) bool remote_append(heap_t *heap, sb
   slot->last_append = ++heap->remote_appends;
   slot->count++;
   slot->bytes += sb->block_size;
-  LD_OWNER_SET(heap->remote_blocks, heap->remote_blocks + 1);
   LD_OWNER_SET(heap->remote_bytes, heap->remote_bytes + sb->block_size);
-  LD_STAT_ADD(heap, remote_sent_bytes, sb->block_size);
   if (slot->count >= LD_REMOTE_BATCH || slot->bytes >= LD_REMOTE_BATCH_BYTES) {
-    remote_send(heap, slot), sent = true;
+    remote_send(heap, sb, slot), sent = true;
   } else if (heap->remote_bytes > LD_REMOTE_PENDING_BYTES) {
     /* the buffer holds enough: the set's largest batch goes, the most blocks for one CAS */
-    ld_remote_slot_t *largest = set;
+    unsigned largest = set;
     for (unsigned w = 1; w < LD_REMOTE_WAYS; w++)
-      if (set[w].bytes > largest->bytes) largest = &set[w];
-    remote_send(heap, largest), sent = true;
+      if (heap->remote[set + w].bytes > heap->remote[largest].bytes) largest = set + w;
+    remote_send(heap, heap->remote_sb[largest], &heap->remote[largest]), sent = true;
   }
   return sent;
 }
@@ -159,20 +161,34 @@ static inline __attribute__((always_inline)) bool remote_append(heap_t *heap, sb
  * fence: a few instructions on a path that is already slow), and the purge, which is rare,
  * pays for the fence on both sides with membarrier() (os.c). If the owner finds the purge at
  * work, it waits the few microseconds the purge takes to send at most LD_REMOTE_SLOTS batches. */
-static void remote_enter(heap_t *heap) {
+static LD_NOINLINE void remote_wait_for_purge(heap_t *heap) {
   for (;;) {
-    LD_OWNER_SET(heap->remote_busy, 1);
-    atomic_signal_fence(memory_order_seq_cst); /* the purge's membarrier makes this a fence */
-    if (LD_LIKELY(!__atomic_load_n(&heap->remote_draining, __ATOMIC_ACQUIRE))) return;
     LD_OWNER_SET(heap->remote_busy, 0);
     while (__atomic_load_n(&heap->remote_draining, __ATOMIC_ACQUIRE)) ld_os_yield();
+    LD_OWNER_SET(heap->remote_busy, 1);
+    atomic_signal_fence(memory_order_seq_cst);
+    if (!__atomic_load_n(&heap->remote_draining, __ATOMIC_ACQUIRE)) return;
   }
+}
+static inline void remote_enter(heap_t *heap) {
+  LD_OWNER_SET(heap->remote_busy, 1);
+  atomic_signal_fence(memory_order_seq_cst); /* the purge's membarrier makes this a fence */
+  if (LD_UNLIKELY(__atomic_load_n(&heap->remote_draining, __ATOMIC_ACQUIRE))) remote_wait_for_purge(heap);
 }
 static void remote_leave(heap_t *heap) {
   atomic_signal_fence(memory_order_seq_cst);
   __atomic_store_n(&heap->remote_busy, 0, __ATOMIC_RELEASE);
 }
 
+static LD_NOINLINE bool remote_append_and_leave(heap_t *heap, sb_t *sb, ld_block_t *b) {
+  bool sent = remote_append(heap, sb, b);
+  remote_leave(heap);
+  return sent;
+}
+
+/* The common remote free is the top of this function: sb's batch is in its set (one line of
+ * remote_sb read) and stays under its bounds and the buffer's; the block joins it with a
+ * dozen stores to the thread's own lines and no call. */
 bool ld_cache_free_remote(heap_t *heap, sb_t *sb, ld_block_t *b) {
   if (heap == &ld_heap_empty) {
     ld_stat_count(heap, offsetof(ld_stats_t, remote_frees));
@@ -182,21 +198,39 @@ bool ld_cache_free_remote(heap_t *heap, sb_t *sb, ld_block_t *b) {
   LD_STAT_INC(heap, remote_frees);
   LD_STAT_INC(heap, frees_other);
   remote_enter(heap);
-  bool sent = remote_append(heap, sb, b);
-  remote_leave(heap);
-  return sent;
+  unsigned set = ld_remote_set(sb);
+  sb_t *const *tags = &heap->remote_sb[set];
+  unsigned w = 0;
+  while (w < LD_REMOTE_WAYS && tags[w] != sb) w++;
+  if (LD_LIKELY(w < LD_REMOTE_WAYS)) {
+    ld_remote_slot_t *slot = &heap->remote[set + w];
+    uint32_t size = sb->block_size;
+    if (LD_LIKELY(slot->count + 1 < LD_REMOTE_BATCH && slot->bytes + size < LD_REMOTE_BATCH_BYTES &&
+                  heap->remote_bytes + size <= LD_REMOTE_PENDING_BYTES)) {
+      ld_set_next(b, slot->head);
+      slot->offsets[slot->count] = ld_batch_offset(sb, b);
+      slot->head = b;
+      slot->last_append = ++heap->remote_appends;
+      slot->count++;
+      slot->bytes += size;
+      LD_OWNER_SET(heap->remote_bytes, heap->remote_bytes + size);
+      remote_leave(heap);
+      return false;
+    }
+  }
+  return remote_append_and_leave(heap, sb, b);
 }
 
 static void remote_send_all(heap_t *heap) {
-  if (!heap->remote_blocks) return;
+  if (!heap->remote_bytes) return;
   remote_enter(heap);
   for (unsigned i = 0; i < LD_REMOTE_SLOTS; i++)
-    if (heap->remote[i].count) remote_send(heap, &heap->remote[i]);
+    if (heap->remote[i].count) remote_send(heap, heap->remote_sb[i], &heap->remote[i]);
   remote_leave(heap);
 }
 
 bool ld_cache_send_idle_batches(heap_t *heap) {
-  if (!LD_READ(heap->remote_blocks)) return true;
+  if (!LD_READ(heap->remote_bytes)) return true;
   __atomic_store_n(&heap->remote_draining, 1, __ATOMIC_SEQ_CST);
   bool sent = false;
   int fence = ld_os_fence_all_threads();
@@ -204,7 +238,7 @@ bool ld_cache_send_idle_batches(heap_t *heap) {
     sent = true; /* the kernel cannot fence other threads: the batches wait for their owner */
   } else if (!__atomic_load_n(&heap->remote_busy, __ATOMIC_ACQUIRE)) {
     for (unsigned i = 0; i < LD_REMOTE_SLOTS; i++)
-      if (heap->remote[i].count) remote_send(heap, &heap->remote[i]);
+      if (heap->remote[i].count) remote_send(heap, heap->remote_sb[i], &heap->remote[i]);
     sent = true;
   }
   __atomic_store_n(&heap->remote_draining, 0, __ATOMIC_RELEASE);

@@ -356,8 +356,7 @@ static inline uintptr_t ld_owned_entry(const sb_t *sb) {
 #define LD_REMOTE_BATCH 64
 #define LD_REMOTE_BATCH_BYTES 16384
 #define LD_REMOTE_PENDING_BYTES 262144
-typedef struct ld_remote_slot_s {
-  sb_t *sb;
+typedef struct ld_remote_slot_s { /* its superblock: heap->remote_sb */
   ld_block_t *head, *tail;
   uint32_t count;
   uint32_t bytes;
@@ -416,10 +415,12 @@ typedef struct heap_s {
   uintptr_t owned[LD_OWNED_SLOTS];     /* ld_owned_entry(sb); written under the heap lock */
   ld_bin_t *bin_of[LD_SMALL_LIMIT / 16 + 1]; /* (size + 15) / 16 -> its class's bin */
   ld_stats_t stats;
+  /* each slot's superblock (NULL: the slot is empty), apart from the slots so that a free
+   * finds its batch reading one line, a set's four superblocks */
+  _Alignas(64) sb_t *remote_sb[LD_REMOTE_SLOTS];
   ld_remote_slot_t remote[LD_REMOTE_SLOTS];
   uint32_t remote_appends;             /* blocks appended to the buffer (wraps): its clock */
-  uint32_t remote_blocks;              /* blocks waiting in remote[] */
-  uint32_t remote_bytes;               /* and their bytes (at most LD_REMOTE_PENDING_BYTES or so) */
+  uint32_t remote_bytes;               /* bytes waiting in remote[] (at most LD_REMOTE_PENDING_BYTES or so) */
   int remote_busy;                     /* the owner is in its remote buffer (cache.c) */
   int remote_draining;                 /* the purge is sending an idle owner's batches */
   struct heap_s *help_owner;           /* the heap this thread last sent batches to, */
