@@ -140,7 +140,7 @@ typedef struct sb_s {
   uint8_t size_class, kind, purged;
   uint32_t block_size;
   uint32_t capacity;
-  uint64_t reciprocal;         /* ceil(2^40 / block_size): block index without a division */
+  uint64_t divisor_magic;      /* UINT64_MAX / block_size + 1: divisibility without a division */
   char *data;                  /* first block (spans: the user pointer) */
   _Atomic(struct heap_s *) owner;
   void *map_base;              /* large span: the mapping */
@@ -229,12 +229,19 @@ extern size_t ld_medium_max;       /* largest span carved from segments (large.c
  * aligned to S or more keep its header in the S-chunk just below the user pointer. */
 static inline sb_t *ld_sb_of(const void *p) { return (sb_t *)(((uintptr_t)p - 1) & ld_sb_mask); }
 
-/* True when p is the start of a block of sb that has been carved (the owner's view: bump is
- * the owner's). The slow paths' full check; the fast path has a cheaper one (ld_bin_t). */
+/* True when p is the start of one of sb's blocks (whether carved yet is the owner's to say:
+ * bump is the owner's). The offset from the first block, below capacity x size (p below the
+ * first block wraps to above it), is a multiple of the size when offset x magic, modulo 2^64,
+ * is below magic (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019:
+ * exact for offsets and sizes below 2^32); the bins use the same test (ld_bin_t). */
+static inline bool ld_sb_is_block_start(const sb_t *sb, const void *p);
+/* The blocks carved so far: a multiply for the division (the same paper: exact below 2^32). */
+static inline uint32_t ld_sb_carved(const sb_t *sb) {
+  return (uint32_t)(((unsigned __int128)(uint64_t)(sb->bump - sb->data) * sb->divisor_magic) >> 64);
+}
 static inline bool ld_sb_is_block_start(const sb_t *sb, const void *p) {
-  uintptr_t offset = (uintptr_t)p - (uintptr_t)sb->data;
-  return (uintptr_t)p >= (uintptr_t)sb->data && offset < (uintptr_t)sb->capacity * sb->block_size &&
-         ((offset * sb->reciprocal) >> 40) * sb->block_size == offset;
+  uint64_t offset = (uintptr_t)p - (uintptr_t)sb->data;
+  return offset < (uint64_t)sb->capacity * sb->block_size && offset * sb->divisor_magic < sb->divisor_magic;
 }
 
 /* superblock.c */

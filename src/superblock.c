@@ -73,7 +73,7 @@ void ld_sb_format(sb_t *sb, unsigned cls) {
   sb->remote_seen = 0;
   LD_OWNER_SET(sb->block_size, bs);
   sb->capacity = ld_class_capacity[cls];
-  sb->reciprocal = (((uint64_t)1 << 40) + bs - 1) / bs;
+  sb->divisor_magic = UINT64_MAX / bs + 1;
   sb->data = (char *)sb + ld_class_first[cls];
   sb->bump = sb->data;
   sb->magic = LD_SB_MAGIC;
@@ -98,13 +98,14 @@ static inline ld_block_t *remote_head(const sb_t *sb, uint64_t w) {
  * as every free block is, so that a free of a block still in a cache is caught as a double
  * free. It stops short of `want` only at the superblock's end. */
 static unsigned sb_carve(sb_t *sb, void **out, unsigned want) {
-  char *end = sb->data + (size_t)sb->capacity * sb->block_size;
-  unsigned n = 0;
-  while (n < want && sb->bump + (size_t)(n + 1) * sb->block_size <= end) n++;
+  uint32_t left = sb->capacity - ld_sb_carved(sb);
+  unsigned n = want < left ? want : left;
+  size_t size = sb->block_size;
   /* A bin hands out its last slot first: the lowest address goes last, so that malloc walks a
    * fresh page upward, the order prefetchers follow. */
-  for (unsigned i = 0; i < n; i++) out[i] = sb->bump + (size_t)(n - 1 - i) * sb->block_size;
-  sb->bump += (size_t)n * sb->block_size;
+  char *p = sb->bump + (size_t)n * size;
+  for (unsigned i = 0; i < n; i++) out[i] = p -= size;
+  sb->bump += (size_t)n * size;
 #ifdef LARDER_HARDENED
   /* Hardened: the blocks of each carved page are handed out in a random order, so that the
    * layout of consecutive allocations cannot be predicted. */
@@ -127,7 +128,7 @@ static unsigned sb_carve(sb_t *sb, void **out, unsigned want) {
 /* Free blocks the owner may take from its lists: the carved ones not in use. A list longer
  * than that has a block on it twice (two threads freed one block at once) or was overwritten. */
 static inline int32_t sb_listed_blocks(const sb_t *sb) {
-  return (int32_t)((size_t)(sb->bump - sb->data) / sb->block_size) - sb->used - sb->remote_seen;
+  return (int32_t)ld_sb_carved(sb) - sb->used - sb->remote_seen;
 }
 
 /* The most blocks one take prefetches from batch hints: a few bins' worth, so that the lines
@@ -272,7 +273,9 @@ void ld_sb_validate(const sb_t *sb, const heap_t *owner, int *violations) {
     VIOLATION("superblock %p: owner %p, expected %p\n", (const void *)sb, (void *)sb->owner, (const void *)owner);
   char *end = sb->data + (size_t)sb->capacity * sb->block_size;
   if (sb->bump < sb->data || sb->bump > end) VIOLATION("superblock %p: carve pointer out of range\n", (const void *)sb);
-  size_t carved = (size_t)(sb->bump - sb->data) / sb->block_size;
+  size_t carved = (size_t)(sb->bump - sb->data) / sb->block_size; /* a division: checks ld_sb_carved */
+  if (sb->divisor_magic != UINT64_MAX / sb->block_size + 1 || ld_sb_carved(sb) != carved)
+    VIOLATION("superblock %p: divisor magic wrong\n", (const void *)sb);
   size_t free_count = 0;
   for (const ld_block_t *b = sb->free_list; b; b = ld_next(b)) {
     uintptr_t off = (uintptr_t)b - (uintptr_t)sb->data;
