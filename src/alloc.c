@@ -29,11 +29,12 @@
  *   3. A block of another heap's superblock (free_slow): the ownership map first (the pointer
  *      is larder's before its header is read), the header's checks, then the block joins the
  *      thread's batch for that superblock (cache.c: 64 slots, 4-way set-associative, 256 KiB
- *      in all); a full batch is handed over with one CAS, and the first batch since the owner
- *      looked puts the superblock on the owner's pending list, unless the owner allocates
- *      from it (watched: its next fills take the list anyway).
+ *      in all; a block whose batch is in its set joins it inline, without a call); a full
+ *      batch is handed over with one CAS, and the first batch since the owner looked puts
+ *      the superblock on the owner's pending list, unless the owner allocates from it
+ *      (watched: its next fills take the list anyway).
  *      No free waits for a lock (seed 002).
- *   4. Medium and large spans, and pointers that are not larder's (reported): free_slow.
+ *   4. Medium and large spans (free_span), and pointers that are not larder's (reported).
  * Every slow path ends with a poll of the maintenance floor (maintain.c): the purge runs
  * there when its deadline has passed, never from below.
  */
