@@ -83,6 +83,7 @@ typedef struct larder_stats_s {
   size_t remote_batches;         /* batches of remote frees handed over: one CAS each */
   size_t remote_announcements;   /* of those, the first since the owner looked: one more CAS */
   size_t purge_thread_starts;    /* times the purge thread was started (it ends when idle) */
+  size_t idle_bins_emptied;      /* threads' caches emptied by the purge after a delay without a call */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);

@@ -64,6 +64,8 @@ static LD_NOINLINE void free_slow(void *p);
 void *larder_malloc(size_t size) {
   heap_t *heap = ld_heap_tls;
   if (LD_LIKELY(size <= LD_SMALL_LIMIT)) {
+    LD_BUSY_INC(heap); /* in the bins (cache.c: the purge may empty an idle thread's) */
+    atomic_signal_fence(memory_order_seq_cst);
     ld_bin_t *bin = heap->bin_of[(size + 15) >> 4];
     uintptr_t n = bin->count;
     if (LD_LIKELY(n != 0)) {
@@ -71,8 +73,11 @@ void *larder_malloc(size_t size) {
       LD_OWNER_DEC32(bin->count);
       ld_bin_check(b);
       b->tag = 0;
+      atomic_signal_fence(memory_order_seq_cst);
+      LD_BUSY_DEC(heap);
       return b;
     }
+    LD_BUSY_DEC(heap);
   }
   return malloc_slow(size);
 }
@@ -81,6 +86,8 @@ void *larder_malloc(size_t size) {
  * NULL pointer, or one larder never handed out, finds no entry in the table. */
 void larder_free(void *p) {
   heap_t *heap = ld_heap_tls;
+  LD_BUSY_INC(heap);
+  atomic_signal_fence(memory_order_seq_cst);
   uintptr_t sb = (uintptr_t)p & ld_sb_mask;
   /* class << 6, if the heap owns sb (a relaxed load, a plain one: the purge may clear an entry) */
   const uintptr_t *owned = heap->owned;
@@ -97,9 +104,12 @@ void larder_free(void *p) {
       *slot = b;
       LD_OWNER_INC32(bin->count);
       LD_STAT_INC(heap, frees_cached);
+      atomic_signal_fence(memory_order_seq_cst);
+      LD_BUSY_DEC(heap);
       return;
     }
   }
+  LD_BUSY_DEC(heap);
   free_slow(p);
 }
 
@@ -126,17 +136,20 @@ static heap_t *thread_heap(void) {
 /* A small block of class cls from the thread's bin, refilled when empty. */
 static void *malloc_class(heap_t *heap, unsigned cls) {
   ld_bin_t *bin = &heap->bins[cls];
+  ld_cache_enter(heap);
   if (bin->count) {
     ld_block_t *b = bin->slots[bin->count - 1];
     LD_OWNER_SET(bin->count, bin->count - 1);
     ld_bin_check(b);
     b->tag = 0;
+    ld_cache_leave(heap);
     return b;
   }
   ld_maintain_debug_validate(heap);
   uint64_t now = ld_os_now_coarse_ns();
   LD_OWNER_SET(heap->last_slow_ns, now);
   void *p = ld_cache_refill(heap, cls);
+  ld_cache_leave(heap);
   ld_maintain_poll(heap, now, true);
   return p;
 }
@@ -196,12 +209,15 @@ static LD_NOINLINE void free_small_own(heap_t *heap, sb_t *sb, ld_block_t *b) {
   if ((char *)b >= sb->bump) ld_fatal_bad_free("invalid free (block was never allocated)", b);
   b->tag = ld_tag(b);
   ld_bin_t *bin = &heap->bins[sb->size_class];
+  ld_cache_enter(heap);
   if (bin->count < bin->limit) {
     ld_cache_free_owned(heap, sb, b);
+    ld_cache_leave(heap);
   } else { /* half the bin goes back: a slow path */
     uint64_t now = ld_os_now_coarse_ns();
     LD_OWNER_SET(heap->last_slow_ns, now);
     ld_cache_free_owned(heap, sb, b);
+    ld_cache_leave(heap);
     ld_maintain_poll(heap, now, false);
   }
 }

@@ -142,7 +142,9 @@ static void thread_exit(void *arg) {
   if (!heap || heap == &ld_heap_empty) return;
   int saved_errno = errno;
   LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns());
+  ld_cache_enter(heap);
   ld_cache_drain(heap);
+  ld_cache_leave(heap);
   ld_heap_tls = &ld_heap_empty;
   ld_heap_abandon(heap);
   uint64_t now = ld_os_now_coarse_ns();
@@ -155,7 +157,7 @@ static void thread_exit(void *arg) {
 
 static _Atomic int purge_running;  /* one purge run at a time */
 static __thread int purging_here;  /* this thread holds purge_running (fork_prepare) */
-static _Atomic size_t thread_runs, thread_bytes, thread_starts;
+static _Atomic size_t thread_runs, thread_bytes, thread_starts, bins_emptied;
 
 /* Tidies every heap (trylock for other threads' heaps) and the global heap, purges what has
  * been idle for the delay (all: everything), and sets the next deadline. */
@@ -165,10 +167,20 @@ static size_t purge_run_locked(uint64_t now, bool all) {
   /* A thread that stopped calling keeps its batches of remote frees: they go first, so the
    * owners' tidies below count them in this run (sent after an owner's tidy, a batch waited
    * a whole delay more). */
-  for (heap_t *h = ld_heaps_first(); h; h = h->next_heap)
-    if (h != mine && LD_READ(h->remote_bytes) && __atomic_load_n(&h->live, __ATOMIC_RELAXED) &&
-        now - LD_READ(h->last_slow_ns) >= purge_delay_ns() && !ld_cache_send_idle_batches(h))
-      busy = true;
+  uint64_t idle_at = UINT64_MAX; /* when the next thread that holds blocks will have been idle a delay */
+  for (heap_t *h = ld_heaps_first(); h; h = h->next_heap) {
+    if (h == mine || !__atomic_load_n(&h->live, __ATOMIC_RELAXED)) continue;
+    uint64_t last = LD_READ(h->last_slow_ns);
+    if (now - last < purge_delay_ns()) {
+      if (last + purge_delay_ns() < idle_at && ld_cache_holds(h)) idle_at = last + purge_delay_ns();
+      continue;
+    }
+    if (LD_READ(h->remote_bytes) && !ld_cache_send_idle_batches(h)) busy = true;
+    /* and its bins, whose blocks keep their superblocks from being given back */
+    int emptied = ld_cache_drain_idle(h);
+    if (emptied < 0) busy = true;
+    if (emptied > 0) atomic_fetch_add_explicit(&bins_emptied, 1, memory_order_relaxed);
+  }
   for (heap_t *h = ld_heaps_first(); h; h = h->next_heap)
     if (!ld_heap_tidy(h, h == mine)) busy = true;
   ld_global_tidy();
@@ -177,6 +189,7 @@ static size_t purge_run_locked(uint64_t now, bool all) {
   if ((t = ld_segment_next_expiry()) && t < next) next = t;
   if ((t = ld_large_next_expiry()) && t < next) next = t;
   if (busy && now + purge_delay_ns() < next) next = now + purge_delay_ns();
+  if (idle_at < next) next = idle_at;
   atomic_store_explicit(&ld_due_ns, UINT64_MAX, memory_order_relaxed);
   ld_due_lower_to(next);
   return released;
@@ -196,6 +209,13 @@ static ssize_t purge_run_once(uint64_t now) {
 void ld_maintain_poll(heap_t *heap, uint64_t now, bool allocating) {
   if (allocating) purge_thread_start_if_wanted();
   uint64_t due_ns = atomic_load_explicit(&ld_due_ns, memory_order_relaxed);
+  /* A thread that stops calling after this is looked at by a purge run within a delay (its
+   * bins and batches: cache.c): make sure one is due. One compare here; the run schedules the
+   * next for the threads that hold blocks and are not idle yet. */
+  if (LD_UNLIKELY(due_ns == UINT64_MAX) && heap != &ld_heap_empty) {
+    ld_due_note(now);
+    due_ns = atomic_load_explicit(&ld_due_ns, memory_order_relaxed);
+  }
   /* Work became due before the purge thread means to wake: wake it (no lock is needed to
    * signal, and a signal lost to a thread not yet waiting costs at most one sleep). */
   if (LD_UNLIKELY(due_ns < atomic_load_explicit(&thread_wake_ns, memory_order_relaxed))) {
@@ -209,7 +229,9 @@ void ld_maintain_poll(heap_t *heap, uint64_t now, bool allocating) {
   if (own) {
     heap->last_maintenance_ns = now;
     LD_OWNER_SET(heap->last_slow_ns, now);
+    ld_cache_enter(heap);
     ld_cache_trim(heap);
+    ld_cache_leave(heap);
   }
   if (due) purge_run_once(ld_os_now_ns());
   errno = saved_errno;
@@ -219,7 +241,9 @@ int ld_maintain_trim(void) {
   ld_maintain_init();
   heap_t *mine = ld_heap_tls;
   if (mine != &ld_heap_empty) LD_OWNER_SET(mine->last_slow_ns, ld_os_now_coarse_ns());
+  ld_cache_enter(mine);
   ld_cache_drain(mine);
+  ld_cache_leave(mine);
   while (atomic_exchange(&purge_running, 1)) ld_os_sleep_ms(1);
   purging_here = 1;
   size_t released = purge_run_locked(ld_os_now_ns(), true);
@@ -369,6 +393,7 @@ void ld_maintain_purge_stats(ld_purge_stats_t *out) {
   out->thread_runs = atomic_load_explicit(&thread_runs, memory_order_relaxed);
   out->thread_bytes = atomic_load_explicit(&thread_bytes, memory_order_relaxed);
   out->thread_starts = atomic_load_explicit(&thread_starts, memory_order_relaxed);
+  out->bins_emptied = atomic_load_explicit(&bins_emptied, memory_order_relaxed);
 }
 
 /* ---- fork ----
@@ -410,6 +435,18 @@ static void fork_prepare(void) {
       }
       sched_yield();
     }
+  } else if (!purging_here) {
+    /* No purge run may be under way either: a run leaves state that no lock covers while it
+     * empties an idle thread's bins or sends its batches (the bins turned away, a draining
+     * flag), and a child forked then would inherit it half done, with no purge thread to
+     * finish it (the forking thread was the idle one: its child waited forever for the
+     * purge). Runs are short and take no lock the forking thread holds. */
+    for (;;) {
+      int expected = 0;
+      if (atomic_compare_exchange_strong(&purge_running, &expected, 1)) break;
+      sched_yield();
+    }
+    fork_holds_purge = true;
   }
   if (_IO_list_lock) _IO_list_lock();
   pthread_mutex_lock(&thread_lock);
@@ -452,7 +489,13 @@ int ld_maintain_validate(void) {
   ld_maintain_init();
   int violations = 0;
   atomic_fetch_add_explicit(&ld_validations, 1, memory_order_relaxed);
-  ld_heap_validate(ld_heap_tls, &violations);
+  /* The walk reads the thread's bins: the purge must not empty them meanwhile (cache.c). A
+   * debug validation runs from a refill, already in them. */
+  heap_t *mine = ld_heap_tls;
+  bool outside = !LD_READ(mine->bins_busy);
+  if (outside) ld_cache_enter(mine);
+  ld_heap_validate(mine, &violations);
+  if (outside) ld_cache_leave(mine);
   ld_global_validate(&violations);
   ld_segment_validate(&violations);
   return violations;

@@ -9,6 +9,14 @@
  *                    are back to what they were, bytes_in_use too;
  *   idle batches     a thread that frees other threads' blocks and then stops calling, alive:
  *                    the purge sends its buffered batches (bytes_remote_pending falls to 0);
+ *   bins under purge four threads churn in bursts with pauses longer than a purge delay of 1
+ *                    ms, so the purge empties their bins over and over while they come and go:
+ *                    every block keeps its pattern (no block handed out twice, none written by
+ *                    the purge) and the heaps validate; emptied bins are counted;
+ *   idle bins        a thread that frees its own blocks of many sizes in random order and then
+ *                    stops calling, alive: the purge empties its bins (bytes_cached falls to a
+ *                    tenth at most) and the superblocks their blocks kept go back (bytes_held
+ *                    falls to an eighth at most; without the drain: 0.4 of it);
  *   remote batched   a consumer thread frees 200,000 blocks a producer allocated: no lock is
  *                    taken on its free path (free_lock_acquisitions, which counts the trylock
  *                    that helps an idle owner, stays 0 with the producer busy) and the atomic
@@ -23,6 +31,7 @@
  *
  * usage: alloc_front_end */
 #include <pthread.h>
+#include <time.h>
 #include <stdbool.h>
 
 #include "alloc_util.h"
@@ -170,6 +179,125 @@ static void check_idle_batches(void) {
   CHECK(api.validate() == 0);
 }
 
+/* ---- the purge empties an idle thread's bins ---- */
+enum { IDLE_BLOCKS = 20000 };
+
+static void *idle_bins_worker(void *arg) {
+  (void)arg;
+  void **blocks = malloc(IDLE_BLOCKS * sizeof *blocks);
+  if (!blocks) return NULL;
+  for (int i = 0; i < IDLE_BLOCKS; i++) blocks[i] = malloc(16 + (size_t)(i % 32) * 32); /* 16 B - 1 KiB */
+  unsigned x = 12345;
+  for (int i = IDLE_BLOCKS - 1; i > 0; i--) { /* random order: the bins' blocks from many superblocks */
+    x = x * 1103515245u + 12345u;
+    int j = (int)((x >> 8) % (unsigned)(i + 1));
+    void *t = blocks[i];
+    blocks[i] = blocks[j];
+    blocks[j] = t;
+  }
+  for (int i = 0; i < IDLE_BLOCKS; i++) free(blocks[i]);
+  free(blocks);
+  pthread_barrier_wait(&idle_freed);
+  pthread_barrier_wait(&idle_done); /* alive, and no call at all */
+  return NULL;
+}
+
+static void check_idle_bins(void) {
+  if (!api.option_set || api.option_set("purge_delay_ms", "100") != 0 || api.option_set("purge_thread", "1") != 0) {
+    CHECK_MSG(0, "could not set purge_delay_ms and purge_thread");
+    return;
+  }
+  void *big = malloc(200000); /* a slow path: the purge thread starts */
+  free(big);
+  pthread_barrier_init(&idle_freed, NULL, 2);
+  pthread_barrier_init(&idle_done, NULL, 2);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, idle_bins_worker, NULL) == 0);
+  pthread_barrier_wait(&idle_freed);
+  larder_stats_t during = stats();
+  struct timespec ts = {1, 0}; /* ten purge delays with no call from either thread */
+  nanosleep(&ts, NULL);
+  larder_stats_t after = stats();
+  printf("front_end: an idle thread's bins: %zu bytes cached, %zu after 10 purge delays; superblocks and spans "
+         "held %zu -> %zu bytes; bins emptied %zu times\n",
+         during.bytes_cached, after.bytes_cached, during.bytes_held, after.bytes_held,
+         after.idle_bins_emptied - during.idle_bins_emptied);
+  CHECK_MSG(during.bytes_cached >= 32 * 1024, "only %zu bytes cached: the check would prove nothing", during.bytes_cached);
+  CHECK_MSG(after.bytes_cached <= during.bytes_cached / 10, "%zu bytes still cached in an idle thread's bins",
+            after.bytes_cached);
+  CHECK_MSG(after.bytes_held <= during.bytes_held / 8, "held %zu -> %zu bytes: the bins' superblocks were not given back",
+            during.bytes_held, after.bytes_held);
+  pthread_barrier_wait(&idle_done);
+  pthread_join(t, NULL);
+  api.option_set("purge_delay_ms", "1000");
+  api.option_set("purge_thread", "2");
+  CHECK(api.validate() == 0);
+}
+
+/* ---- the purge empties bins while their threads come and go ---- */
+enum { RACE_THREADS = 4, RACE_SLOTS = 512 };
+static atomic_int race_bad;
+
+static void *race_worker(void *arg) {
+  uint64_t s = 0x9E3779B97F4A7C15ULL * (uint64_t)(uintptr_t)arg + 1;
+  void *slot[RACE_SLOTS] = {0};
+  size_t size[RACE_SLOTS] = {0};
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  do {
+    int burst = 1 + (int)(alloc_rng(&s) % 2000);
+    for (int i = 0; i < burst; i++) {
+      int k = (int)(alloc_rng(&s) % RACE_SLOTS);
+      if (slot[k]) {
+        if (alloc_check_as(slot[k], slot[k], size[k], size[k]) != (size_t)-1) atomic_fetch_add(&race_bad, 1);
+        free(slot[k]);
+      }
+      size[k] = 1 + (size_t)(alloc_rng(&s) % 1024);
+      slot[k] = malloc(size[k]);
+      if (slot[k]) alloc_fill(slot[k], size[k]);
+    }
+    /* idle for 0-5 purge delays, no call at all */
+    struct timespec pause = {0, (long)(alloc_rng(&s) % 5000000)};
+    nanosleep(&pause, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < 1500000000L);
+  for (int k = 0; k < RACE_SLOTS; k++)
+    if (slot[k]) {
+      if (alloc_check_as(slot[k], slot[k], size[k], size[k]) != (size_t)-1) atomic_fetch_add(&race_bad, 1);
+      free(slot[k]);
+    }
+  return api.validate() == 0 ? NULL : (void *)1;
+}
+
+static void check_bins_under_purge(void) {
+  if (!api.option_set || api.option_set("purge_delay_ms", "1") != 0 || api.option_set("purge_thread", "1") != 0) {
+    CHECK_MSG(0, "could not set purge_delay_ms and purge_thread");
+    return;
+  }
+  void *big = malloc(200000); /* a slow path: the purge thread starts */
+  free(big);
+  larder_stats_t before = stats();
+  pthread_t t[RACE_THREADS];
+  for (int i = 0; i < RACE_THREADS; i++) REQUIRE(pthread_create(&t[i], NULL, race_worker, (void *)(uintptr_t)(i + 1)) == 0);
+  int invalid = 0;
+  for (int i = 0; i < RACE_THREADS; i++) {
+    void *r;
+    pthread_join(t[i], &r);
+    invalid += r != NULL;
+  }
+  larder_stats_t after = stats();
+  size_t emptied = after.idle_bins_emptied - before.idle_bins_emptied;
+  printf("front_end: bins emptied by the purge while 4 threads came and went: %zu times (%zu purge thread runs), "
+         "%d corrupted blocks, %d heaps that failed validation\n",
+         emptied, after.purge_thread_runs - before.purge_thread_runs, atomic_load(&race_bad), invalid);
+  CHECK_MSG(atomic_load(&race_bad) == 0, "%d blocks lost their pattern", atomic_load(&race_bad));
+  CHECK_MSG(invalid == 0, "%d threads' heaps failed validation", invalid);
+  CHECK_MSG(emptied >= 20, "bins emptied %zu times: the check would prove little", emptied);
+  api.option_set("purge_delay_ms", "1000");
+  api.option_set("purge_thread", "2");
+  CHECK(api.validate() == 0);
+}
+
 /* ---- remote frees batched ---- */
 /* As deep as the run: the producer never waits (an owner that stops calling is helped, by
  * design; here the owner calls all the time or has exited). */
@@ -273,6 +401,8 @@ int main(void) {
   check_bins();
   check_exit();
   check_idle_batches();
+  check_idle_bins();
+  check_bins_under_purge();
   check_remote(false);
   check_remote(true);
   return check_done();
