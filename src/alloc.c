@@ -4,7 +4,9 @@
  *   1. Fast path (larder_malloc, below): the thread's heap, reached through an initial-exec
  *      thread-local pointer, keeps a bin of free blocks per size class (a bounded array of
  *      pointers, cache.c); pop one. The block's neighbours and its superblock are not read;
- *      the block's tag (set while it was free) is cleared. No lock, no atomic, no counter.
+ *      the block's tag (set while it was free) is cleared. No lock, no atomic, no counter;
+ *      two plain stores mark the thread as in its bins (bins_busy), so that the purge may
+ *      empty the bins of a thread that stopped calling (cache.c, ld_cache_drain_idle).
  *   2. Refill (cache.c ld_cache_refill, heap.c ld_heap_fill): the bin is empty. Under the
  *      heap's own lock, take half a bin of blocks from the superblock the class draws from:
  *      its free list, its remote list (frees by other threads, taken whole), untouched blocks;
