@@ -588,6 +588,7 @@ void    ld_global_reinit_lock(void);
  * zero (fresh or purged). */
 void   *ld_segment_alloc(size_t chunks, bool *clean);
 void    ld_segment_free(void *run, size_t chunks);
+void    ld_segment_purge_frees(bool on); /* this thread's ld_segment_free purges at once (the purge) */
 /* Grows the run at `run` from `chunks` to `new_chunks` in place when the chunks after it are
  * free; returns false otherwise. Shrinking always succeeds. */
 bool    ld_segment_resize(void *run, size_t chunks, size_t new_chunks);

@@ -176,13 +176,20 @@ static size_t purge_run_locked(uint64_t now, bool all) {
       continue;
     }
     if (LD_READ(h->remote_bytes) && !ld_cache_send_idle_batches(h)) busy = true;
-    /* and its bins, whose blocks keep their superblocks from being given back */
+    /* and its bins, whose blocks keep their superblocks from being given back (what goes back
+     * for an idle thread is purged at once: segment.c) */
+    ld_segment_purge_frees(true);
     int emptied = ld_cache_drain_idle(h);
+    ld_segment_purge_frees(false);
     if (emptied < 0) busy = true;
     if (emptied > 0) atomic_fetch_add_explicit(&bins_emptied, 1, memory_order_relaxed);
   }
-  for (heap_t *h = ld_heaps_first(); h; h = h->next_heap)
+  for (heap_t *h = ld_heaps_first(); h; h = h->next_heap) {
+    bool idle = h != mine && now - LD_READ(h->last_slow_ns) >= purge_delay_ns();
+    ld_segment_purge_frees(idle);
     if (!ld_heap_tidy(h, h == mine)) busy = true;
+    ld_segment_purge_frees(false);
+  }
   ld_global_tidy();
   size_t released = ld_segment_purge(now, all) + ld_large_purge(now, all);
   uint64_t next = UINT64_MAX, t;

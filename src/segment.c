@@ -362,6 +362,12 @@ static void run_free_locked(segment_t *s, uint32_t start, uint32_t len, uint64_t
   run_file_coalesced(s, start, len, true, false, now);
 }
 
+/* Set by the purge around what it gives back for a thread that stopped calling: those chunks
+ * are purged at once rather than filed dirty, since their blocks have waited a delay already
+ * (a dirty run filed now would also make its dirty neighbours as new as itself). */
+static __thread bool free_purges;
+void ld_segment_purge_frees(bool on) { free_purges = on; }
+
 void ld_segment_free(void *run, size_t chunks) {
   segment_t *s = segment_of_address(run);
   uint32_t start = (uint32_t)(((uintptr_t)run - (uintptr_t)s) / ld_sb_size);
@@ -374,6 +380,13 @@ void ld_segment_free(void *run, size_t chunks) {
     ld_fatal_bad_free("double free or corrupted span (chunks not in use)", run);
   }
   s->used_chunks -= (uint32_t)chunks;
+  if (free_purges) {
+    ld_os_purge(run, chunks * ld_sb_size);
+    seg.bytes_purged += chunks * ld_sb_size;
+    run_file_coalesced(s, start, (uint32_t)chunks, false, true, 0);
+    ld_segment_unlock(false);
+    return;
+  }
   run_free_locked(s, start, (uint32_t)chunks, now);
   ld_segment_unlock(false);
   ld_due_note(now);
