@@ -30,6 +30,12 @@ static unsigned first_fill(const ld_bin_t *bin) { return most_fill(bin) < FIRST_
  * has limit 0 and holds nothing; the fast paths never reach one (malloc finds it empty, and
  * no superblock of its class is the heap's before a refill). Classes above the largest small
  * size never get one. The limits depend only on the size classes, fixed at start. */
+static uint32_t bin_span(unsigned c) { return ld_class_capacity[c] * ld_class_size[c]; }
+/* malloc's table from (size + 15) / 16 to the bins (the purge points it elsewhere for a while). */
+static void bin_of_set(heap_t *heap) {
+  for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++)
+    __atomic_store_n(&heap->bin_of[g], &heap->bins[ld_class_of_granule[g]], __ATOMIC_RELAXED);
+}
 static void bin_setup(ld_bin_t *bin, unsigned c) {
   uint32_t size = ld_class_size[c];
   uint32_t limit = LD_BIN_BYTES / size;
@@ -37,7 +43,7 @@ static void bin_setup(ld_bin_t *bin, unsigned c) {
   if (limit < 1) limit = 1;
   bin->refilled = 0;
   bin->first = ld_class_first[c];
-  bin->span = ld_class_capacity[c] * size;
+  bin->span = bin_span(c);
   bin->divisor_magic = UINT64_MAX / size + 1;
   bin->slots[0] = NULL;
   bin->limit = (uint16_t)limit;
@@ -51,7 +57,7 @@ void ld_cache_init_bins(heap_t *heap) {
    * at exit). */
   if (heap->bins_ready) return;
   heap->bins_ready = 1;
-  for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++) heap->bin_of[g] = &heap->bins[ld_class_of_granule[g]];
+  bin_of_set(heap);
 }
 
 int64_t ld_cache_bytes(const heap_t *heap) {
@@ -103,6 +109,18 @@ static void remote_send(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot) {
   ld_heap_help_idle_owner(heap, owner, now);
 }
 
+/* b joins slot's batch (b's superblock's, which has room; the caller sets the tail of a new
+ * batch). */
+static inline void batch_append(heap_t *heap, ld_remote_slot_t *slot, const sb_t *sb, ld_block_t *b) {
+  ld_set_next(b, slot->head);
+  slot->offsets[slot->count] = ld_batch_offset(sb, b);
+  slot->head = b;
+  slot->last_append = ++heap->remote_appends;
+  slot->count++;
+  slot->bytes += sb->block_size;
+  LD_OWNER_SET(heap->remote_bytes, heap->remote_bytes + sb->block_size);
+}
+
 /* Adds b (tagged) to the batch of its superblock when the common case below does not: sb has
  * no batch in its set yet, or the batch or the buffer reaches its bound. true: a batch went. */
 static LD_NOINLINE bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
@@ -135,14 +153,8 @@ static LD_NOINLINE bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
   /* sent by the purge if the thread idles: make sure a purge is due (a clock read only then) */
   if (!heap->remote_bytes && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX)
     ld_due_note(ld_os_now_coarse_ns());
-  ld_set_next(b, slot->head);
-  slot->offsets[slot->count] = ld_batch_offset(sb, b);
   if (!slot->count) slot->tail = b;
-  slot->head = b;
-  slot->last_append = ++heap->remote_appends;
-  slot->count++;
-  slot->bytes += sb->block_size;
-  LD_OWNER_SET(heap->remote_bytes, heap->remote_bytes + sb->block_size);
+  batch_append(heap, slot, sb, b);
   if (slot->count >= LD_REMOTE_BATCH || slot->bytes >= LD_REMOTE_BATCH_BYTES) {
     remote_send(heap, sb, slot), sent = true;
   } else if (heap->remote_bytes > LD_REMOTE_PENDING_BYTES) {
@@ -207,13 +219,7 @@ bool ld_cache_free_remote(heap_t *heap, sb_t *sb, ld_block_t *b) {
     uint32_t size = sb->block_size;
     if (LD_LIKELY(slot->count + 1 < LD_REMOTE_BATCH && slot->bytes + size < LD_REMOTE_BATCH_BYTES &&
                   heap->remote_bytes + size <= LD_REMOTE_PENDING_BYTES)) {
-      ld_set_next(b, slot->head);
-      slot->offsets[slot->count] = ld_batch_offset(sb, b);
-      slot->head = b;
-      slot->last_append = ++heap->remote_appends;
-      slot->count++;
-      slot->bytes += size;
-      LD_OWNER_SET(heap->remote_bytes, heap->remote_bytes + size);
+      batch_append(heap, slot, sb, b); /* a batch in the set has a tail already */
       remote_leave(heap);
       return false;
     }
@@ -318,8 +324,8 @@ void ld_cache_trim(heap_t *heap) {
  * churn a bin's blocks come from as many superblocks as it has blocks (server-mix at 8
  * threads, idle: 2.2 MB of blocks kept 29.6 MB of superblocks). The purge empties them. The
  * fast paths take no lock and no atomic operation, so the two meet as the remote buffer's
- * owner and the purge do (above): the owner counts itself in bins_busy around everything that
- * touches its bins (one increment and one decrement on a line free writes anyway), the purge
+ * owner and the purge do (above): the owner marks itself in bins_busy around everything that
+ * touches its bins (a plain store at each end, on a line free writes anyway), the purge
  * sets bins_draining, turns the fast paths away from the bins (malloc's bin_of entries point
  * to the heap's empty bin, free's span check fails), and fences every thread with
  * membarrier(). If the owner is then not marked, it is not in its bins and cannot enter
@@ -361,9 +367,8 @@ static void bins_turn_away(heap_t *heap, uint64_t classes) {
 static void bins_turn_back(heap_t *heap) {
   uint64_t classes = heap->bins_turned_classes;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
-    if (classes >> c & 1) __atomic_store_n(&heap->bins[c].span, ld_class_capacity[c] * ld_class_size[c], __ATOMIC_RELAXED);
-  for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++)
-    __atomic_store_n(&heap->bin_of[g], &heap->bins[ld_class_of_granule[g]], __ATOMIC_RELAXED);
+    if (classes >> c & 1) __atomic_store_n(&heap->bins[c].span, bin_span(c), __ATOMIC_RELAXED);
+  bin_of_set(heap);
 }
 
 bool ld_cache_holds(const heap_t *heap) {

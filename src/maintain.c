@@ -161,18 +161,23 @@ static _Atomic size_t thread_runs, thread_bytes, thread_starts, bins_emptied;
 
 /* Tidies every heap (trylock for other threads' heaps) and the global heap, purges what has
  * been idle for the delay (all: everything), and sets the next deadline. */
+/* Another thread's heap whose thread has made no slow call for a purge delay. */
+static bool heap_idle(const heap_t *h, const heap_t *mine, uint64_t now) {
+  return h != mine && now - LD_READ(h->last_slow_ns) >= purge_delay_ns();
+}
+
 static size_t purge_run_locked(uint64_t now, bool all) {
   heap_t *mine = ld_heap_tls;
   bool busy = false;
+  uint64_t idle_at = UINT64_MAX; /* when the next thread that holds blocks will have been idle a delay */
   /* A thread that stopped calling keeps its batches of remote frees: they go first, so the
    * owners' tidies below count them in this run (sent after an owner's tidy, a batch waited
    * a whole delay more). */
-  uint64_t idle_at = UINT64_MAX; /* when the next thread that holds blocks will have been idle a delay */
   for (heap_t *h = ld_heaps_first(); h; h = h->next_heap) {
     if (h == mine || !__atomic_load_n(&h->live, __ATOMIC_RELAXED)) continue;
-    uint64_t last = LD_READ(h->last_slow_ns);
-    if (now - last < purge_delay_ns()) {
-      if (last + purge_delay_ns() < idle_at && ld_cache_holds(h)) idle_at = last + purge_delay_ns();
+    if (!heap_idle(h, mine, now)) {
+      uint64_t at = LD_READ(h->last_slow_ns) + purge_delay_ns();
+      if (at < idle_at && ld_cache_holds(h)) idle_at = at;
       continue;
     }
     if (LD_READ(h->remote_bytes) && !ld_cache_send_idle_batches(h)) busy = true;
@@ -185,8 +190,7 @@ static size_t purge_run_locked(uint64_t now, bool all) {
     if (emptied > 0) atomic_fetch_add_explicit(&bins_emptied, 1, memory_order_relaxed);
   }
   for (heap_t *h = ld_heaps_first(); h; h = h->next_heap) {
-    bool idle = h != mine && now - LD_READ(h->last_slow_ns) >= purge_delay_ns();
-    ld_segment_purge_frees(idle);
+    ld_segment_purge_frees(heap_idle(h, mine, now));
     if (!ld_heap_tidy(h, h == mine)) busy = true;
     ld_segment_purge_frees(false);
   }

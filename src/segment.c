@@ -362,6 +362,14 @@ static void run_free_locked(segment_t *s, uint32_t start, uint32_t len, uint64_t
   run_file_coalesced(s, start, len, true, false, now);
 }
 
+/* Purges chunks [start, start+n) of s, free and filed nowhere yet, and files them clean. */
+static size_t run_purge_and_file(segment_t *s, uint32_t start, uint32_t n) {
+  size_t bytes = (size_t)n * ld_sb_size;
+  ld_os_purge((char *)s + (size_t)start * ld_sb_size, bytes);
+  run_file_coalesced(s, start, n, false, true, 0);
+  return bytes;
+}
+
 /* Set by the purge around what it gives back for a thread that stopped calling: those chunks
  * are purged at once rather than filed dirty, since their blocks have waited a delay already
  * (a dirty run filed now would also make its dirty neighbours as new as itself). */
@@ -381,9 +389,7 @@ void ld_segment_free(void *run, size_t chunks) {
   }
   s->used_chunks -= (uint32_t)chunks;
   if (free_purges) {
-    ld_os_purge(run, chunks * ld_sb_size);
-    seg.bytes_purged += chunks * ld_sb_size;
-    run_file_coalesced(s, start, (uint32_t)chunks, false, true, 0);
+    seg.bytes_purged += run_purge_and_file(s, start, (uint32_t)chunks);
     ld_segment_unlock(false);
     return;
   }
@@ -446,11 +452,8 @@ static size_t run_purge_tail(chunk_t *c, size_t chunks) {
   } else {
     free_run_remove(c);
   }
-  size_t bytes = (size_t)n * ld_sb_size;
-  ld_os_purge((char *)s + (size_t)(start + keep) * ld_sb_size, bytes);
   /* a clean run before it is impossible when keep > 0 (c is dirty); else coalesce both ways */
-  run_file_coalesced(s, start + keep, n, false, true, 0);
-  return bytes;
+  return run_purge_and_file(s, start + keep, n);
 }
 
 size_t ld_segment_purge(uint64_t now, bool all) {
