@@ -134,6 +134,22 @@ static void check_exit(void) {
   CHECK(api.validate() == 0);
 }
 
+/* A purge thread that runs from the first slow path, with a short delay (ms), for the checks
+ * of what it does for idle threads; purge_default puts the defaults back. */
+static bool purge_quick(const char *delay_ms) {
+  if (!api.option_set || api.option_set("purge_delay_ms", delay_ms) != 0 || api.option_set("purge_thread", "1") != 0) {
+    CHECK_MSG(0, "could not set purge_delay_ms and purge_thread");
+    return false;
+  }
+  void *big = malloc(200000); /* a slow path: the purge thread starts */
+  free(big);
+  return true;
+}
+static void purge_default(void) {
+  api.option_set("purge_delay_ms", "1000");
+  api.option_set("purge_thread", "2");
+}
+
 /* ---- the purge sends an idle thread's batches ---- */
 static pthread_barrier_t idle_freed, idle_done;
 
@@ -145,37 +161,40 @@ static void *idle_worker(void *arg) {
   return NULL;
 }
 
-static void check_idle_batches(void) {
-  if (!api.option_set || api.option_set("purge_delay_ms", "100") != 0 || api.option_set("purge_thread", "1") != 0) {
-    CHECK_MSG(0, "could not set purge_delay_ms and purge_thread");
-    return;
-  }
-  handed = malloc(HANDED * sizeof *handed);
-  REQUIRE(handed != NULL);
-  for (int i = 0; i < HANDED; i++) handed[i] = malloc(40);
-  void *big = malloc(200000); /* a slow path: the purge thread starts */
-  free(big);
+/* Runs worker, which does its work, waits at idle_freed and then makes no call until
+ * idle_done: the statistics when it has gone idle and ten purge delays of 100 ms later. */
+static void watch_idle_thread(void *(*worker)(void *), larder_stats_t *during, larder_stats_t *after) {
   pthread_barrier_init(&idle_freed, NULL, 2);
   pthread_barrier_init(&idle_done, NULL, 2);
   pthread_t t;
-  REQUIRE(pthread_create(&t, NULL, idle_worker, NULL) == 0);
+  REQUIRE(pthread_create(&t, NULL, worker, NULL) == 0);
   pthread_barrier_wait(&idle_freed);
-  larder_stats_t during = stats();
-  struct timespec ts = {1, 0}; /* ten purge delays with no call from either thread */
+  *during = stats();
+  struct timespec ts = {1, 0}; /* no call from either thread */
   nanosleep(&ts, NULL);
-  larder_stats_t after = stats();
+  *after = stats();
+  pthread_barrier_wait(&idle_done);
+  pthread_join(t, NULL);
+  pthread_barrier_destroy(&idle_freed);
+  pthread_barrier_destroy(&idle_done);
+}
+
+static void check_idle_batches(void) {
+  if (!purge_quick("100")) return;
+  handed = malloc(HANDED * sizeof *handed);
+  REQUIRE(handed != NULL);
+  for (int i = 0; i < HANDED; i++) handed[i] = malloc(40);
+  larder_stats_t during, after;
+  watch_idle_thread(idle_worker, &during, &after);
   printf("front_end: an idle thread's buffered remote frees: %zu bytes pending, %zu after 10 purge delays "
          "(purge thread runs %zu)\n",
          during.bytes_remote_pending, after.bytes_remote_pending, after.purge_thread_runs);
   CHECK_MSG(during.bytes_remote_pending > 0, "nothing was buffered: the check would prove nothing");
   CHECK_MSG(after.bytes_remote_pending == 0, "%zu bytes of remote frees still pending in an idle thread's buffer",
             after.bytes_remote_pending);
-  pthread_barrier_wait(&idle_done);
-  pthread_join(t, NULL);
   for (int i = 1; i < HANDED; i += 2) free(handed[i]);
   free(handed);
-  api.option_set("purge_delay_ms", "1000");
-  api.option_set("purge_thread", "2");
+  purge_default();
   CHECK(api.validate() == 0);
 }
 
@@ -203,21 +222,9 @@ static void *idle_bins_worker(void *arg) {
 }
 
 static void check_idle_bins(void) {
-  if (!api.option_set || api.option_set("purge_delay_ms", "100") != 0 || api.option_set("purge_thread", "1") != 0) {
-    CHECK_MSG(0, "could not set purge_delay_ms and purge_thread");
-    return;
-  }
-  void *big = malloc(200000); /* a slow path: the purge thread starts */
-  free(big);
-  pthread_barrier_init(&idle_freed, NULL, 2);
-  pthread_barrier_init(&idle_done, NULL, 2);
-  pthread_t t;
-  REQUIRE(pthread_create(&t, NULL, idle_bins_worker, NULL) == 0);
-  pthread_barrier_wait(&idle_freed);
-  larder_stats_t during = stats();
-  struct timespec ts = {1, 0}; /* ten purge delays with no call from either thread */
-  nanosleep(&ts, NULL);
-  larder_stats_t after = stats();
+  if (!purge_quick("100")) return;
+  larder_stats_t during, after;
+  watch_idle_thread(idle_bins_worker, &during, &after);
   printf("front_end: an idle thread's bins: %zu bytes cached, %zu after 10 purge delays; superblocks and spans "
          "held %zu -> %zu bytes; bins emptied %zu times\n",
          during.bytes_cached, after.bytes_cached, during.bytes_held, after.bytes_held,
@@ -227,10 +234,7 @@ static void check_idle_bins(void) {
             after.bytes_cached);
   CHECK_MSG(after.bytes_held <= during.bytes_held / 8, "held %zu -> %zu bytes: the bins' superblocks were not given back",
             during.bytes_held, after.bytes_held);
-  pthread_barrier_wait(&idle_done);
-  pthread_join(t, NULL);
-  api.option_set("purge_delay_ms", "1000");
-  api.option_set("purge_thread", "2");
+  purge_default();
   CHECK(api.validate() == 0);
 }
 
@@ -270,12 +274,7 @@ static void *race_worker(void *arg) {
 }
 
 static void check_bins_under_purge(void) {
-  if (!api.option_set || api.option_set("purge_delay_ms", "1") != 0 || api.option_set("purge_thread", "1") != 0) {
-    CHECK_MSG(0, "could not set purge_delay_ms and purge_thread");
-    return;
-  }
-  void *big = malloc(200000); /* a slow path: the purge thread starts */
-  free(big);
+  if (!purge_quick("1")) return;
   larder_stats_t before = stats();
   pthread_t t[RACE_THREADS];
   for (int i = 0; i < RACE_THREADS; i++) REQUIRE(pthread_create(&t[i], NULL, race_worker, (void *)(uintptr_t)(i + 1)) == 0);
@@ -293,8 +292,7 @@ static void check_bins_under_purge(void) {
   CHECK_MSG(atomic_load(&race_bad) == 0, "%d blocks lost their pattern", atomic_load(&race_bad));
   CHECK_MSG(invalid == 0, "%d threads' heaps failed validation", invalid);
   CHECK_MSG(emptied >= 20, "bins emptied %zu times: the check would prove little", emptied);
-  api.option_set("purge_delay_ms", "1000");
-  api.option_set("purge_thread", "2");
+  purge_default();
   CHECK(api.validate() == 0);
 }
 
