@@ -84,6 +84,8 @@ typedef struct larder_stats_s {
   size_t remote_announcements;   /* of those, the first since the owner looked: one more CAS */
   size_t purge_thread_starts;    /* times the purge thread was started (it ends when idle) */
   size_t idle_bins_emptied;      /* threads' caches emptied by the purge after a delay without a call */
+  size_t parked_heaps_taken;     /* exited threads' heaps taken whole, superblocks and all, by new threads */
+  size_t parked_heaps_released;  /* exited threads' heaps no new thread took within a purge delay: emptied */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);

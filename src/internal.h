@@ -295,6 +295,8 @@ typedef struct ld_stats_s {
   size_t remote_batches, remote_announcements; /* the remote free path's atomic operations */
   size_t remote_sent_bytes;     /* freed by this thread into other heaps' superblocks */
   size_t remote_taken_bytes;    /* taken by this heap from its superblocks' remote lists */
+  size_t parked_heaps_taken;    /* an exited thread's heap taken whole by a new thread */
+  size_t parked_heaps_released; /* a parked heap's superblocks given to the global heap by the purge */
 } ld_stats_t;
 
 #ifdef LARDER_STATS
@@ -496,7 +498,12 @@ bool ld_heap_tidy(heap_t *heap, bool mine);
 void ld_heap_help_idle_owner(heap_t *self, heap_t *owner, uint64_t now);
 heap_t *ld_heap_new(bool after_exit_hook);  /* a heap for the calling thread (made or reused) */
 void    ld_heap_fraction_changed(void);     /* Hoard's f was set: the groups' boundaries follow */
-void    ld_heap_abandon(heap_t *heap);      /* thread exit: everything goes to the global heap */
+/* Thread exit: the heap's empty superblocks go to the global heap, and the heap with the rest
+ * waits (parked) for the next new thread; true if it still holds superblocks. */
+bool    ld_heap_park(heap_t *heap);
+/* The purge: a parked heap no thread took within a delay gives everything to the global heap;
+ * false if its lock was busy. */
+bool    ld_heap_release_parked(heap_t *heap);
 void    ld_heap_validate(heap_t *heap, int *violations);
 heap_t *ld_heaps_first(void);
 void    ld_heaps_lock_all(void);

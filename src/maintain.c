@@ -135,7 +135,13 @@ heap_t *ld_maintain_thread_heap(void) {
 }
 
 /* The thread-exit hook (a pthread key destructor): the thread's bins and buffered remote
- * frees go back, then everything its heap holds goes to the global heap. */
+ * frees go back, its heap's empty superblocks go to the global heap, and the heap with the
+ * rest waits for the next new thread, which takes it whole (heap.c, ld_heap_park): a program
+ * that starts and ends threads all the time (larson; a thread per connection) would otherwise
+ * move every superblock to the global heap and back at each thread's end and start, under the
+ * global lock. If no thread comes within a purge delay, the purge gives it all to the global
+ * heap (DESIGN §1: an exited thread's memory is reused; Hoard §3 keeps a heap's superblocks
+ * for whichever thread maps to it next). */
 static void thread_exit(void *arg) {
   heap_t *heap = arg;
   thread_exit_ran = 1;
@@ -146,8 +152,9 @@ static void thread_exit(void *arg) {
   ld_cache_drain(heap);
   ld_cache_leave(heap);
   ld_heap_tls = &ld_heap_empty;
-  ld_heap_abandon(heap);
+  bool parked = ld_heap_park(heap);
   uint64_t now = ld_os_now_coarse_ns();
+  if (parked) ld_due_note(now);
   ld_maintain_poll(&ld_heap_empty, now, true);
   purge_thread_nudge(now);
   errno = saved_errno;
@@ -190,8 +197,18 @@ static size_t purge_run_locked(uint64_t now, bool all) {
     if (emptied > 0) atomic_fetch_add_explicit(&bins_emptied, 1, memory_order_relaxed);
   }
   for (heap_t *h = ld_heaps_first(); h; h = h->next_heap) {
-    ld_segment_purge_frees(heap_idle(h, mine, now));
+    bool idle = heap_idle(h, mine, now);
+    ld_segment_purge_frees(idle);
     if (!ld_heap_tidy(h, h == mine)) busy = true;
+    /* an exited thread's heap that no new thread took within a delay */
+    if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED) && LD_READ(h->superblocks_held)) {
+      if (!idle && !all) {
+        uint64_t at = LD_READ(h->last_slow_ns) + purge_delay_ns();
+        if (at < idle_at) idle_at = at;
+      } else if (!ld_heap_release_parked(h)) {
+        busy = true;
+      }
+    }
     ld_segment_purge_frees(false);
   }
   ld_global_tidy();

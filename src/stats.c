@@ -17,7 +17,8 @@
   X(munmap_bytes) X(madvise_bytes) X(refills) X(superblocks_examined) X(free_lock_acquisitions)             \
   X(validations) X(medium_allocs) X(medium_bytes_in_use) X(segments) X(bytes_free_dirty) X(bytes_purged)     \
   X(bytes_refaulted) X(purge_thread_runs) X(purge_thread_bytes) X(bytes_cached) X(bytes_remote_pending) \
-  X(cache_flushes) X(remote_batches) X(remote_announcements) X(purge_thread_starts) X(idle_bins_emptied)
+  X(cache_flushes) X(remote_batches) X(remote_announcements) X(purge_thread_starts) X(idle_bins_emptied) \
+  X(parked_heaps_taken) X(parked_heaps_released)
 
 static size_t positive(int64_t v) { return v > 0 ? (size_t)v : 0; }
 
@@ -82,6 +83,8 @@ void larder_stats_get(larder_stats_t *out) {
   out->purge_thread_bytes = purge.thread_bytes;
   out->purge_thread_starts = purge.thread_starts;
   out->idle_bins_emptied = purge.bins_emptied;
+  out->parked_heaps_taken = counts.parked_heaps_taken;
+  out->parked_heaps_released = counts.parked_heaps_released;
 }
 
 void larder_stats_print(int fd) {
