@@ -7,7 +7,7 @@
  *                    frees them all. B took A's heap, so its frees are its own, not remote,
  *                    and parked_heaps_taken counts it. At most a quarter may be remote: a
  *                    class's last superblock, partly carved, is given back at the exit when
- *                    it is below (1-f) full (Hoard's threshold without the K slack), and A's
+ *                    it is below (1-f/2) full (the threshold a parked heap keeps), and A's
  *                    other superblocks are full. Before parking, A's superblocks all went to
  *                    the global heap and each of B's frees was a remote one.
  *   validated        larder_validate() checks a parked heap's lists, counts and Hoard's
