@@ -611,6 +611,11 @@ static void heap_abandon_locked(heap_t *heap) {
   heap_retire_locked(heap);
 }
 
+/* The bytes in use below which a parked heap gives class c's emptiest superblocks away. */
+static int64_t heap_parked_keep(const heap_t *heap, unsigned c) {
+  return heap->a[c] - (int64_t)(ld_options.empty_fraction / 2 * (double)heap->a[c]);
+}
+
 bool ld_heap_park(heap_t *heap) {
   pthread_mutex_lock(&heaps.lock);
   heap_lock(heap);
@@ -623,12 +628,10 @@ bool ld_heap_park(heap_t *heap) {
    * of 16; with f, larson's peak RSS was 1.05x the emptied heaps' (f/2: 1.02x, as fast). */
   ld_global_lock();
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
-    int64_t keep = heap->a[c] - (int64_t)(ld_options.empty_fraction / 2 * (double)heap->a[c]);
     sb_t *sb;
-    while (heap->u[c] < keep && (sb = heap_find_releasable(heap, c))) {
+    while (heap->u[c] < heap_parked_keep(heap, c) && (sb = heap_find_releasable(heap, c))) {
       heap_give_to_global(heap, sb);
       LD_STAT_INC(heap, superblocks_to_global);
-      keep = heap->a[c] - (int64_t)(ld_options.empty_fraction / 2 * (double)heap->a[c]);
     }
   }
   ld_global_unlock();

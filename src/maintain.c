@@ -172,6 +172,11 @@ static _Atomic size_t thread_runs, thread_bytes, thread_starts, bins_emptied;
 static bool heap_idle(const heap_t *h, const heap_t *mine, uint64_t now) {
   return h != mine && now - LD_READ(h->last_slow_ns) >= purge_delay_ns();
 }
+/* The next purge run is due when h will have been idle a delay, if not sooner. */
+static void idle_at_lower(uint64_t *idle_at, const heap_t *h) {
+  uint64_t at = LD_READ(h->last_slow_ns) + purge_delay_ns();
+  if (at < *idle_at) *idle_at = at;
+}
 
 static size_t purge_run_locked(uint64_t now, bool all) {
   heap_t *mine = ld_heap_tls;
@@ -183,8 +188,7 @@ static size_t purge_run_locked(uint64_t now, bool all) {
   for (heap_t *h = ld_heaps_first(); h; h = h->next_heap) {
     if (h == mine || !__atomic_load_n(&h->live, __ATOMIC_RELAXED)) continue;
     if (!heap_idle(h, mine, now)) {
-      uint64_t at = LD_READ(h->last_slow_ns) + purge_delay_ns();
-      if (at < idle_at && ld_cache_holds(h)) idle_at = at;
+      if (ld_cache_holds(h)) idle_at_lower(&idle_at, h);
       continue;
     }
     if (LD_READ(h->remote_bytes) && !ld_cache_send_idle_batches(h)) busy = true;
@@ -203,8 +207,7 @@ static size_t purge_run_locked(uint64_t now, bool all) {
     /* an exited thread's heap that no new thread took within a delay */
     if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED) && LD_READ(h->superblocks_held)) {
       if (!idle && !all) {
-        uint64_t at = LD_READ(h->last_slow_ns) + purge_delay_ns();
-        if (at < idle_at) idle_at = at;
+        idle_at_lower(&idle_at, h);
       } else if (!ld_heap_release_parked(h)) {
         busy = true;
       }
