@@ -24,7 +24,7 @@ static unsigned most_fill(const ld_bin_t *bin) { return (bin->limit + 1u) / 2; }
 static unsigned first_fill(const ld_bin_t *bin) { return most_fill(bin) < FIRST_FILL ? most_fill(bin) : FIRST_FILL; }
 
 /* A bin is set up at its class's first refill (ld_cache_refill), so that a thread's heap
- * touches the pages of the bins it uses only: the 65 bins are 33 KiB, and setting them all up
+ * touches the pages of the bins it uses only: the 65 bins are 65 KiB, and setting them all up
  * at the thread's start made every thread resident in all of them (issue 17, peak RSS on
  * small programs: free-contention's 17 threads, 4.2 MB against 0.1's 3.2). A bin not set up
  * has limit 0 and holds nothing; the fast paths never reach one (malloc finds it empty, and

@@ -36,7 +36,7 @@
 
 #include "alloc_util.h"
 
-#define BIN_SLOTS 58     /* LD_BIN_SLOTS - 1 (src/internal.h) */
+#define BIN_SLOTS 122    /* LD_BIN_SLOTS - 1 (src/internal.h) */
 #define BIN_BYTES 16384  /* LD_BIN_BYTES */
 
 static alloc_api_t api;
