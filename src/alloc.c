@@ -226,10 +226,15 @@ static LD_NOINLINE void free_small_own(heap_t *heap, sb_t *sb, ld_block_t *b) {
 
 static LD_NOINLINE void free_slow(void *p) {
   if (p == NULL) return;
-  if (LD_UNLIKELY(!ld_addrmap_contains_header(p))) not_owned("free", p);
   sb_t *sb = ld_sb_of(p);
-  if (sb->magic != LD_SB_MAGIC) ld_fatal_bad_free("invalid free (not a block from larder)", p);
   heap_t *heap = ld_heap_tls;
+  int batched = ld_cache_free_remote_batched(heap, sb, p); /* sb has a batch here: checked then */
+  if (batched >= 0) {
+    if (batched) free_remote_sent(heap);
+    return;
+  }
+  if (LD_UNLIKELY(!ld_addrmap_contains_header(p))) not_owned("free", p);
+  if (sb->magic != LD_SB_MAGIC) ld_fatal_bad_free("invalid free (not a block from larder)", p);
   if (LD_UNLIKELY(sb->kind != LD_KIND_SMALL)) {
     free_span(heap, sb, p);
     return;

@@ -565,7 +565,13 @@ static inline void ld_cache_leave(heap_t *heap) {
 int     ld_cache_drain_idle(heap_t *heap);
 /* Whether heap's bins or remote buffer hold anything (racy: for the purge's scheduling). */
 bool    ld_cache_holds(const heap_t *heap);
+/* A free of a block of another heap's superblock sb (checked, tagged) opens a batch for sb
+ * in the thread's buffer; true: a batch was sent. */
 bool    ld_cache_free_remote(heap_t *heap, sb_t *sb, ld_block_t *b);
+/* free_slow's first look: the free of p, whose superblock sb (p's mask) already has a batch in
+ * the thread's buffer, joins it after the block's own checks. -1: sb has no batch there
+ * (nothing done, p not read); 1: a batch was sent; 0: appended. */
+int     ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p);
 /* The thread's own maintenance: bins unused since the last call give back most of what they
  * hold (as jemalloc's tcache garbage collection does), and the remote buffer is sent. */
 void    ld_cache_trim(heap_t *heap);

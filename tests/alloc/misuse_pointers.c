@@ -18,6 +18,10 @@
  *   huge       - a 200 MiB block (beyond the cache: unmapped at its first free).
  * Interior pointers: 16 bytes into a small block, 4 KiB into a medium one, 8 KiB and 1 MiB
  * into a large one.
+ * Blocks of another thread's heap (that thread alive): free's first look is the thread's batch
+ * of remote frees for the block's superblock, which spares the ownership map and the header
+ * once the superblock has a batch (cache.c): the second free of a block waiting in the batch
+ * (double-remote) and 16 bytes into another block of its superblock (interior-remote).
  * realloc of a freed small, large (cached) and huge (unmapped) block: must say "double free"
  * or "use after free", since the pointer is one larder did allocate.
  *
@@ -30,6 +34,9 @@
 #endif
 #include <ctype.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 
 #include "alloc_util.h"
@@ -106,10 +113,28 @@ static void *freed_block(const char *kind) {
   return p; /* keep stays live, so a small p's superblock is not empty */
 }
 
+/* Three 48-byte blocks of a thread that stays alive (waiting for the process to end). */
+static char *other_blocks[3];
+static atomic_int other_ready;
+static void *other_thread(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 3; i++)
+    if (!(other_blocks[i] = malloc(48))) _exit(95);
+  atomic_store(&other_ready, 1);
+  for (;;) pause();
+  return NULL;
+}
+
 static int child(const char *mode) {
   op_t op = op_of(mode);
   const char *t = target_of(mode);
-  if (strcmp(t, "static") == 0) misuse(op, static_area + 64);
+  if (strcmp(t, "remote") == 0) {
+    pthread_t th;
+    if (pthread_create(&th, NULL, other_thread, NULL) != 0) return 95;
+    while (!atomic_load(&other_ready)) sched_yield();
+    free(other_blocks[0]); /* a remote free: opens the batch for the blocks' superblock */
+    misuse(OP_FREE, mode[0] == 'd' ? other_blocks[0] : other_blocks[1] + 16);
+  } else if (strcmp(t, "static") == 0) misuse(op, static_area + 64);
   else if (strcmp(t, "stack") == 0) {
     char local[256];
     memset(local, 1, sizeof local);
@@ -157,6 +182,7 @@ static const case_t cases[] = {
   {"double-large", "double free"},  {"double-huge", NULL},
   {"interior-small", NULL}, {"interior-medium", NULL}, {"interior-large", NULL},
   {"interior-large-far", NULL},
+  {"double-remote", "double free"},  {"interior-remote", NULL},
   {"realloc-freed-small", "double free|use after free"},
   {"realloc-freed-large", "double free|use after free"},
   {"realloc-freed-huge", "double free|use after free"},
