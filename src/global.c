@@ -22,16 +22,16 @@ typedef struct sb_list_s {
 heap_t ld_global_heap = {.is_global = true};
 
 static struct {
-  pthread_mutex_t lock;
+  ld_lock_t lock;
   int64_t u, a;                        /* Hoard's u_0 and a_0 */
   sb_list_t by_class[LD_CLASS_COUNT];  /* superblocks with room */
   sb_list_t full;                      /* no room: waiting for frees */
   size_t taken_bytes;                  /* remote frees accounted for (statistics) */
-} global = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} global = {.lock = LD_LOCK_INIT};
 
-void ld_global_lock(void) { pthread_mutex_lock(&global.lock); }
-void ld_global_unlock(void) { pthread_mutex_unlock(&global.lock); }
-void ld_global_reinit_lock(void) { pthread_mutex_init(&global.lock, NULL); }
+void ld_global_lock(void) { ld_lock(&global.lock); }
+void ld_global_unlock(void) { ld_unlock(&global.lock); }
+void ld_global_reinit_lock(void) { ld_lock_reset(&global.lock); }
 
 static void list_push(sb_list_t *list, sb_t *sb) {
   sb->prev = NULL;

@@ -36,11 +36,11 @@ heap_t ld_heap_empty = {.current = {[0 ... LD_CLASS_COUNT] = &ld_sb_none},
 __thread heap_t *ld_heap_tls __attribute__((tls_model("initial-exec"))) = &ld_heap_empty;
 
 static struct {
-  pthread_mutex_t lock;      /* the list of heaps, and retired counters */
+  ld_lock_t lock;            /* the list of heaps, and retired counters */
   heap_t *heaps;             /* every heap ever made; exited threads' are not live */
   ld_stats_t retired;        /* counters of heaps that were abandoned */
   _Atomic size_t live;
-} heaps = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} heaps = {.lock = LD_LOCK_INIT};
 
 ld_stats_t ld_stats_unowned;       /* events in threads without a heap, counted atomically */
 
@@ -58,8 +58,8 @@ ld_stats_t ld_stats_unowned;       /* events in threads without a heap, counted 
 /* A fill looks at no more than this many superblocks (the bound every slow path keeps). */
 #define FILL_MAX_SUPERBLOCKS 4
 
-static void heap_lock(heap_t *heap) { pthread_mutex_lock(&heap->lock); }
-static void heap_unlock(heap_t *heap) { pthread_mutex_unlock(&heap->lock); }
+static void heap_lock(heap_t *heap) { ld_lock(&heap->lock); }
+static void heap_unlock(heap_t *heap) { ld_unlock(&heap->lock); }
 
 /* ---- the table of owned superblocks (read by the free fast path) ---- */
 
@@ -458,7 +458,7 @@ static void heap_give_all_locked(heap_t *heap);
 
 bool ld_heap_tidy(heap_t *heap, bool mine) {
   if (mine) heap_lock(heap);
-  else if (pthread_mutex_trylock(&heap->lock) != 0) return false;
+  else if (!ld_trylock(&heap->lock)) return false;
   /* once a purge delay (maintain.c) */
   if (__atomic_load_n(&heap->live, __ATOMIC_RELAXED)) heap_give_empty_locked(heap);
   heap_unlock(heap);
@@ -466,7 +466,7 @@ bool ld_heap_tidy(heap_t *heap, bool mine) {
 }
 
 bool ld_heap_release_parked(heap_t *heap) {
-  if (pthread_mutex_trylock(&heap->lock) != 0) return false;
+  if (!ld_trylock(&heap->lock)) return false;
   /* live is read under the heap's lock: a new thread that took the heap meanwhile finds it
    * either whole or emptied, under the same lock (ld_heap_new) */
   if (!__atomic_load_n(&heap->live, __ATOMIC_ACQUIRE) && heap->superblocks_held) {
@@ -492,10 +492,10 @@ void ld_heap_help_idle_owner(heap_t *self, heap_t *owner, uint64_t now) {
   }
   if (!stuck && now - __atomic_load_n(&owner->last_slow_ns, __ATOMIC_RELAXED) < HELP_IDLE_NS) return;
   if (self != &ld_heap_empty) self->help_batches = 0;
-  if (pthread_mutex_trylock(&owner->lock) != 0) return;
+  if (!ld_trylock(&owner->lock)) return;
   if (self != &ld_heap_empty) LD_STAT_INC(self, free_lock_acquisitions);
   heap_release_classes(owner, heap_process_pending(owner));
-  pthread_mutex_unlock(&owner->lock);
+  ld_unlock(&owner->lock);
 }
 
 /* ---- heap lifecycle ---- */
@@ -511,9 +511,9 @@ static heap_t *heap_new_locked(bool after_exit_hook) {
   /* A heap made by a thread after its exit hook had run (a destructor that allocated in the
    * last round) is given up once the kernel says that thread is gone. */
   for (heap_t *h = heaps.heaps; h; h = h->next_heap)
-    if (h->live && h->orphan_tid && !ld_os_thread_alive(h->orphan_tid) && pthread_mutex_trylock(&h->lock) == 0) {
+    if (h->live && h->orphan_tid && !ld_os_thread_alive(h->orphan_tid) && ld_trylock(&h->lock)) {
       heap_abandon_locked(h);
-      pthread_mutex_unlock(&h->lock);
+      ld_unlock(&h->lock);
     }
   for (heap_t *h = heaps.heaps; h; h = h->next_heap)
     if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED)) {
@@ -525,7 +525,7 @@ static heap_t *heap_new_locked(bool after_exit_hook) {
   size_t bytes = (sizeof(heap_t) + ld_os_page_size() - 1) & ~(ld_os_page_size() - 1);
   if (ld_os_map(bytes, &mem) != 0) return NULL;
   heap_t *heap = mem;
-  pthread_mutex_init(&heap->lock, NULL);
+  ld_lock_reset(&heap->lock);
   /* The statistics read every heap's current superblocks: never a NULL one. */
   for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) heap->current[c] = &ld_sb_none;
   heap->orphan_tid = after_exit_hook ? ld_os_thread_id() : 0;
@@ -536,9 +536,9 @@ static heap_t *heap_new_locked(bool after_exit_hook) {
 }
 
 heap_t *ld_heap_new(bool after_exit_hook) {
-  pthread_mutex_lock(&heaps.lock);
+  ld_lock(&heaps.lock);
   heap_t *heap = heap_new_locked(after_exit_hook);
-  pthread_mutex_unlock(&heaps.lock);
+  ld_unlock(&heaps.lock);
   if (!heap) return NULL;
   heap_lock(heap);
   /* A reused heap's pending list may hold superblocks announced after its last owner left:
@@ -617,7 +617,7 @@ static int64_t heap_parked_keep(const heap_t *heap, unsigned c) {
 }
 
 bool ld_heap_park(heap_t *heap) {
-  pthread_mutex_lock(&heaps.lock);
+  ld_lock(&heaps.lock);
   heap_lock(heap);
   heap_give_empty_locked(heap);
   /* Hoard's threshold without the K slack, and with half its f: a class keeps no more than
@@ -638,22 +638,22 @@ bool ld_heap_park(heap_t *heap) {
   heap_retire_locked(heap);
   bool holds = heap->superblocks_held != 0;
   heap_unlock(heap);
-  pthread_mutex_unlock(&heaps.lock);
+  ld_unlock(&heaps.lock);
   return holds;
 }
 
 /* ---- fork ---- */
 void ld_heaps_lock_all(void) {
-  pthread_mutex_lock(&heaps.lock);
-  for (heap_t *h = heaps.heaps; h; h = h->next_heap) pthread_mutex_lock(&h->lock);
+  ld_lock(&heaps.lock);
+  for (heap_t *h = heaps.heaps; h; h = h->next_heap) ld_lock(&h->lock);
 }
 void ld_heaps_unlock_all(bool reinit) {
   for (heap_t *h = heaps.heaps; h; h = h->next_heap) {
-    if (reinit) pthread_mutex_init(&h->lock, NULL);
-    else pthread_mutex_unlock(&h->lock);
+    if (reinit) ld_lock_reset(&h->lock);
+    else ld_unlock(&h->lock);
   }
-  if (reinit) pthread_mutex_init(&heaps.lock, NULL);
-  else pthread_mutex_unlock(&heaps.lock);
+  if (reinit) ld_lock_reset(&heaps.lock);
+  else ld_unlock(&heaps.lock);
 }
 
 /* ---- statistics ---- */
@@ -663,7 +663,7 @@ void ld_heaps_unlock_all(bool reinit) {
 void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures) {
   memset(out, 0, sizeof *out);
   memset(figures, 0, sizeof *figures);
-  pthread_mutex_lock(&heaps.lock);
+  ld_lock(&heaps.lock);
   ld_stats_add(out, &heaps.retired);
   ld_stats_add(out, &ld_stats_unowned);
   for (heap_t *h = heaps.heaps; h; h = h->next_heap) {
@@ -684,7 +684,7 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures) {
     }
     heap_unlock(h);
   }
-  pthread_mutex_unlock(&heaps.lock);
+  ld_unlock(&heaps.lock);
 }
 
 /* ---- validation ---- */
@@ -776,7 +776,7 @@ void ld_heap_validate(heap_t *mine, int *violations) {
     heap_validate_locked(mine, violations);
     heap_unlock(mine);
   }
-  pthread_mutex_lock(&heaps.lock);
+  ld_lock(&heaps.lock);
   for (heap_t *h = heaps.heaps; h; h = h->next_heap) {
     if (__atomic_load_n(&h->live, __ATOMIC_ACQUIRE)) continue;
     if (h->superblocks_held) { /* parked: no thread runs in it (a new one takes heaps.lock first) */
@@ -795,5 +795,5 @@ void ld_heap_validate(heap_t *mine, int *violations) {
         break;
       }
   }
-  pthread_mutex_unlock(&heaps.lock);
+  ld_unlock(&heaps.lock);
 }

@@ -33,6 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "os.h" /* ld_lock_t */
+
 #include "options.h"
 
 /* Everything declared below is internal to the library, not exported from liblarder.so. */
@@ -465,7 +467,7 @@ typedef struct heap_s {
   _Alignas(LD_CACHE_LINE) _Atomic(sb_t *) pending;
   /* Guards the heap proper: taken by the owner in its slow paths (uncontended), and with
    * trylock by another thread that tidies an idle heap. */
-  _Alignas(LD_CACHE_LINE) pthread_mutex_t lock;
+  _Alignas(LD_CACHE_LINE) ld_lock_t lock;
   struct heap_s *next_heap;            /* all heaps, live and abandoned */
   int live;                            /* a thread uses it */
   int orphan_tid;                      /* made after its thread's exit hook ran: that thread's id */

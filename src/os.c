@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <signal.h>
+#include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -302,6 +303,33 @@ size_t ld_os_mapped_bytes(void) {
 }
 
 void ld_os_yield(void) { sched_yield(); }
+
+/* Spinning first: the holders of these locks hold them for a batch's work, a few hundred
+ * nanoseconds, shorter than a sleep and a wake. Then the word says 2 (a waiter) for as long as
+ * this thread sleeps, so that the holder's exchange sees it and wakes one. errno is kept. */
+void ld_os_lock_wait(ld_lock_t *lock) {
+  for (int spin = 0; spin < 64; spin++) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+    uint32_t expected = 0;
+    if (atomic_load_explicit(&lock->word, memory_order_relaxed) == 0 &&
+        atomic_compare_exchange_weak_explicit(&lock->word, &expected, 1, memory_order_acquire, memory_order_relaxed))
+      return;
+  }
+  int saved = errno;
+  while (atomic_exchange_explicit(&lock->word, 2, memory_order_acquire) != 0)
+    syscall(SYS_futex, &lock->word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+  errno = saved;
+}
+
+void ld_os_lock_wake(ld_lock_t *lock) {
+  int saved = errno;
+  syscall(SYS_futex, &lock->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  errno = saved;
+}
 
 int ld_os_fence_all_threads(void) {
   static _Atomic int registered; /* 0 not yet, 1 yes, -1 refused */

@@ -82,7 +82,7 @@ _Static_assert(PURGE_WINDOWS >= 2, "the current window and at least one before i
 enum { KIND_CLEAN = 0, KIND_DIRTY = 1 };
 
 static struct {
-  pthread_mutex_t lock;
+  ld_lock_t lock;
   chunk_t *bins[2][BIN_COUNT];       /* [KIND_*] */
   uint64_t bitmap[2][BIN_COUNT / 64];
   chunk_t *dirty_head, *dirty_tail;  /* newest first */
@@ -95,12 +95,12 @@ static struct {
   uint64_t window_start_ns;
   size_t window_min_dirty;
   size_t past_min_dirty[PURGE_WINDOWS - 1];
-} seg = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} seg = {.lock = LD_LOCK_INIT};
 
-void ld_segment_lock(void) { pthread_mutex_lock(&seg.lock); }
+void ld_segment_lock(void) { ld_lock(&seg.lock); }
 void ld_segment_unlock(bool reinit) {
-  if (reinit) pthread_mutex_init(&seg.lock, NULL);
-  else pthread_mutex_unlock(&seg.lock);
+  if (reinit) ld_lock_reset(&seg.lock);
+  else ld_unlock(&seg.lock);
 }
 
 static inline segment_t *segment_of_chunk(chunk_t *c) {
