@@ -425,11 +425,17 @@ int ld_cache_drain_idle(heap_t *heap) {
 
 void ld_cache_drain(heap_t *heap) {
   if (heap == &ld_heap_empty) return;
+  ld_heap_return_bins(heap);
+  remote_enter(heap);
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
-    if (!bin_is_set_up(&heap->bins[c])) continue;
-    bin_flush(heap, c, heap->bins[c].count);
-    heap->bins[c].refilled = 0;
-    heap->bins[c].fill = (uint8_t)first_fill(&heap->bins[c]); /* the next thread starts small */
+    ld_bin_t *bin = &heap->bins[c];
+    if (!bin_is_set_up(bin)) continue;
+    /* blocks of superblocks given away while cached go to their new owners, as any free would */
+    for (unsigned i = 0; i < bin->count; i++) remote_append(heap, ld_sb_of(bin->slots[i]), bin->slots[i]);
+    LD_OWNER_SET(bin->count, 0);
+    bin->refilled = 0;
+    bin->fill = (uint8_t)first_fill(bin); /* the next thread starts small */
   }
+  remote_leave(heap);
   remote_send_all(heap);
 }

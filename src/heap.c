@@ -355,14 +355,13 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
 
 /* ---- return: blocks from the thread's cache go back to their superblocks ---- */
 
-void ld_heap_return(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsigned *foreign_out) {
+/* ld_heap_return's work, heap lock held: returns the classes whose u fell. */
+static uint64_t heap_return_locked(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsigned *foreign_out) {
   unsigned foreign = 0;
   uint64_t classes = 0;
-  heap_lock(heap);
   /* With the counter below, under the lock (as in ld_heap_fill). */
   LD_OWNER_SET(bin->count, bin->count - n);
   LD_STAT_INC(heap, flushes);
-  heap_check_options(heap);
   /* A bin holds one class, and its blocks often come in runs of one superblock (a thread that
    * frees what it allocated): u falls once, and a superblock is regrouped once per run. */
   unsigned cls = (unsigned)(bin - heap->bins), returned = 0;
@@ -402,11 +401,35 @@ void ld_heap_return(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsi
     classes |= (uint64_t)1 << cls;
   }
   LD_STAT_ADD(heap, blocks_flushed, n); /* foreign ones too: they left the bin */
+  *foreign_out = foreign;
+  return classes;
+}
+
+void ld_heap_return(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsigned *foreign_out) {
+  heap_lock(heap);
+  heap_check_options(heap);
+  uint64_t classes = heap_return_locked(heap, bin, blocks, n, foreign_out);
   LD_OWNER_ADD(heap->looks, 1);
   classes |= heap_process_pending(heap);
   heap_release_classes(heap, classes);
   heap_unlock(heap);
-  *foreign_out = foreign;
+}
+
+void ld_heap_return_bins(heap_t *heap) {
+  heap_lock(heap);
+  heap_check_options(heap);
+  uint64_t classes = 0;
+  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+    ld_bin_t *bin = &heap->bins[c];
+    unsigned foreign;
+    if (!bin->count) continue;
+    classes |= heap_return_locked(heap, bin, bin->slots, bin->count, &foreign);
+    LD_OWNER_SET(bin->count, foreign); /* at the front of the bin: the caller sends them */
+  }
+  LD_OWNER_ADD(heap->looks, 1);
+  classes |= heap_process_pending(heap);
+  heap_release_classes(heap, classes);
+  heap_unlock(heap);
 }
 
 /* ---- maintenance by any thread (maintain.c) ---- */

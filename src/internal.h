@@ -488,6 +488,11 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want);
  * returned through *foreign_out: the caller frees those as remote frees. Takes the heap's
  * lock. */
 void ld_heap_return(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsigned *foreign_out);
+/* Every bin's blocks back to their superblocks under one lock (a thread's exit, malloc_trim:
+ * ld_cache_drain; a bin at a time cost a lock, the pending check and Hoard's threshold per
+ * class, 31 times per larson thread). A bin's blocks of superblocks given away while cached
+ * stay in it, bin->count of them, for the caller to send to their owners. */
+void ld_heap_return_bins(heap_t *heap);
 /* Collects the frees announced on heap's pending list and those pushed onto its current
  * superblocks (the caller owns heap). */
 void ld_heap_collect_pending(heap_t *heap);
