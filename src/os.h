@@ -67,7 +67,7 @@ typedef struct ld_lock_s {
   _Atomic uint32_t word; /* 0 free, 1 held, 2 held and a thread may be waiting */
 } ld_lock_t;
 #define LD_LOCK_INIT {0}
-/* The slow path of ld_lock: spins a little, then sleeps until the word is given back. */
+/* The slow path of ld_lock: sleeps until the word is given back. */
 void     ld_os_lock_wait(ld_lock_t *lock);
 /* Wakes one thread asleep in ld_os_lock_wait. */
 void     ld_os_lock_wake(ld_lock_t *lock);
