@@ -6,9 +6,11 @@ set -euo pipefail
 # build and tests: compilers, clang's libFuzzer runtime, strace for the syscall-count pass,
 # sqlite3 as a real program to trace, pkg-config for the install test; benchmarks: the
 # allocators larder is compared with, and the real programs of the `programs` suite (python3,
-# sqlite3 and clang above; memcached driven by libmemcached-tools' memcslap load generator).
+# sqlite3 and clang above; memcached driven by libmemcached-tools' memcslap load generator;
+# valgrind for scripts/count-instructions.sh).
 packages=(cmake ninja-build make gcc g++ clang libclang-rt-14-dev strace python3-venv sqlite3
-          pkg-config libmimalloc2.0 libjemalloc2 libgoogle-perftools4 memcached libmemcached-tools)
+          pkg-config libmimalloc2.0 libjemalloc2 libgoogle-perftools4 memcached libmemcached-tools
+          valgrind)
 
 # The Rust crate's tests (rust/larder) need cargo. A rustup toolchain in ~/.cargo/bin counts;
 # without one, Debian's cargo (and rustc) is installed.

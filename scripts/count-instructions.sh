@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Instructions per operation on larder's common paths, counted by callgrind: the figures
+# docs/allocator.md and docs/results.md quote ("a malloc(32)+free pair is 67 instructions"),
+# for any allocator. Instructions are deterministic where times on a shared machine are not.
+#
+# usage: scripts/count-instructions.sh [LIB.so ...]
+#   with no LIB: the build's liblarder.so; "glibc" stands for no LD_PRELOAD. The build folder
+#   is build/, or $LARDER_BUILD_DIR.
+#
+# Each figure is the difference between two runs of one program that differ only in how much
+# work they do, divided by the extra work, so start-up, thread creation and exit cancel out:
+#   pair        malloc(32) then free, in a loop (1 M against 2 M pairs; the loop is included);
+#   remote      a producer thread mallocs 200,000 blocks of 64 bytes, then a consumer thread
+#               frees them all, rounds apart (barriers, no spinning): per block, the malloc and
+#               the remote free (5 against 10 rounds);
+#   threadtest  bench/threadtest, one thread, 100,000 objects of 8 bytes allocated then freed
+#               (Hoard's threadtest: blocks move between bin and superblock), per pair (10
+#               against 20 rounds).
+# Needs valgrind (scripts/install-deps.sh installs it) and a C compiler; builds nothing of
+# larder's: run `make build` first. Takes about a minute per library.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v valgrind >/dev/null 2>&1; then
+  echo "count-instructions: valgrind is missing (scripts/install-deps.sh installs it)" >&2
+  exit 2
+fi
+cc=${CC:-cc}
+if ! command -v "$cc" >/dev/null 2>&1; then
+  echo "count-instructions: no C compiler ($cc)" >&2
+  exit 2
+fi
+build=${LARDER_BUILD_DIR:-build}
+threadtest=$build/bin/threadtest
+if [ ! -x "$threadtest" ]; then
+  echo "count-instructions: $threadtest is missing: run 'make build' first" >&2
+  exit 2
+fi
+libs=("$@")
+[ ${#libs[@]} -eq 0 ] && libs=("$build/lib/liblarder.so")
+for lib in "${libs[@]}"; do
+  if [ "$lib" != glibc ] && [ ! -f "$lib" ]; then
+    echo "count-instructions: no such library: $lib" >&2
+    exit 2
+  fi
+done
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cat > "$work/pair.c" <<'EOF'
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+  long n = atol(argv[1]);
+  for (long i = 0; i < n; i++) {
+    void *volatile p = malloc(32);
+    free(p);
+  }
+  return 0;
+}
+EOF
+cat > "$work/remote.c" <<'EOF'
+#include <pthread.h>
+#include <stdlib.h>
+enum { N = 200000 };
+static void *blocks[N];
+static int rounds;
+static pthread_barrier_t made, freed;
+static void *producer(void *arg) {
+  (void)arg;
+  for (int r = 0; r < rounds; r++) {
+    for (int i = 0; i < N; i++) blocks[i] = malloc(64);
+    pthread_barrier_wait(&made);
+    pthread_barrier_wait(&freed);
+  }
+  return NULL;
+}
+static void *consumer(void *arg) {
+  (void)arg;
+  for (int r = 0; r < rounds; r++) {
+    pthread_barrier_wait(&made);
+    for (int i = 0; i < N; i++) free(blocks[i]);
+    pthread_barrier_wait(&freed);
+  }
+  return NULL;
+}
+int main(int argc, char **argv) {
+  rounds = atoi(argv[1]);
+  pthread_barrier_init(&made, NULL, 2);
+  pthread_barrier_init(&freed, NULL, 2);
+  pthread_t p, c;
+  if (pthread_create(&p, NULL, producer, NULL) || pthread_create(&c, NULL, consumer, NULL)) return 1;
+  pthread_join(p, NULL);
+  pthread_join(c, NULL);
+  return 0;
+}
+EOF
+"$cc" -O2 -o "$work/pair" "$work/pair.c"
+"$cc" -O2 -pthread -o "$work/remote" "$work/remote.c"
+
+# Instructions of one run of "$@" under lib $1, all processes summed.
+count() {
+  local lib=$1; shift
+  rm -f "$work"/cg.*
+  local preload=()
+  [ "$lib" != glibc ] && preload=(env "LD_PRELOAD=$(readlink -f "$lib")")
+  valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$work/cg.%p" \
+    "${preload[@]}" "$@" >/dev/null 2>"$work/log" || { cat "$work/log" >&2; exit 1; }
+  grep -h '^summary:' "$work"/cg.* | awk '{s += $2} END {print s}'
+}
+# (instructions of the larger run - of the smaller) / extra operations, one decimal
+per_op() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN {printf "%.1f", (b - a) / n}'; }
+
+printf '%-40s %10s %10s %12s\n' library pair remote threadtest
+for lib in "${libs[@]}"; do
+  pair=$(per_op "$(count "$lib" "$work/pair" 1000000)" "$(count "$lib" "$work/pair" 2000000)" 1000000)
+  remote=$(per_op "$(count "$lib" "$work/remote" 5)" "$(count "$lib" "$work/remote" 10)" 1000000)
+  tt=$(per_op "$(count "$lib" "$threadtest" -t 1 --iterations 10 --objects 100000 --size 8)" \
+              "$(count "$lib" "$threadtest" -t 1 --iterations 20 --objects 100000 --size 8)" 1000000)
+  printf '%-40s %10s %10s %12s\n' "$lib" "$pair" "$remote" "$tt"
+done
