@@ -153,9 +153,14 @@ static LD_NOINLINE bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
   /* sent by the purge if the thread idles: make sure a purge is due (a clock read only then) */
   if (!heap->remote_bytes && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX)
     ld_due_note(ld_os_now_coarse_ns());
-  if (!slot->count) slot->tail = b;
+  if (!slot->count) {
+    slot->tail = b;
+    /* the batch's blocks are all of sb's size: its two bounds are one count */
+    uint32_t by_bytes = (LD_REMOTE_BATCH_BYTES + sb->block_size - 1) / sb->block_size;
+    slot->full = by_bytes < LD_REMOTE_BATCH ? by_bytes : LD_REMOTE_BATCH;
+  }
   batch_append(heap, slot, sb, b);
-  if (slot->count >= LD_REMOTE_BATCH || slot->bytes >= LD_REMOTE_BATCH_BYTES) {
+  if (slot->count >= slot->full) {
     remote_send(heap, sb, slot), sent = true;
   } else if (heap->remote_bytes > LD_REMOTE_PENDING_BYTES) {
     /* the buffer holds enough: the set's largest batch goes, the most blocks for one CAS */
@@ -237,8 +242,7 @@ int ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p) {
   LD_STAT_INC(heap, frees_other);
   ld_remote_slot_t *slot = &heap->remote[set + w];
   uint32_t size = sb->block_size;
-  if (LD_LIKELY(slot->count + 1 < LD_REMOTE_BATCH && slot->bytes + size < LD_REMOTE_BATCH_BYTES &&
-                heap->remote_bytes + size <= LD_REMOTE_PENDING_BYTES)) {
+  if (LD_LIKELY(slot->count + 1 < slot->full && heap->remote_bytes + size <= LD_REMOTE_PENDING_BYTES)) {
     batch_append(heap, slot, sb, b); /* a batch in the set has a tail already */
     remote_leave(heap);
     return 0;

@@ -375,6 +375,8 @@ typedef struct ld_remote_slot_s { /* its superblock: heap->remote_sb */
   uint32_t count;
   uint32_t bytes;
   uint32_t last_append;              /* the heap's remote_appends when a block last joined */
+  uint32_t full;                     /* the count at which it goes: LD_REMOTE_BATCH blocks or
+                                        LD_REMOTE_BATCH_BYTES, for its superblock's block size */
   uint16_t offsets[LD_REMOTE_BATCH]; /* the batch's blocks in the order appended, in 16-byte units */
 } ld_remote_slot_t;
 
