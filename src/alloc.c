@@ -27,14 +27,15 @@
  *      the bin and its tag is set.
  *   2. The bin is full: half of it, the oldest, goes back to the superblocks (cache.c,
  *      ld_heap_return), where u falls and Hoard's threshold may give a superblock to the
- *      global heap.
- *   3. A block of another heap's superblock (free_slow): the ownership map first (the pointer
- *      is larder's before its header is read), the header's checks, then the block joins the
- *      thread's batch for that superblock (cache.c: 64 slots, 4-way set-associative, 256 KiB
- *      in all; a block whose batch is in its set joins it inline, without a call); a full
- *      batch is handed over with one CAS, and the first batch since the owner looked puts
- *      the superblock on the owner's pending list, unless the owner allocates from it
- *      (watched: its next fills take the list anyway).
+ *      global heap. A thread's exit returns every bin under one lock (ld_heap_return_bins).
+ *   3. A block of another heap's superblock (free_slow): first the thread's batch for that
+ *      superblock (cache.c: 64 slots, 4-way set-associative, 256 KiB in all): if the set holds
+ *      one, the superblock was checked when it opened, and the block joins it after its own
+ *      checks (block start, free tag), inline. Else the ownership map (the pointer is larder's
+ *      before its header is read), the header's checks, and a new batch. A full batch is handed
+ *      over with one CAS, and the first batch since the owner looked puts the superblock on
+ *      the owner's pending list, unless the owner allocates from it (watched: its next fills
+ *      take the list anyway).
  *      No free waits for a lock (seed 002).
  *   4. Medium and large spans (free_span), and pointers that are not larder's (reported).
  * Every slow path ends with a poll of the maintenance floor (maintain.c): the purge runs
