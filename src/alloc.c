@@ -235,9 +235,8 @@ static LD_NOINLINE void free_checked(heap_t *heap, sb_t *sb, void *p) {
     free_span(heap, sb, p);
     return;
   }
-  if (!ld_sb_is_block_start(sb, p)) ld_fatal_bad_free("invalid free (not the start of a block)", p);
+  ld_check_small_free(sb, p);
   ld_block_t *b = p;
-  if (ld_block_is_free(b)) ld_fatal_bad_free("double free", p);
   if (LD_UNLIKELY(heap == &ld_heap_empty || atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap)) {
     free_small_own(heap, sb, b);
     return;

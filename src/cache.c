@@ -235,8 +235,7 @@ int ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p) {
     return -1;
   }
   ld_block_t *b = p;
-  if (!ld_sb_is_block_start(sb, p)) ld_fatal_bad_free("invalid free (not the start of a block)", p);
-  if (ld_block_is_free(b)) ld_fatal_bad_free("double free", p);
+  ld_check_small_free(sb, p);
   b->tag = ld_tag(b);
   LD_STAT_INC(heap, remote_frees);
   LD_STAT_INC(heap, frees_other);
@@ -276,6 +275,20 @@ bool ld_cache_send_idle_batches(heap_t *heap) {
 
 /* ---- bins ---- */
 
+/* Blocks of superblocks given away while cached (ld_heap_return and ld_heap_return_bins leave
+ * them) go to their new owners, as any free would (they are tagged already). by_purge: the
+ * purge sends them for an idle owner, in batches of one, without the owner's buffer. */
+static void send_foreign(heap_t *heap, void **blocks, unsigned n, bool by_purge) {
+  if (!n) return;
+  if (by_purge) {
+    for (unsigned i = 0; i < n; i++) remote_append(&ld_heap_empty, ld_sb_of(blocks[i]), blocks[i]);
+    return;
+  }
+  remote_enter(heap);
+  for (unsigned i = 0; i < n; i++) remote_append(heap, ld_sb_of(blocks[i]), blocks[i]);
+  remote_leave(heap);
+}
+
 /* Returns the n oldest blocks of bin cls to their superblocks. by_purge: the purge does it
  * for an idle owner (ld_cache_drain_idle), which must not touch the owner's remote buffer. */
 static void bin_flush_blocks(heap_t *heap, unsigned cls, unsigned n, bool by_purge);
@@ -289,15 +302,7 @@ static void bin_flush_blocks(heap_t *heap, unsigned cls, unsigned n, bool by_pur
   memmove(bin->slots, bin->slots + n, (bin->count - n) * sizeof(void *));
   unsigned foreign;
   ld_heap_return(heap, bin, out, n, &foreign); /* lowers bin->count */
-  /* Blocks of superblocks given away while cached go to their new owner, as any free would
-   * (they are tagged already). */
-  if (foreign && by_purge) {
-    for (unsigned i = 0; i < foreign; i++) remote_append(&ld_heap_empty, ld_sb_of(out[i]), out[i]); /* batches of one */
-  } else if (foreign) {
-    remote_enter(heap);
-    for (unsigned i = 0; i < foreign; i++) remote_append(heap, ld_sb_of(out[i]), out[i]);
-    remote_leave(heap);
-  }
+  send_foreign(heap, out, foreign, by_purge);
 }
 
 void *ld_cache_refill(heap_t *heap, unsigned cls) {
@@ -430,16 +435,13 @@ int ld_cache_drain_idle(heap_t *heap) {
 void ld_cache_drain(heap_t *heap) {
   if (heap == &ld_heap_empty) return;
   ld_heap_return_bins(heap);
-  remote_enter(heap);
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     ld_bin_t *bin = &heap->bins[c];
     if (!bin_is_set_up(bin)) continue;
-    /* blocks of superblocks given away while cached go to their new owners, as any free would */
-    for (unsigned i = 0; i < bin->count; i++) remote_append(heap, ld_sb_of(bin->slots[i]), bin->slots[i]);
+    send_foreign(heap, bin->slots, bin->count, false);
     LD_OWNER_SET(bin->count, 0);
     bin->refilled = 0;
     bin->fill = (uint8_t)first_fill(bin); /* the next thread starts small */
   }
-  remote_leave(heap);
   remote_send_all(heap);
 }

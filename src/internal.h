@@ -688,6 +688,13 @@ void    ld_stats_print_glibc_shape(int fd);
 /* ---- report.c ---- */
 void ld_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 LD_NORETURN void ld_fatal_bad_free(const char *what, const void *p);
+/* A small block's own checks on a free, made wherever the free is taken (alloc.c's
+ * free_checked, cache.c's remote free into an open batch): p starts one of sb's blocks and
+ * does not carry the free tag. */
+static inline void ld_check_small_free(const sb_t *sb, const void *p) {
+  if (!ld_sb_is_block_start(sb, p)) ld_fatal_bad_free("invalid free (not the start of a block)", p);
+  if (ld_block_is_free((const ld_block_t *)p)) ld_fatal_bad_free("double free", p);
+}
 
 #pragma GCC visibility pop
 
