@@ -211,18 +211,30 @@ void *ld_large_alloc(size_t size, size_t align, size_t *dirty) {
     }
     user = (char *)span + offset;
   } else {
-    /* Alignment of S or more: the header goes in the S-chunk just below the user pointer.
-     * Such spans are not cached (their layout is particular to their alignment). */
+    /* Alignment of S or more: the header goes in the S-chunk just below the user pointer, in
+     * a mapping of align + size from which the head below the header and the tail past the
+     * block go back at once. Kept whole, the span's usable size ran to the mapping's end, up to
+     * `align` bytes: realloc copied all of it (aligned_alloc(2^32, 4097) then realloc: 4 GiB
+     * copied and resident; found by the API fuzzer), and the statistics counted it in use. */
     size_t total = round_up(align + size, page);
-    void *base;
-    if (span_map(total, &base) != 0) {
+    char *base;
+    if (span_map(total, (void **)&base) != 0) {
       errno = ENOMEM;
       return NULL;
     }
     user = (char *)round_up((uintptr_t)base + ld_sb_size, align);
     span = (sb_t *)(user - ld_sb_size);
-    span->map_base = base;
-    span->map_bytes = total;
+    char *end = (char *)round_up((uintptr_t)user + size, page);
+    if ((char *)span > base) span_unmap(base, (size_t)((char *)span - base));
+    if (end < base + total) {
+      /* the map leaves only whole granules past the one holding the block's end */
+      size_t keep = round_up((size_t)(end - base), ld_sb_size), had = round_up(total, ld_sb_size);
+      if (keep < had) ld_addrmap_remove(base + keep, had - keep);
+      ld_os_unmap(end, (size_t)(base + total - end));
+    }
+    /* from here an ordinary span: header at the mapping's start, cached when freed */
+    span->map_base = span;
+    span->map_bytes = (size_t)(end - (char *)span);
   }
   span_init(span, user, LD_KIND_LARGE);
   large_in_use_add(span->map_bytes);
@@ -241,7 +253,7 @@ void ld_large_free(sb_t *span) {
   large_in_use_sub(bytes);
   atomic_fetch_sub_explicit(&large_spans, 1, memory_order_relaxed);
   size_t limit = (size_t)ld_options.large_cache_mb << 20;
-  if ((void *)span != span->map_base || bytes > limit) {
+  if (bytes > limit) {
     span->kind = LD_KIND_LARGE_CACHED;
     span_unmap(span->map_base, bytes);
     return;
@@ -283,7 +295,7 @@ void *ld_large_realloc_in_place(sb_t *span, size_t size) {
     span->usable = bytes - offset;
     return span->data;
   }
-  if (span->kind != LD_KIND_LARGE || (void *)span != span->map_base || offset + size <= ld_medium_max) return NULL;
+  if (span->kind != LD_KIND_LARGE || offset + size <= ld_medium_max) return NULL;
   size_t bytes = round_up(offset + size, ld_os_page_size());
   void *out;
   size_t old_bytes = span->map_bytes;
@@ -308,7 +320,7 @@ void *ld_large_realloc_in_place(sb_t *span, size_t size) {
 
 void *ld_large_realloc_move(sb_t *span, size_t size) {
   size_t offset = (size_t)(span->data - (char *)span);
-  if (span->kind != LD_KIND_LARGE || (void *)span != span->map_base || offset + size <= ld_medium_max) return NULL;
+  if (span->kind != LD_KIND_LARGE || offset + size <= ld_medium_max) return NULL;
   size_t bytes = round_up(offset + size, ld_os_page_size());
   if (bytes <= span->map_bytes) return NULL;
   void *dest;
