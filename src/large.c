@@ -253,7 +253,9 @@ void ld_large_free(sb_t *span) {
   large_in_use_sub(bytes);
   atomic_fetch_sub_explicit(&large_spans, 1, memory_order_relaxed);
   size_t limit = (size_t)ld_options.large_cache_mb << 20;
-  if (bytes > limit) {
+  /* A span no bigger than the medium limit (one cut for an alignment of S or more) could
+   * never serve a large request: cached, it would only push out spans that can. */
+  if (bytes > limit || bytes <= ld_medium_max) {
     span->kind = LD_KIND_LARGE_CACHED;
     span_unmap(span->map_base, bytes);
     return;

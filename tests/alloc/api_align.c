@@ -157,6 +157,14 @@ int main(void) {
       for (size_t i = 0; i < usable; i++) bad += q[i] != 0xa5;
       CHECK_MSG(bad == 0, "realloc of aligned_alloc(%zu, %zu): %zu bytes lost", align, size, bad);
       free(q);
+      /* A span that small could never serve a large request: the cache does not keep it. */
+      if (api.stats_get) {
+        larder_stats_t after;
+        api.stats_get(&after);
+        CHECK_MSG(after.large_bytes_cached <= before.large_bytes_cached,
+                  "aligned_alloc(%zu, %zu): its span was cached (%zu -> %zu bytes)", align, size,
+                  before.large_bytes_cached, after.large_bytes_cached);
+      }
     }
   }
 
