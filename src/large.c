@@ -5,7 +5,7 @@
  * serve the next request of any similar size. realloc grows one in place when the chunks after
  * it are free.
  *
- * Large spans (above that, or aligned to S or more): each a mapping of its own. Freed ones go
+ * Large spans (above that, or aligned to more than S): each a mapping of its own. Freed ones go
  * to a small cache instead of back to the OS, so that a program that mallocs and frees large
  * buffers in a loop does not pay an mmap and a page fault per buffer; cached spans stay
  * resident until they have been idle for the purge delay (maintain.c), so the cache never purges
@@ -175,7 +175,9 @@ void *ld_large_alloc(size_t size, size_t align, size_t *dirty) {
   if (size == 0) size = 1; /* a block of its own, even for malloc(0): usable size never 0 */
   sb_t *span = NULL;
   char *user;
-  if (align < ld_sb_size) {
+  /* An alignment of S itself needs no mapping of its own: the block starts a chunk, the header
+   * having the chunk below to itself, so a medium span (or a cached large one) serves it. */
+  if (align <= ld_sb_size) {
     size_t offset = round_up(LD_SB_HEADER, align);
     if (offset + size <= ld_medium_max) return medium_alloc(offset, size, dirty);
     size_t need = round_up(offset + size, page);
@@ -211,7 +213,7 @@ void *ld_large_alloc(size_t size, size_t align, size_t *dirty) {
     }
     user = (char *)span + offset;
   } else {
-    /* Alignment of S or more: the header goes in the S-chunk just below the user pointer, in
+    /* Alignment above S: the header goes in the S-chunk just below the user pointer, in
      * a mapping of align + size from which the head below the header and the tail past the
      * block go back at once. Kept whole, the span's usable size ran to the mapping's end, up to
      * `align` bytes: realloc copied all of it (aligned_alloc(2^32, 4097) then realloc: 4 GiB
@@ -253,7 +255,7 @@ void ld_large_free(sb_t *span) {
   large_in_use_sub(bytes);
   atomic_fetch_sub_explicit(&large_spans, 1, memory_order_relaxed);
   size_t limit = (size_t)ld_options.large_cache_mb << 20;
-  /* A span no bigger than the medium limit (one cut for an alignment of S or more) could
+  /* A span no bigger than the medium limit (one cut for an alignment above S) could
    * never serve a large request: cached, it would only push out spans that can. */
   if (bytes > limit || bytes <= ld_medium_max) {
     span->kind = LD_KIND_LARGE_CACHED;

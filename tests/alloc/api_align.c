@@ -168,6 +168,29 @@ int main(void) {
     }
   }
 
+  /* Aligned to the superblock size itself: a medium span (the block starts the chunk after its
+   * header's), no mapping of its own, so 64 of them cost no mmap each. */
+  if (alloc_is_larder()) {
+    alloc_api_t api = alloc_api();
+    size_t chunk = api.option_get ? (size_t)api.option_get("superblock_size") : 0;
+    if (api.stats_get && chunk) {
+      enum { N = 64 };
+      static void *held[N];
+      larder_stats_t before, after;
+      api.stats_get(&before);
+      for (int i = 0; i < N; i++) {
+        size_t size = (size_t)(i % 8) * 4096 + 1;
+        held[i] = aligned_alloc(chunk, size);
+        CHECK_MSG(held[i] && (uintptr_t)held[i] % chunk == 0, "aligned_alloc(%zu, %zu) = %p", chunk, size, held[i]);
+        if (held[i]) memset(held[i], i, size);
+      }
+      api.stats_get(&after);
+      CHECK_MSG(after.mmap_calls - before.mmap_calls < N / 8, "%d blocks aligned to S made %zu mmap calls", N,
+                after.mmap_calls - before.mmap_calls);
+      for (int i = 0; i < N; i++) free(held[i]);
+    }
+  }
+
   CHECK(malloc_usable_size(NULL) == 0);
   printf("api_align: %zu sizes, alignments %zu..65536, %s\n", nsizes, sizeof(void *),
          alloc_is_larder() ? "larder" : "glibc");
