@@ -364,7 +364,7 @@ static uint64_t heap_return_locked(heap_t *heap, ld_bin_t *bin, void **blocks, u
   LD_STAT_INC(heap, flushes);
   /* A bin holds one class, and its blocks often come in runs of one superblock (a thread that
    * frees what it allocated): u falls once, and a superblock is regrouped once per run. */
-  unsigned cls = (unsigned)(bin - heap->bins), returned = 0;
+  unsigned cls = (unsigned)(bin - heap->bins);
   /* A run's blocks are linked to each other as they come, each in front of the one before
    * (the order one push at a time would give), and the chain goes on the superblock's free
    * list once, with its count: the loop stores one link a block and leaves the superblock's
@@ -392,12 +392,11 @@ static uint64_t heap_return_locked(heap_t *heap, ld_bin_t *bin, void **blocks, u
     ld_set_next(b, head);
     head = b;
     in_run++;
-    returned++;
   }
   if (run) {
     ld_sb_put_chain(run, head, tail, in_run);
     heap_regroup(heap, run);
-    LD_OWNER_ADD(heap->u[cls], -(int64_t)returned * ld_class_size[cls]);
+    LD_OWNER_ADD(heap->u[cls], -(int64_t)(n - foreign) * ld_class_size[cls]);
     classes |= (uint64_t)1 << cls;
   }
   LD_STAT_ADD(heap, blocks_flushed, n); /* foreign ones too: they left the bin */

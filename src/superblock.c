@@ -168,16 +168,19 @@ unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_
   for (int pass = 0; pass < 2 && n < want; pass++) {
     int32_t listed = sb_listed_blocks(sb);
     unsigned start = n;
+    /* The walk stops after `listed` blocks: a list that goes on past them has a block on it
+     * twice (or a cycle), which the test after the loop reports. */
+    unsigned stop = listed <= 0 ? n : (unsigned)listed < want - n ? n + (unsigned)listed : want;
     ld_block_t *b = sb->free_list;
-    while (b && n < want) {
+    while (b && n < stop) {
       /* The block's line is read for its link anyway: its tag is checked on the way. */
       if (LD_UNLIKELY(!ld_block_is_free(b))) ld_fatal_bad_free("free block written after free (use after free), or double free", b);
-      if (LD_UNLIKELY(listed-- <= 0)) ld_fatal_bad_free("double free (a block freed twice at once) in the superblock", sb);
       out[n++] = b;
       ld_block_t *next = ld_next(b);
       ld_bin_seal(b);
       b = next;
     }
+    if (LD_UNLIKELY(b && n < want)) ld_fatal_bad_free("double free (a block freed twice at once) in the superblock", sb);
     sb->free_list = b;
     LD_OWNER_SET(sb->used, sb->used + (int32_t)(n - start));
     if (n == want || pass == 1) break;
