@@ -169,7 +169,9 @@ unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_
     int32_t listed = sb_listed_blocks(sb);
     unsigned start = n;
     /* The walk stops after `listed` blocks: a list that goes on past them has a block on it
-     * twice (or a cycle), which the test after the loop reports. */
+     * twice (two threads freed it at once) or a link overwritten after free into a cycle,
+     * which the test after the loop reports, naming the block the walk would have taken next
+     * (the one met twice, when a block's link points back at itself). */
     unsigned stop = listed <= 0 ? n : (unsigned)listed < want - n ? n + (unsigned)listed : want;
     ld_block_t *b = sb->free_list;
     while (b && n < stop) {
@@ -180,7 +182,10 @@ unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_
       ld_bin_seal(b);
       b = next;
     }
-    if (LD_UNLIKELY(b && n < want)) ld_fatal_bad_free("double free (a block freed twice at once) in the superblock", sb);
+    if (LD_UNLIKELY(b && n < want))
+      ld_fatal_bad_free("free list longer than its free blocks (a block freed twice at once, or a free block's link "
+                        "overwritten: use after free)",
+                        b);
     sb->free_list = b;
     LD_OWNER_SET(sb->used, sb->used + (int32_t)(n - start));
     if (n == want || pass == 1) break;

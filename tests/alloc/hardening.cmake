@@ -19,6 +19,8 @@ endif()
 # ---- misuse of pointers: static, stack, foreign mmap, wild; double and interior frees;
 # realloc of freed blocks (each in a child; message with the address and SIGABRT) ----
 alloc_test(alloc_misuse_pointers SOURCES alloc/misuse_pointers.c PRELOAD TIMEOUT 120)
+# A free block's link overwritten into a cycle: the fill's count stops it, naming a block.
+alloc_test(alloc_free_list_cycle SOURCES alloc/free_list_cycle.c PRELOAD TIMEOUT 60)
 
 # ---- fork from a SIGALRM handler in a single-threaded process, 1,000 times (deadline 20 s
 # inside the test, which kills the stuck process and reports the deadlock) ----
