@@ -654,8 +654,9 @@ bool ld_heap_park(heap_t *heap) {
    * it): the next thread, which takes the heap whole, draws from it again. Given away, it came
    * back from the global heap at that thread's first fill of the class: larson-server's
    * threads, which live for about 100 mallocs, moved 15 superblocks each way per thread
-   * (259 -> 204 instructions per operation without it). A heap no thread takes is emptied by
-   * the purge after a delay (ld_heap_release_parked) and by malloc_trim at once. */
+   * (319 -> 279 instructions per operation, alternating callgrind runs; docs/results.md). A
+   * heap no thread takes is emptied by the purge after a delay (ld_heap_release_parked) and
+   * by malloc_trim at once. */
   ld_global_lock();
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     sb_t *sb;

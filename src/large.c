@@ -234,7 +234,7 @@ void *ld_large_alloc(size_t size, size_t align, size_t *dirty) {
       if (keep < had) ld_addrmap_remove(base + keep, had - keep);
       ld_os_unmap(end, (size_t)(base + total - end));
     }
-    /* from here an ordinary span: header at the mapping's start, cached when freed */
+    /* from here an ordinary span, its header at the mapping's start */
     span->map_base = span;
     span->map_bytes = (size_t)(end - (char *)span);
   }
