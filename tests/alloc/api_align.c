@@ -141,7 +141,8 @@ int main(void) {
                 align, size, usable, rounded);
       if (api.stats_get) {
         api.stats_get(&during);
-        size_t mapped = during.bytes_mapped - before.bytes_mapped;
+        /* the purge thread may unmap something meanwhile: a fall counts as nothing kept */
+        size_t mapped = during.bytes_mapped > before.bytes_mapped ? during.bytes_mapped - before.bytes_mapped : 0;
         /* the block's pages, the superblock-sized chunk below it that holds its header, and
          * room for the ownership map's leaves, which a new address range may need */
         size_t chunk = api.option_get ? (size_t)api.option_get("superblock_size") : 0;
