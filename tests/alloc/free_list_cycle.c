@@ -3,7 +3,10 @@
  * leaves the block's free tag alone (only the first word, where the default build keeps the
  * link), so the tag check passes: what stops it is the walk's count (superblock.c,
  * ld_sb_take_blocks: a list longer than the superblock's free blocks), the same one that
- * catches a block two threads freed at once.
+ * catches a block two threads freed at once. That count stops a walk only when the fill asks
+ * for more blocks than the list holds: here the class's first fill after the trim asks for 4
+ * and the list holds 3 (a list longer than a fill would go round the cycle unseen; the
+ * hardened build's checked links stop that too).
  *
  * Each case runs in a child (this program re-executed). The child allocates three blocks of a
  * class nothing else uses, frees two, empties its bins onto the superblock's free list with
