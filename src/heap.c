@@ -40,7 +40,26 @@ static struct {
   heap_t *heaps;             /* every heap ever made; exited threads' are not live */
   ld_stats_t retired;        /* counters of heaps that were abandoned */
   _Atomic size_t live;
+  _Atomic size_t parked_keeping; /* parked heaps that kept their current superblocks */
 } heaps = {.lock = LD_LOCK_INIT};
+
+/* At most this many parked heaps keep their classes' current superblocks (ld_heap_park): a
+ * thread that ends while few others wait is followed by one that takes its heap at once (a
+ * thread per task or connection), while the heaps of a wave of threads that ended together
+ * wait, and what they kept is out of every other thread's reach until the purge; a thread
+ * that takes one carves on in the kept superblocks instead of filling the global heap's. With
+ * no limit, thread_churn (4,000 threads in waves of 16, the machine loaded) held up to 32.4
+ * MiB, above its bound of 31.9; with two, 15.0-24.2 MiB (median 16.8) in 40 runs, against
+ * 13.8-20.3 (15.4) when no heap kept them. larson-server's two chains need two for the
+ * whole gain (one: 294 instructions per operation; two or more: 275; none: 317). */
+#define PARKED_KEEP_CURRENT_MAX 2
+
+/* A parked heap that kept its current superblocks stops counting: taken, or emptied. */
+static void heap_unkeep(heap_t *heap) {
+  if (!heap->kept_current) return;
+  heap->kept_current = false;
+  atomic_fetch_sub_explicit(&heaps.parked_keeping, 1, memory_order_relaxed);
+}
 
 ld_stats_t ld_stats_unowned;       /* events in threads without a heap, counted atomically */
 
@@ -569,6 +588,7 @@ heap_t *ld_heap_new(bool after_exit_hook) {
    * its own (a parked heap's) are counted, the others forwarded to their owners. */
   heap_process_pending(heap);
   LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns());
+  heap_unkeep(heap); /* taken: whatever it kept is a live thread's again */
   if (heap->superblocks_held) {
     /* A parked heap (ld_heap_park): the new thread takes it whole, its superblocks, counts and
      * thresholds as its last owner left them (the options' epoch too: a change since is
@@ -616,6 +636,7 @@ static void heap_give_all_locked(heap_t *heap) {
   }
   ld_global_unlock();
   heap_process_pending(heap); /* announced meanwhile: forwarded to the global heap */
+  heap_unkeep(heap);
 }
 
 /* The heap's thread is gone: its counters join the retired ones and the heap waits for the
@@ -650,17 +671,18 @@ bool ld_heap_park(heap_t *heap) {
    * classes, while the global heap would pool the free blocks for every thread. With the K
    * slack kept, 1,000 short-lived threads in waves of 16 held 23 MiB for 8 MiB live instead
    * of 16; with f, larson's peak RSS was 1.05x the emptied heaps' (f/2: 1.02x, as fast).
-   * The current superblock of each class stays, whatever its fullness (Hoard's K >= 1 covers
-   * it): the next thread, which takes the heap whole, draws from it again. Given away, it came
-   * back from the global heap at that thread's first fill of the class: larson-server's
-   * threads, which live for about 100 mallocs, moved 15 superblocks each way per thread
-   * (319 -> 279 instructions per operation, alternating callgrind runs; docs/results.md). A
-   * heap no thread takes is emptied by the purge after a delay (ld_heap_release_parked) and
-   * by malloc_trim at once. */
+   * While fewer than PARKED_KEEP_CURRENT_MAX parked heaps keep theirs, the current superblock
+   * of each class stays, whatever its fullness (Hoard's K >= 1 covers it): the next thread,
+   * which takes the heap whole, draws from it again. Given away, it came back from the global
+   * heap at that thread's first fill of the class: larson-server's threads, which live for
+   * about 100 mallocs, moved 15 superblocks each way per thread (319 -> 279 instructions per
+   * operation, alternating callgrind runs; docs/results.md). A heap no thread takes is
+   * emptied by the purge after a delay (ld_heap_release_parked) and by malloc_trim at once. */
+  bool keep_current = atomic_load_explicit(&heaps.parked_keeping, memory_order_relaxed) < PARKED_KEEP_CURRENT_MAX;
   ld_global_lock();
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     sb_t *sb;
-    while (heap->u[c] < heap_parked_keep(heap, c) && (sb = heap_find_releasable(heap, c, false))) {
+    while (heap->u[c] < heap_parked_keep(heap, c) && (sb = heap_find_releasable(heap, c, !keep_current))) {
       heap_give_to_global(heap, sb);
       LD_STAT_INC(heap, superblocks_to_global);
     }
@@ -668,6 +690,10 @@ bool ld_heap_park(heap_t *heap) {
   ld_global_unlock();
   heap_retire_locked(heap);
   bool holds = heap->superblocks_held != 0;
+  if (holds && keep_current) {
+    heap->kept_current = true;
+    atomic_fetch_add_explicit(&heaps.parked_keeping, 1, memory_order_relaxed);
+  }
   heap_unlock(heap);
   ld_unlock(&heaps.lock);
   return holds;

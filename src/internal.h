@@ -474,6 +474,7 @@ typedef struct heap_s {
   int live;                            /* a thread uses it */
   int orphan_tid;                      /* made after its thread's exit hook ran: that thread's id */
   bool is_global;                      /* the global heap's owner token */
+  bool kept_current;                   /* parked with its classes' current superblocks (heap.c) */
 } heap_t;
 
 extern heap_t ld_heap_empty;          /* every thread starts here: no blocks, owns nothing */
