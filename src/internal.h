@@ -145,8 +145,8 @@ typedef struct sb_s {
   uint64_t divisor_magic;      /* UINT64_MAX / block_size + 1: divisibility without a division */
   char *data;                  /* first block (spans: the user pointer) */
   _Atomic(struct heap_s *) owner;
-  void *map_base;              /* large span: the mapping */
-  size_t map_bytes;            /* large span: its length; medium span: bytes of its chunks */
+  size_t map_bytes;            /* large span: its mapping's length (the mapping starts at the
+                                  header); medium span: bytes of its chunks */
   size_t usable;               /* spans: bytes usable from data */
   /* second cache line: the owner's, under its heap lock (spans: the cache's) */
   _Alignas(LD_CACHE_LINE) ld_block_t *free_list; /* free blocks, each tagged */

@@ -113,7 +113,7 @@ static sb_t *cache_take_largest_below(size_t need) {
  * space after it is free, else by moving its pages to a new mapping. NULL (the span unmapped)
  * if neither works. */
 static sb_t *span_grow(sb_t *span, size_t need) {
-  void *base = span->map_base, *out;
+  void *base = span, *out;
   size_t old_bytes = span->map_bytes;
   size_t had = round_up(old_bytes, ld_sb_size), keep = round_up(need, ld_sb_size);
   if (ld_os_remap(base, old_bytes, need, NULL, &out) == 0) {
@@ -130,7 +130,6 @@ static sb_t *span_grow(sb_t *span, size_t need) {
       ld_addrmap_remove(base, old_bytes);
       if (ld_os_remap(base, old_bytes, need, dest, &out) == 0) {
         sb_t *moved = out;
-        moved->map_base = out;
         moved->map_bytes = need;
         return moved;
       }
@@ -146,7 +145,7 @@ static void span_init(sb_t *span, char *user, int kind) {
   span->magic = LD_SB_MAGIC;
   span->kind = (uint8_t)kind;
   span->data = user;
-  span->usable = (size_t)((char *)span->map_base + span->map_bytes - user);
+  span->usable = (size_t)((char *)span + span->map_bytes - user);
   span->size_class = LD_CLASS_LARGE;
   span->purged = 0;
   atomic_store_explicit(&span->owner, NULL, memory_order_relaxed);
@@ -157,7 +156,6 @@ static void *medium_alloc(size_t offset, size_t size, size_t *dirty) {
   bool clean;
   sb_t *span = ld_segment_alloc(chunks, &clean);
   if (!span) return NULL;
-  span->map_base = span;
   span->map_bytes = chunks * ld_sb_size;
   span_init(span, (char *)span + offset, LD_KIND_MEDIUM);
   atomic_fetch_add_explicit(&medium_in_use, span->map_bytes, memory_order_relaxed);
@@ -208,7 +206,6 @@ void *ld_large_alloc(size_t size, size_t align, size_t *dirty) {
         return NULL;
       }
       span = base;
-      span->map_base = base;
       span->map_bytes = need;
     }
     user = (char *)span + offset;
@@ -235,7 +232,6 @@ void *ld_large_alloc(size_t size, size_t align, size_t *dirty) {
       ld_os_unmap(end, (size_t)(base + total - end));
     }
     /* from here an ordinary span, its header at the mapping's start */
-    span->map_base = span;
     span->map_bytes = (size_t)(end - (char *)span);
   }
   span_init(span, user, LD_KIND_LARGE);
@@ -259,7 +255,7 @@ void ld_large_free(sb_t *span) {
    * never serve a large request: cached, it would only push out spans that can. */
   if (bytes > limit || bytes <= ld_medium_max) {
     span->kind = LD_KIND_LARGE_CACHED;
-    span_unmap(span->map_base, bytes);
+    span_unmap(span, bytes);
     return;
   }
   uint64_t now = ld_os_now_ns();
@@ -277,7 +273,7 @@ void ld_large_free(sb_t *span) {
   while (cache.count > LARGE_CACHE_MAX_SPANS || cache.bytes > limit) { /* the oldest go first */
     sb_t *old = cache.tail;
     cache_remove(old);
-    span_unmap(old->map_base, old->map_bytes);
+    span_unmap(old, old->map_bytes);
   }
   ld_large_unlock(false);
   ld_due_note(now);
@@ -306,13 +302,13 @@ void *ld_large_realloc_in_place(sb_t *span, size_t size) {
   /* The map must never claim a range that is not mapped: a shrinking span leaves it first
    * (whole granules past the new end; the granule holding the end stays, with the header). */
   size_t keep = round_up(bytes, ld_sb_size), had = round_up(old_bytes, ld_sb_size);
-  if (keep < had) ld_addrmap_remove((char *)span->map_base + keep, had - keep);
-  if (ld_os_remap(span->map_base, old_bytes, bytes, NULL, &out) != 0) {
-    if (keep < had) ld_addrmap_add((char *)span->map_base + keep, had - keep);
+  if (keep < had) ld_addrmap_remove((char *)span + keep, had - keep);
+  if (ld_os_remap(span, old_bytes, bytes, NULL, &out) != 0) {
+    if (keep < had) ld_addrmap_add((char *)span + keep, had - keep);
     return NULL;
   }
-  if (keep > had && ld_addrmap_add((char *)span->map_base + had, keep - had) != 0) {
-    ld_os_remap(span->map_base, bytes, old_bytes, NULL, &out); /* cannot own it: shrink back */
+  if (keep > had && ld_addrmap_add((char *)span + had, keep - had) != 0) {
+    ld_os_remap(span, bytes, old_bytes, NULL, &out); /* cannot own it: shrink back */
     return NULL;
   }
   if (bytes > span->map_bytes) large_in_use_add(bytes - span->map_bytes);
@@ -330,7 +326,7 @@ void *ld_large_realloc_move(sb_t *span, size_t size) {
   void *dest;
   if (span_map(bytes, &dest) != 0) return NULL;
   size_t old_bytes = span->map_bytes; /* span is unmapped once its pages have moved */
-  void *old_base = span->map_base;
+  void *old_base = span;
   void *out;
   /* Out of the map before the move frees the old range (span_grow says why). */
   ld_addrmap_remove(old_base, old_bytes);
@@ -341,7 +337,6 @@ void *ld_large_realloc_move(sb_t *span, size_t size) {
   }
   large_in_use_add(bytes - old_bytes);
   sb_t *moved = out;
-  moved->map_base = out;
   moved->map_bytes = bytes;
   moved->data = (char *)out + offset;
   moved->usable = bytes - offset;
@@ -359,7 +354,7 @@ size_t ld_large_purge(uint64_t now, bool all) {
       sb_t *old = cache.tail;
       cache_remove(old);
       if (!old->purged) released += old->map_bytes;
-      span_unmap(old->map_base, old->map_bytes);
+      span_unmap(old, old->map_bytes);
     }
   } else {
     for (sb_t *s = cache.tail; s; s = s->prev) { /* oldest first */
