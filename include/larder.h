@@ -86,6 +86,7 @@ typedef struct larder_stats_s {
   size_t idle_bins_emptied;      /* threads' caches emptied by the purge after a delay without a call */
   size_t parked_heaps_taken;     /* exited threads' heaps taken whole, superblocks and all, by new threads */
   size_t parked_heaps_released;  /* exited threads' heaps no new thread took within a purge delay: emptied */
+  size_t heaps_examined;         /* heaps looked at to find new threads' heaps (at most 5 per thread) */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);

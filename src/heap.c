@@ -38,6 +38,9 @@ __thread heap_t *ld_heap_tls __attribute__((tls_model("initial-exec"))) = &ld_he
 static struct {
   ld_lock_t lock;            /* the list of heaps, and retired counters */
   heap_t *heaps;             /* every heap ever made; exited threads' are not live */
+  heap_t *idle;              /* the heaps no thread uses, the last retired first (next_idle) */
+  heap_t *orphans, *orphans_tail; /* live heaps made after their thread's exit hook (next_orphan) */
+  size_t orphans_queued;
   ld_stats_t retired;        /* counters of heaps that were abandoned */
   _Atomic size_t live;
   _Atomic size_t parked_keeping; /* parked heaps that kept their current superblocks */
@@ -548,42 +551,79 @@ static void heap_abandon_locked(heap_t *heap);
 heap_t *ld_heaps_first(void) { return __atomic_load_n(&heaps.heaps, __ATOMIC_ACQUIRE); }
 size_t ld_heaps_live_count(void) { return atomic_load_explicit(&heaps.live, memory_order_relaxed); }
 
+/* A thread start looks at this many orphan heaps at most: the work of finding a heap is
+ * bounded by a constant, however many heaps there are (the first version walked them all). */
+#define ORPHAN_CHECKS_MAX 4
+
+static void orphan_enqueue(heap_t *heap) {
+  heap->orphan_queued = true;
+  heap->next_orphan = NULL;
+  if (heaps.orphans_tail) heaps.orphans_tail->next_orphan = heap;
+  else heaps.orphans = heap;
+  heaps.orphans_tail = heap;
+  heaps.orphans_queued++;
+}
+
+static heap_t *orphan_dequeue(void) {
+  heap_t *heap = heaps.orphans;
+  heaps.orphans = heap->next_orphan;
+  if (!heaps.orphans) heaps.orphans_tail = NULL;
+  heaps.orphans_queued--;
+  heap->orphan_queued = false;
+  return heap;
+}
+
 /* A heap for a new thread: an exited thread's, or a new one. Heaps are never unmapped, and
- * there are never more than the most threads that lived at once. heaps.lock held. */
-static heap_t *heap_new_locked(bool after_exit_hook) {
+ * there are never more than the most threads that lived at once. heaps.lock held. *examined
+ * counts the heaps looked at: at most ORPHAN_CHECKS_MAX + 1. */
+static heap_t *heap_new_locked(bool after_exit_hook, size_t *examined) {
   /* A heap made by a thread after its exit hook had run (a destructor that allocated in the
-   * last round) is given up once the kernel says that thread is gone. */
-  for (heap_t *h = heaps.heaps; h; h = h->next_heap)
-    if (h->live && h->orphan_tid && !ld_os_thread_alive(h->orphan_tid) && ld_trylock(&h->lock)) {
-      heap_abandon_locked(h);
+   * last round) is given up once the kernel says that thread is gone: a few of the queue's
+   * heaps are looked at per thread start, oldest first, and those still in use go to its end.
+   * A queued heap that was parked since (a later round of destructors ran the hook) or taken
+   * is no orphan now and leaves the queue. */
+  size_t checks = heaps.orphans_queued < ORPHAN_CHECKS_MAX ? heaps.orphans_queued : ORPHAN_CHECKS_MAX;
+  for (size_t i = 0; i < checks; i++) {
+    heap_t *h = orphan_dequeue();
+    ++*examined;
+    if (!h->live || !h->orphan_tid) continue;
+    if (!ld_os_thread_alive(h->orphan_tid) && ld_trylock(&h->lock)) {
+      heap_abandon_locked(h); /* retired: on the idle stack */
       ld_unlock(&h->lock);
+    } else {
+      orphan_enqueue(h);
     }
-  for (heap_t *h = heaps.heaps; h; h = h->next_heap)
-    if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED)) {
-      h->orphan_tid = after_exit_hook ? ld_os_thread_id() : 0;
-      __atomic_store_n(&h->live, 1, __ATOMIC_RELAXED);
-      return h;
-    }
-  void *mem;
-  size_t bytes = (sizeof(heap_t) + ld_os_page_size() - 1) & ~(ld_os_page_size() - 1);
-  if (ld_os_map(bytes, &mem) != 0) return NULL;
-  heap_t *heap = mem;
-  ld_lock_reset(&heap->lock);
-  /* The statistics read every heap's current superblocks: never a NULL one. */
-  for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) heap->current[c] = &ld_sb_none;
+  }
+  heap_t *heap = heaps.idle;
+  if (heap) {
+    heaps.idle = heap->next_idle;
+    heap->next_idle = NULL;
+    ++*examined;
+  } else {
+    void *mem;
+    size_t bytes = (sizeof(heap_t) + ld_os_page_size() - 1) & ~(ld_os_page_size() - 1);
+    if (ld_os_map(bytes, &mem) != 0) return NULL;
+    heap = mem;
+    ld_lock_reset(&heap->lock);
+    /* The statistics read every heap's current superblocks: never a NULL one. */
+    for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) heap->current[c] = &ld_sb_none;
+    heap->next_heap = heaps.heaps;
+    __atomic_store_n(&heaps.heaps, heap, __ATOMIC_RELEASE); /* the purge walks without the lock */
+  }
   heap->orphan_tid = after_exit_hook ? ld_os_thread_id() : 0;
+  if (heap->orphan_tid && !heap->orphan_queued) orphan_enqueue(heap);
   __atomic_store_n(&heap->live, 1, __ATOMIC_RELAXED);
-  heap->next_heap = heaps.heaps;
-  __atomic_store_n(&heaps.heaps, heap, __ATOMIC_RELEASE); /* the purge walks without the lock */
   return heap;
 }
 
 heap_t *ld_heap_new(bool after_exit_hook) {
+  size_t examined = 0;
   ld_lock(&heaps.lock);
-  heap_t *heap = heap_new_locked(after_exit_hook);
+  heap_t *heap = heap_new_locked(after_exit_hook, &examined);
   ld_unlock(&heaps.lock);
   if (!heap) return NULL;
   heap_lock(heap);
+  LD_STAT_ADD(heap, heaps_examined, examined);
   /* A reused heap's pending list may hold superblocks announced after its last owner left:
    * its own (a parked heap's) are counted, the others forwarded to their owners. */
   heap_process_pending(heap);
@@ -646,9 +686,11 @@ static void heap_retire_locked(heap_t *heap) {
   ld_stats_add(&heaps.retired, &heap->stats);
   for (size_t i = 0; i < sizeof heap->stats / sizeof(size_t); i++) LD_OWNER_SET(((size_t *)&heap->stats)[i], 0);
 #endif
-  heap->orphan_tid = 0;
+  heap->orphan_tid = 0; /* if queued as an orphan, it leaves the queue when next looked at */
   atomic_fetch_sub_explicit(&heaps.live, 1, memory_order_relaxed);
   __atomic_store_n(&heap->live, 0, __ATOMIC_RELEASE);
+  heap->next_idle = heaps.idle;
+  heaps.idle = heap;
 }
 
 static void heap_abandon_locked(heap_t *heap) {
@@ -834,6 +876,17 @@ void ld_heap_validate(heap_t *mine, int *violations) {
     heap_unlock(mine);
   }
   ld_lock(&heaps.lock);
+  /* The idle stack holds exactly the heaps no thread uses, and the orphan queue its count
+   * (both change only under heaps.lock, with `live`). */
+  size_t made = 0, not_live = 0, idle = 0, queued = 0;
+  for (heap_t *h = heaps.heaps; h; h = h->next_heap, made++)
+    if (!__atomic_load_n(&h->live, __ATOMIC_ACQUIRE)) not_live++;
+  for (heap_t *h = heaps.idle; h && idle <= made; h = h->next_idle, idle++)
+    if (__atomic_load_n(&h->live, __ATOMIC_ACQUIRE)) VIOLATION("heap %p is on the idle stack, but a thread uses it\n", (void *)h);
+  if (idle != not_live) VIOLATION("idle stack holds %zu heaps, %zu are not in use\n", idle, not_live);
+  for (heap_t *h = heaps.orphans; h && queued <= made; h = h->next_orphan, queued++)
+    if (!h->orphan_queued) VIOLATION("heap %p is in the orphan queue unmarked\n", (void *)h);
+  if (queued != heaps.orphans_queued) VIOLATION("orphan queue holds %zu heaps, counted %zu\n", queued, heaps.orphans_queued);
   for (heap_t *h = heaps.heaps; h; h = h->next_heap) {
     if (__atomic_load_n(&h->live, __ATOMIC_ACQUIRE)) continue;
     if (h->superblocks_held) { /* parked: no thread runs in it (a new one takes heaps.lock first) */

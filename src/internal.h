@@ -299,6 +299,7 @@ typedef struct ld_stats_s {
   size_t remote_taken_bytes;    /* taken by this heap from its superblocks' remote lists */
   size_t parked_heaps_taken;    /* an exited thread's heap taken whole by a new thread */
   size_t parked_heaps_released; /* a parked heap's superblocks given to the global heap by the purge */
+  size_t heaps_examined;        /* heaps looked at to find a new thread's (constant per thread) */
 } ld_stats_t;
 
 #ifdef LARDER_STATS
@@ -471,10 +472,13 @@ typedef struct heap_s {
    * trylock by another thread that tidies an idle heap. */
   _Alignas(LD_CACHE_LINE) ld_lock_t lock;
   struct heap_s *next_heap;            /* all heaps, live and abandoned */
+  struct heap_s *next_idle;            /* heaps no thread uses, newest first (heaps.lock) */
+  struct heap_s *next_orphan;          /* the queue of orphan heaps (heaps.lock) */
   int live;                            /* a thread uses it */
   int orphan_tid;                      /* made after its thread's exit hook ran: that thread's id */
   bool is_global;                      /* the global heap's owner token */
   bool kept_current;                   /* parked with its classes' current superblocks (heap.c) */
+  bool orphan_queued;                  /* in the queue of orphan heaps (heaps.lock) */
 } heap_t;
 
 extern heap_t ld_heap_empty;          /* every thread starts here: no blocks, owns nothing */
