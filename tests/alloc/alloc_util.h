@@ -61,6 +61,14 @@ static inline alloc_api_t alloc_api(void) {
 }
 #endif
 
+/* larder's statistics now (zeroes where the call is absent: the caller checked api first). */
+static inline larder_stats_t alloc_stats(const alloc_api_t *api) {
+  larder_stats_t st;
+  memset(&st, 0, sizeof st);
+  api->stats_get(&st);
+  return st;
+}
+
 /* True when the malloc in effect is larder's (linked or preloaded). */
 static inline int alloc_is_larder(void) { return alloc_api().validate != NULL; }
 

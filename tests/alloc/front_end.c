@@ -44,12 +44,6 @@
 
 static alloc_api_t api;
 
-static larder_stats_t stats(void) {
-  larder_stats_t st;
-  api.stats_get(&st);
-  return st;
-}
-
 /* ---- bins bounded ---- */
 static size_t max_cached_seen;
 static size_t bin_bound(size_t size) {
@@ -64,13 +58,13 @@ static void *bins_worker(void *arg) {
   enum { N = 20000 };
   void **p = malloc(N * sizeof *p);
   if (!p) return (void *)1;
-  size_t base = stats().bytes_cached;
+  size_t base = alloc_stats(&api).bytes_cached;
   for (int round = 0; round < 3; round++) {
     for (int i = 0; i < N; i++) p[i] = malloc(size);
     for (int i = 0; i < N; i++) {
       free(p[i]);
       if (i % 997 == 0) {
-        size_t c = stats().bytes_cached;
+        size_t c = alloc_stats(&api).bytes_cached;
         if (c > base && c - base > max_cached_seen) max_cached_seen = c - base;
       }
     }
@@ -106,7 +100,7 @@ static void *exit_worker(void *arg) {
   for (int i = 0; i < 500; i++) own[i] = malloc(16 + (size_t)(i % 64) * 16);
   for (int i = 0; i < 500; i++) free(own[i]);      /* its bins fill */
   for (int i = 0; i < HANDED; i += 2) free(handed[i]); /* remote frees, some still buffered */
-  larder_stats_t st = stats();
+  larder_stats_t st = alloc_stats(&api);
   printf("front_end: before exit the thread holds %zu bytes cached, %zu bytes of remote frees pending\n",
          st.bytes_cached, st.bytes_remote_pending);
   return (void *)(uintptr_t)(st.bytes_cached != 0 && st.bytes_remote_pending != 0);
@@ -116,12 +110,12 @@ static void check_exit(void) {
   handed = malloc(HANDED * sizeof *handed);
   REQUIRE(handed != NULL);
   for (int i = 0; i < HANDED; i++) handed[i] = malloc(40);
-  larder_stats_t before = stats();
+  larder_stats_t before = alloc_stats(&api);
   pthread_t t;
   void *had_some;
   REQUIRE(pthread_create(&t, NULL, exit_worker, NULL) == 0);
   pthread_join(t, &had_some);
-  larder_stats_t after = stats();
+  larder_stats_t after = alloc_stats(&api);
   printf("front_end: after exit: cached %zu -> %zu bytes, remote pending %zu -> %zu, in use %zu -> %zu\n",
          before.bytes_cached, after.bytes_cached, before.bytes_remote_pending, after.bytes_remote_pending,
          before.bytes_in_use, after.bytes_in_use);
@@ -172,10 +166,10 @@ static void watch_idle_thread(void *(*worker)(void *), larder_stats_t *during, l
   pthread_t t;
   REQUIRE(pthread_create(&t, NULL, worker, NULL) == 0);
   pthread_barrier_wait(&idle_freed);
-  *during = stats();
+  *during = alloc_stats(&api);
   struct timespec ts = {1, 0}; /* no call from either thread */
   nanosleep(&ts, NULL);
-  *after = stats();
+  *after = alloc_stats(&api);
   pthread_barrier_wait(&idle_done);
   pthread_join(t, NULL);
   pthread_barrier_destroy(&idle_freed);
@@ -278,7 +272,7 @@ static void *race_worker(void *arg) {
 
 static void check_bins_under_purge(void) {
   if (!purge_quick("1")) return;
-  larder_stats_t before = stats();
+  larder_stats_t before = alloc_stats(&api);
   pthread_t t[RACE_THREADS];
   for (int i = 0; i < RACE_THREADS; i++) REQUIRE(pthread_create(&t[i], NULL, race_worker, (void *)(uintptr_t)(i + 1)) == 0);
   int invalid = 0;
@@ -287,7 +281,7 @@ static void check_bins_under_purge(void) {
     pthread_join(t[i], &r);
     invalid += r != NULL;
   }
-  larder_stats_t after = stats();
+  larder_stats_t after = alloc_stats(&api);
   size_t emptied = after.idle_bins_emptied - before.idle_bins_emptied;
   printf("front_end: bins emptied by the purge while 4 threads came and went: %zu times (%zu purge thread runs), "
          "%d corrupted blocks, %d heaps that failed validation\n",
@@ -355,7 +349,7 @@ static void *mixed_consumer(void *arg) {
 
 static void check_remote(bool mixed) {
   remote_mixed = mixed;
-  larder_stats_t before = stats();
+  larder_stats_t before = alloc_stats(&api);
   pthread_t p, c;
   if (mixed) {
     REQUIRE(pthread_barrier_init(&mixed_made, NULL, 2) == 0 && pthread_barrier_init(&mixed_freed, NULL, 2) == 0);
@@ -371,7 +365,7 @@ static void check_remote(bool mixed) {
     pthread_barrier_destroy(&mixed_made);
     pthread_barrier_destroy(&mixed_freed);
   }
-  larder_stats_t after = stats();
+  larder_stats_t after = alloc_stats(&api);
   size_t frees = after.remote_frees - before.remote_frees;
   size_t batches = after.remote_batches - before.remote_batches;
   size_t announcements = after.remote_announcements - before.remote_announcements;

@@ -29,13 +29,6 @@ static atomic_long corrupt;
 static pthread_barrier_t all_live;
 static pthread_key_t again_key;
 
-static larder_stats_t stats(void) {
-  larder_stats_t st;
-  memset(&st, 0, sizeof st);
-  api.stats_get(&st);
-  return st;
-}
-
 static void use_some(int n) {
   for (int i = 0; i < n; i++) {
     size_t size = (size_t)(16 << (i % 7));
@@ -84,9 +77,9 @@ static void check_many_heaps(void) {
   for (int i = 0; i < MANY; i++) REQUIRE(pthread_create(&t[i], NULL, live_together, NULL) == 0);
   for (int i = 0; i < MANY; i++) REQUIRE(pthread_join(t[i], NULL) == 0);
   pthread_barrier_destroy(&all_live);
-  larder_stats_t before = stats();
+  larder_stats_t before = alloc_stats(&api);
   for (int i = 0; i < AFTER; i++) run(short_lived);
-  larder_stats_t after = stats();
+  larder_stats_t after = alloc_stats(&api);
   size_t examined = after.heaps_examined - before.heaps_examined;
   long mapped = (long)after.bytes_mapped - (long)before.bytes_mapped;
   printf("heap_reuse: %d heaps made, then %d threads: %zu heaps examined, mapped bytes %+ld\n", MANY, AFTER, examined,
@@ -106,9 +99,9 @@ static void check_orphans(void) {
   for (int i = 0; i < ORPHAN_THREADS; i++) REQUIRE(pthread_join(t[i], NULL) == 0);
   pthread_barrier_destroy(&all_live);
   CHECK(api.validate() == 0);
-  larder_stats_t before = stats();
+  larder_stats_t before = alloc_stats(&api);
   for (int i = 0; i < AFTER_ORPHANS; i++) run(short_lived);
-  larder_stats_t after = stats();
+  larder_stats_t after = alloc_stats(&api);
   size_t examined = after.heaps_examined - before.heaps_examined;
   printf("heap_reuse: %d threads that allocated after their exit hook, then %d threads: %zu heaps examined\n",
          ORPHAN_THREADS, AFTER_ORPHANS, examined);

@@ -33,13 +33,6 @@ static size_t sizes[BLOCKS];
 static alloc_api_t api;
 static atomic_long corrupt;
 
-static larder_stats_t stats(void) {
-  larder_stats_t st;
-  memset(&st, 0, sizeof st);
-  api.stats_get(&st);
-  return st;
-}
-
 static void check_and_free(size_t i) {
   if (!blocks[i]) return;
   if (alloc_check(blocks[i], sizes[i]) != (size_t)-1) atomic_fetch_add(&corrupt, 1);
@@ -74,10 +67,10 @@ static void run(void *(*fn)(void *), void *arg) {
 
 static void check_taken_whole(void) {
   run(allocator_thread, NULL);
-  larder_stats_t parked = stats();
+  larder_stats_t parked = alloc_stats(&api);
   CHECK_MSG(api.validate() == 0, "larder_validate() failed with a parked heap");
   run(freeing_thread, NULL);
-  larder_stats_t after = stats();
+  larder_stats_t after = alloc_stats(&api);
   size_t taken = after.parked_heaps_taken - parked.parked_heaps_taken;
   size_t remote = after.remote_frees - parked.remote_frees;
   printf("parked_heap: taken whole: %zu heap(s) taken, %zu of %d frees remote, in use %zu -> %zu bytes\n", taken,
@@ -90,9 +83,9 @@ static void check_taken_whole(void) {
 
 static void check_trim(void) {
   run(allocator_thread, NULL);
-  larder_stats_t parked = stats();
+  larder_stats_t parked = alloc_stats(&api);
   malloc_trim(0);
-  larder_stats_t after = stats();
+  larder_stats_t after = alloc_stats(&api);
   printf("parked_heap: trim: %zu parked heap(s) emptied\n", after.parked_heaps_released - parked.parked_heaps_released);
   CHECK_MSG(after.parked_heaps_released > parked.parked_heaps_released, "malloc_trim(0) left a parked heap as it was");
   for (size_t i = 0; i < BLOCKS; i++) check_and_free(i);
@@ -105,21 +98,21 @@ static void check_released(void) {
     return;
   }
   free(malloc(200000)); /* a slow path: the purge thread starts */
-  larder_stats_t start = stats();
+  larder_stats_t start = alloc_stats(&api);
   run(allocator_thread, NULL);
-  larder_stats_t parked = stats(), now = parked;
+  larder_stats_t parked = alloc_stats(&api), now = parked;
   int waited_ms = 0;
   while (now.parked_heaps_released == start.parked_heaps_released && waited_ms < 2000) {
     struct timespec ts = {0, 10 * 1000000};
     nanosleep(&ts, NULL); /* main makes no call: only the purge thread can do it */
     waited_ms += 10;
-    now = stats();
+    now = alloc_stats(&api);
   }
   printf("parked_heap: released after %d ms (delay 50 ms); held %zu -> %zu bytes\n", waited_ms, parked.bytes_held,
          now.bytes_held);
   CHECK_MSG(now.parked_heaps_released > start.parked_heaps_released, "no purge emptied the parked heap in 2 s");
   for (size_t i = 0; i < BLOCKS; i++) check_and_free(i);
-  larder_stats_t end = stats();
+  larder_stats_t end = alloc_stats(&api);
   printf("parked_heap: in use %zu bytes at start, %zu at the end\n", start.bytes_in_use, end.bytes_in_use);
   CHECK(end.bytes_in_use <= start.bytes_in_use + 65536);
   CHECK(api.validate() == 0);

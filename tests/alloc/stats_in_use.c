@@ -22,12 +22,6 @@ static alloc_api_t api;
 static void **blocks;
 static pthread_barrier_t built, freed, done;
 
-static larder_stats_t stats(void) {
-  larder_stats_t st;
-  api.stats_get(&st);
-  return st;
-}
-
 static void build(void) {
   uint64_t s = 7;
   for (int i = 0; i < N; i++) {
@@ -76,23 +70,23 @@ int main(void) {
   REQUIRE(blocks != NULL);
 
   /* 1. the allocating thread frees its own blocks */
-  larder_stats_t before = stats();
+  larder_stats_t before = alloc_stats(&api);
   build();
-  larder_stats_t during = stats();
+  larder_stats_t during = alloc_stats(&api);
   free_all();
-  report("own frees", before, during, stats());
+  report("own frees", before, during, alloc_stats(&api));
 
   /* 2. another thread allocated them; main frees them while that thread is alive and idle */
   pthread_barrier_init(&built, NULL, 2);
   pthread_barrier_init(&freed, NULL, 2);
   pthread_barrier_init(&done, NULL, 2);
   pthread_t t;
-  before = stats();
+  before = alloc_stats(&api);
   REQUIRE(pthread_create(&t, NULL, builder, NULL) == 0);
   pthread_barrier_wait(&built);
-  during = stats();
+  during = alloc_stats(&api);
   free_all();
-  larder_stats_t after = stats();
+  larder_stats_t after = alloc_stats(&api);
   report("remote frees, threads alive", before, during, after);
   CHECK_MSG(after.bytes_remote_pending > 0 || after.remote_frees > 0, "no remote free was counted");
   pthread_barrier_wait(&freed);
