@@ -245,17 +245,24 @@ static LD_NOINLINE void free_checked(heap_t *heap, sb_t *sb, void *p) {
   if (ld_cache_free_remote(heap, sb, b)) free_remote_sent(ld_heap_tls);
 }
 
+/* A remote free whose batch must go (full, or the buffer at its bound): checked, tagged and
+ * counted by ld_cache_free_remote_batched already. */
+static LD_NOINLINE void free_remote_append(heap_t *heap, sb_t *sb, void *p) {
+  if (ld_cache_append_and_leave(heap, sb, p)) free_remote_sent(heap);
+}
+
 /* The common remote free, a block whose superblock has a batch in the thread's buffer, in a
- * function of its own: free_checked's paths need registers saved on entry, which this one,
- * inlined there, paid on every remote free (13 instructions of about 110). */
+ * function of its own whose every call is a tail call: free_checked's paths need registers
+ * saved on entry, which this one, inlined there, paid on every remote free (13 instructions
+ * of about 110). */
 static LD_NOINLINE void free_slow(void *p) {
   if (p == NULL) return;
   sb_t *sb = ld_sb_of(p);
   heap_t *heap = ld_heap_tls;
-  int batched = ld_cache_free_remote_batched(heap, sb, p); /* sb has a batch here: checked then */
-  if (LD_LIKELY(batched == 0)) return;
-  if (batched > 0) {
-    free_remote_sent(heap);
+  int joined = ld_cache_free_remote_batched(heap, sb, p); /* sb has a batch here: checked then */
+  if (LD_LIKELY(joined == LD_JOIN_DONE)) return;
+  if (joined == LD_JOIN_APPEND) {
+    free_remote_append(heap, sb, p);
     return;
   }
   free_checked(heap, sb, p);

@@ -85,18 +85,19 @@ static void batch_hint_write(const ld_remote_slot_t *slot, const sb_t *sb) {
  * owner that seems idle. */
 static void remote_send(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot) {
   batch_hint_write(slot, sb);
+  uint32_t bytes = slot->count * sb->block_size; /* read before the push, as the owner is */
   /* sb's owner is read before the push: after it, sb may be freed (internal.h) */
   heap_t *owner = atomic_load_explicit(&sb->owner, memory_order_relaxed);
   bool announce = ld_sb_push_remote_batch(sb, slot->head, slot->tail, slot->count);
   if (heap != &ld_heap_empty) {
     LD_STAT_INC(heap, remote_batches);
     /* counted per batch; the statistics add the bytes still in the buffer (heap.c) */
-    LD_STAT_ADD(heap, remote_sent_bytes, slot->bytes);
-    LD_OWNER_SET(heap->remote_bytes, heap->remote_bytes - slot->bytes);
+    LD_STAT_ADD(heap, remote_sent_bytes, bytes);
+    LD_OWNER_SET(heap->remote_bytes, heap->remote_bytes - bytes);
     heap->remote_sb[slot - heap->remote] = NULL;
   }
   slot->head = slot->tail = NULL;
-  slot->count = slot->bytes = 0;
+  slot->count = 0;
   uint64_t now = ld_os_now_coarse_ns();
   if (heap->remote_busy) LD_OWNER_SET(heap->last_slow_ns, now); /* the owner at work: not idle */
   if (announce) {
@@ -109,6 +110,11 @@ static void remote_send(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot) {
   ld_heap_help_idle_owner(heap, owner, now);
 }
 
+/* The bytes slot i's batch holds (its blocks are all of its superblock's size). */
+static uint32_t slot_bytes(const heap_t *heap, unsigned i) {
+  return heap->remote[i].count ? heap->remote[i].count * heap->remote_sb[i]->block_size : 0;
+}
+
 /* b joins slot's batch (b's superblock's, which has room; the caller sets the tail of a new
  * batch). */
 static inline void batch_append(heap_t *heap, ld_remote_slot_t *slot, const sb_t *sb, ld_block_t *b) {
@@ -117,7 +123,6 @@ static inline void batch_append(heap_t *heap, ld_remote_slot_t *slot, const sb_t
   slot->head = b;
   slot->last_append = ++heap->remote_appends;
   slot->count++;
-  slot->bytes += sb->block_size;
   LD_OWNER_SET(heap->remote_bytes, heap->remote_bytes + sb->block_size);
 }
 
@@ -166,7 +171,7 @@ static LD_NOINLINE bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
     /* the buffer holds enough: the set's largest batch goes, the most blocks for one CAS */
     unsigned largest = set;
     for (unsigned w = 1; w < LD_REMOTE_WAYS; w++)
-      if (heap->remote[set + w].bytes > heap->remote[largest].bytes) largest = set + w;
+      if (slot_bytes(heap, set + w) > slot_bytes(heap, largest)) largest = set + w;
     remote_send(heap, heap->remote_sb[largest], &heap->remote[largest]), sent = true;
   }
   return sent;
@@ -206,11 +211,9 @@ static LD_NOINLINE bool remote_append_and_leave(heap_t *heap, sb_t *sb, ld_block
 bool ld_cache_free_remote(heap_t *heap, sb_t *sb, ld_block_t *b) {
   if (heap == &ld_heap_empty) {
     ld_stat_count(heap, offsetof(ld_stats_t, remote_frees));
-    ld_stat_count(heap, offsetof(ld_stats_t, frees_other));
     return remote_append(heap, sb, b);
   }
   LD_STAT_INC(heap, remote_frees);
-  LD_STAT_INC(heap, frees_other);
   remote_enter(heap);
   return remote_append_and_leave(heap, sb, b);
 }
@@ -222,32 +225,40 @@ bool ld_cache_free_remote(heap_t *heap, sb_t *sb, ld_block_t *b) {
  * of its class while the batch holds blocks of it, which count as used: so the block's own
  * checks are all that is left, and the ownership map, a header line and a call are saved
  * (callgrind: 135 -> ~100 instructions per remote free). The tags are read after
- * remote_enter: the purge clears them when it sends an idle thread's batches. */
+ * remote_enter: the purge clears them when it sends an idle thread's batches.
+ * Every call it makes is its last (the checks' reports never return; a batch that must go,
+ * and a purge at work on the buffer, are the caller's to finish): so it needs no register
+ * saved, where one call in the middle cost 8 instructions on every remote free.
+ * LD_JOIN_DONE: b joined; LD_JOIN_NONE: sb has no batch here (nothing done); LD_JOIN_APPEND:
+ * b is checked, tagged and counted, and the caller finishes with ld_cache_append_and_leave. */
 int ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p) {
-  if (heap == &ld_heap_empty) return -1; /* its buffer is never used: remote_append */
-  remote_enter(heap);
+  if (heap == &ld_heap_empty) return LD_JOIN_NONE; /* its buffer is never used: remote_append */
+  LD_OWNER_SET(heap->remote_busy, 1);
+  atomic_signal_fence(memory_order_seq_cst); /* the purge's membarrier makes this a fence */
   unsigned set = ld_remote_set(sb);
   sb_t *const *tags = &heap->remote_sb[set];
   unsigned w = 0;
   while (w < LD_REMOTE_WAYS && tags[w] != sb) w++;
-  if (w == LD_REMOTE_WAYS) {
+  /* the purge at work on the buffer: the full path waits for it (ld_cache_free_remote) */
+  if (w == LD_REMOTE_WAYS || LD_UNLIKELY(__atomic_load_n(&heap->remote_draining, __ATOMIC_ACQUIRE))) {
     remote_leave(heap);
-    return -1;
+    return LD_JOIN_NONE;
   }
   ld_block_t *b = p;
   ld_check_small_free(sb, p);
   b->tag = ld_tag(b);
   LD_STAT_INC(heap, remote_frees);
-  LD_STAT_INC(heap, frees_other);
   ld_remote_slot_t *slot = &heap->remote[set + w];
   uint32_t size = sb->block_size;
   if (LD_LIKELY(slot->count + 1 < slot->full && heap->remote_bytes + size <= LD_REMOTE_PENDING_BYTES)) {
     batch_append(heap, slot, sb, b); /* a batch in the set has a tail already */
     remote_leave(heap);
-    return 0;
+    return LD_JOIN_DONE;
   }
-  return remote_append_and_leave(heap, sb, b);
+  return LD_JOIN_APPEND;
 }
+
+bool ld_cache_append_and_leave(heap_t *heap, sb_t *sb, void *p) { return remote_append_and_leave(heap, sb, p); }
 
 static void remote_send_all(heap_t *heap) {
   if (!heap->remote_bytes) return;

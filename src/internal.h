@@ -142,6 +142,7 @@ typedef struct sb_s {
   uint8_t size_class, kind, purged;
   uint32_t block_size;
   uint32_t capacity;
+  uint32_t span;               /* capacity * block_size: where blocks end, from data */
   uint64_t divisor_magic;      /* UINT64_MAX / block_size + 1: divisibility without a division */
   char *data;                  /* first block (spans: the user pointer) */
   _Atomic(struct heap_s *) owner;
@@ -164,6 +165,7 @@ typedef struct sb_s {
 } sb_t;
 
 _Static_assert(sizeof(sb_t) <= LD_SB_HEADER, "superblock header must fit before the first block");
+_Static_assert(offsetof(sb_t, usable) + sizeof(size_t) <= LD_CACHE_LINE, "what remote freers read stays on the first line");
 
 /* Free blocks carry a tag (a random key, made at start) wherever they wait (a thread's cache,
  * a superblock's lists, a batch of remote frees), so that a double free is caught at the
@@ -243,7 +245,7 @@ static inline uint32_t ld_sb_carved(const sb_t *sb) {
 }
 static inline bool ld_sb_is_block_start(const sb_t *sb, const void *p) {
   uint64_t offset = (uintptr_t)p - (uintptr_t)sb->data;
-  return offset < (uint64_t)sb->capacity * sb->block_size && offset * sb->divisor_magic < sb->divisor_magic;
+  return offset < sb->span && offset * sb->divisor_magic < sb->divisor_magic;
 }
 
 /* superblock.c */
@@ -288,8 +290,9 @@ void ld_sb_validate(const sb_t *sb, const struct heap_s *owner, int *violations)
  * mallocs = blocks_refilled + frees_cached - blocks_flushed - blocks cached now. */
 typedef struct ld_stats_s {
   size_t frees_cached;          /* frees of the thread's own blocks into its cache */
-  size_t frees_other;           /* every other free: remote, medium, large */
-  size_t remote_frees, reallocs;
+  size_t frees_other;           /* frees of medium and large spans */
+  size_t remote_frees;          /* frees of blocks other heaps own (frees = the three) */
+  size_t reallocs;
   size_t blocks_refilled, blocks_flushed; /* cache traffic, in batches */
   size_t superblocks_to_global, superblocks_from_global;
   size_t large_allocs, large_cache_hits, medium_allocs;
@@ -374,7 +377,6 @@ static inline uintptr_t ld_owned_entry(const sb_t *sb) {
 typedef struct ld_remote_slot_s { /* its superblock: heap->remote_sb */
   ld_block_t *head, *tail;
   uint32_t count;
-  uint32_t bytes;
   uint32_t last_append;              /* the heap's remote_appends when a block last joined */
   uint32_t full;                     /* the count at which it goes: LD_REMOTE_BATCH blocks or
                                         LD_REMOTE_BATCH_BYTES, for its superblock's block size */
@@ -585,7 +587,9 @@ bool    ld_cache_free_remote(heap_t *heap, sb_t *sb, ld_block_t *b);
 /* free_slow's first look: the free of p, whose superblock sb (p's mask) already has a batch in
  * the thread's buffer, joins it after the block's own checks. -1: sb has no batch there
  * (nothing done, p not read); 1: a batch was sent; 0: appended. */
+enum { LD_JOIN_DONE, LD_JOIN_NONE, LD_JOIN_APPEND }; /* ld_cache_free_remote_batched's answers */
 int     ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p);
+bool    ld_cache_append_and_leave(heap_t *heap, sb_t *sb, void *p);
 /* The thread's own maintenance: bins unused since the last call give back most of what they
  * hold (as jemalloc's tcache garbage collection does), and the remote buffer is sent. */
 void    ld_cache_trim(heap_t *heap);

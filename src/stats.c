@@ -42,7 +42,7 @@ void larder_stats_get(larder_stats_t *out) {
   int64_t small_mallocs = (int64_t)counts.blocks_refilled + (int64_t)counts.frees_cached - (int64_t)counts.blocks_flushed -
                           heaps.cached_blocks;
   out->mallocs = positive(small_mallocs) + counts.large_allocs;
-  out->frees = counts.frees_cached + counts.frees_other;
+  out->frees = counts.frees_cached + counts.frees_other + counts.remote_frees;
   out->remote_frees = counts.remote_frees;
   out->reallocs = counts.reallocs;
   /* u counts the blocks in bins and the blocks freed by other threads that their owners have

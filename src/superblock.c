@@ -73,6 +73,7 @@ void ld_sb_format(sb_t *sb, unsigned cls) {
   sb->remote_seen = 0;
   LD_OWNER_SET(sb->block_size, bs);
   sb->capacity = ld_class_capacity[cls];
+  sb->span = ld_class_capacity[cls] * bs;
   sb->divisor_magic = UINT64_MAX / bs + 1;
   sb->data = (char *)sb + ld_class_first[cls];
   sb->bump = sb->data;
