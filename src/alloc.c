@@ -62,7 +62,7 @@ static inline void *api_result(void *p, int saved) {
 }
 
 static LD_NOINLINE void *malloc_slow(size_t size);
-static LD_NOINLINE void free_slow(void *p);
+static LD_NOINLINE void free_slow(void *p, heap_t *heap);
 
 void *larder_malloc(size_t size) {
   heap_t *heap = ld_heap_tls;
@@ -113,7 +113,7 @@ void larder_free(void *p) {
     }
   }
   LD_BUSY_DEC(heap);
-  free_slow(p);
+  free_slow(p, heap); /* the thread's heap, read once */
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -255,10 +255,9 @@ static LD_NOINLINE void free_remote_append(heap_t *heap, sb_t *sb, void *p) {
  * function of its own whose every call is a tail call: free_checked's paths need registers
  * saved on entry, which this one, inlined there, paid on every remote free (13 instructions
  * of about 110). */
-static LD_NOINLINE void free_slow(void *p) {
+static LD_NOINLINE void free_slow(void *p, heap_t *heap) {
   if (p == NULL) return;
   sb_t *sb = ld_sb_of(p);
-  heap_t *heap = ld_heap_tls;
   int joined = ld_cache_free_remote_batched(heap, sb, p); /* sb has a batch here: checked then */
   if (LD_LIKELY(joined == LD_JOIN_DONE)) return;
   if (joined == LD_JOIN_APPEND) {
