@@ -22,9 +22,15 @@
  * The free path:
  *   1. Fast path (larder_free, below): the heap's table of the superblocks it owns, indexed by
  *      the block's superblock address, gives the block's class without reading any header;
- *      the block must start a block of that class (a multiply, no division), lie where blocks
- *      have been handed out, and not carry the free tag (a double free); its pointer goes in
- *      the bin and its tag is set.
+ *      the block must start a block of that class (a multiply, no division) and lie where
+ *      blocks have been handed out. The block itself is not read: its line is prefetched and
+ *      it becomes the heap's deferred free, while the one deferred by the free before, whose
+ *      line has had that time to arrive, must not carry the free tag (a double free), gets it
+ *      and goes in its bin. A free of a cold block thus never waits for its line (churn at
+ *      10^6 live blocks: 96 -> 72 ns per replacement; jemalloc 68). Every slow path, the purge's drain of
+ *      an idle thread, the thread's exit and the process's settle the deferred free first,
+ *      so a double free is reported before the block could be handed out twice. The hardened
+ *      build defers nothing.
  *   2. The bin is full: half of it, the oldest, goes back to the superblocks (cache.c,
  *      ld_heap_return), where u falls and Hoard's threshold may give a superblock to the
  *      global heap. A thread's exit returns every bin under one lock (ld_heap_return_bins).
@@ -63,6 +69,9 @@ static inline void *api_result(void *p, int saved) {
 
 static LD_NOINLINE void *malloc_slow(size_t size);
 static LD_NOINLINE void free_slow(void *p, heap_t *heap);
+#ifndef LARDER_HARDENED
+static LD_NOINLINE void free_deferred_slow(heap_t *heap, void *p, ld_bin_t *bin);
+#endif
 
 void *larder_malloc(size_t size) {
   heap_t *heap = ld_heap_tls;
@@ -85,8 +94,11 @@ void *larder_malloc(size_t size) {
   return malloc_slow(size);
 }
 
-/* One test per check, each to free_slow, which repeats them to name the fault exactly. A
- * NULL pointer, or one larder never handed out, finds no entry in the table. */
+/* One test per check, each to a slow path, which repeats them to name the fault exactly. A
+ * NULL pointer, or one larder never handed out, finds no entry in the table. The block itself
+ * is not read: its line is prefetched, and it waits as the heap's deferred free (internal.h,
+ * heap_t) while the one freed before it, whose line has had a call's time to arrive, is
+ * checked for the free tag and goes in its bin. */
 void larder_free(void *p) {
   heap_t *heap = ld_heap_tls;
   LD_BUSY_INC(heap);
@@ -97,9 +109,12 @@ void larder_free(void *p) {
   uintptr_t bin_offset = LD_READ(owned[ld_owned_slot((uintptr_t)p)]) - sb;
   if (LD_LIKELY(bin_offset < ((uintptr_t)LD_CLASS_COUNT << LD_OWNED_CLASS_SHIFT))) {
     ld_bin_t *bin = (ld_bin_t *)((char *)heap + bin_offset * (sizeof(ld_bin_t) >> LD_OWNED_CLASS_SHIFT));
+    uint32_t offset = (uint32_t)((uintptr_t)p - sb) - bin->first;
+#ifdef LARDER_HARDENED
+    /* Hardened: no free is deferred. The block is sealed (its link written) as it is
+     * freed, so that a write through a dangling pointer is found when the link is next read. */
     ld_block_t *b = p;
     void **slot = &bin->slots[bin->count];
-    uint32_t offset = (uint32_t)((uintptr_t)p - sb) - bin->first;
     if (LD_LIKELY(*slot != LD_BIN_FULL && offset < bin->span && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
                   (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len && b->tag != ld_free_key)) {
       b->tag = ld_free_key;
@@ -111,6 +126,31 @@ void larder_free(void *p) {
       LD_BUSY_DEC(heap);
       return;
     }
+#else
+    if (LD_LIKELY(offset < bin->span && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
+                  (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len)) {
+      ld_prefetch_for_write(p);
+      ld_block_t *q = heap->deferred_free;
+      ld_bin_t *q_bin = heap->deferred_bin;
+      void **slot = &q_bin->slots[q_bin->count];
+      /* (q's bin full, or none deferred: the slot holds LD_BIN_FULL, and q is not read) */
+      if (LD_LIKELY(*slot != LD_BIN_FULL && q != p && q->tag != ld_free_key)) {
+        q->tag = ld_free_key;
+        ld_bin_seal(q);
+        *slot = q;
+        LD_OWNER_INC32(q_bin->count);
+        LD_OWNER_SET(heap->deferred_free, p);
+        LD_OWNER_SET(heap->deferred_bin, bin);
+        LD_STAT_INC(heap, frees_cached);
+        atomic_signal_fence(memory_order_seq_cst);
+        LD_BUSY_DEC(heap);
+        return;
+      }
+      LD_BUSY_DEC(heap);
+      free_deferred_slow(heap, p, bin);
+      return;
+    }
+#endif
   }
   LD_BUSY_DEC(heap);
   free_slow(p, heap); /* the thread's heap, read once */
@@ -140,6 +180,7 @@ static heap_t *thread_heap(void) {
 static void *malloc_class(heap_t *heap, unsigned cls) {
   ld_bin_t *bin = &heap->bins[cls];
   ld_cache_enter(heap);
+  ld_cache_settle_deferred(heap); /* before a refill (and it may be this class's block) */
   if (bin->count) {
     ld_block_t *b = bin->slots[bin->count - 1];
     LD_OWNER_SET(bin->count, bin->count - 1);
@@ -212,9 +253,11 @@ static LD_NOINLINE void free_small_own(heap_t *heap, sb_t *sb, ld_block_t *b) {
   }
   /* Only the owner may read bump: beyond it, the block was never handed out. */
   if ((char *)b >= sb->bump) ld_fatal_bad_free("invalid free (block was never allocated)", b);
-  b->tag = ld_tag(b);
   ld_bin_t *bin = &heap->bins[sb->size_class];
   ld_cache_enter(heap);
+  ld_cache_settle_deferred(heap); /* a double free of the deferred block is caught there */
+  if (ld_block_is_free(b)) ld_fatal_bad_free("double free", b);
+  b->tag = ld_tag(b);
   if (bin->count < bin->limit) {
     ld_cache_free_owned(heap, sb, b);
     ld_cache_leave(heap);
@@ -226,6 +269,27 @@ static LD_NOINLINE void free_small_own(heap_t *heap, sb_t *sb, ld_block_t *b) {
     ld_maintain_poll(heap, now, false);
   }
 }
+
+#ifndef LARDER_HARDENED
+/* The free fast path's block p (bin's class, range checked) when the deferred free cannot go
+ * in its bin there: its bin is full, none is deferred, or it is p itself (a double free). The
+ * deferred one is settled (checked, flushing its bin if full), then p is checked in turn, its
+ * line read here, and becomes the deferred free. */
+static LD_NOINLINE void free_deferred_slow(heap_t *heap, void *p, ld_bin_t *bin) {
+  ld_cache_enter(heap);
+  bool flushed = heap->deferred_free && heap->deferred_bin->count >= heap->deferred_bin->limit;
+  ld_cache_settle_deferred(heap);
+  if (ld_block_is_free((ld_block_t *)p)) ld_fatal_bad_free("double free", p);
+  LD_OWNER_SET(heap->deferred_free, p);
+  LD_OWNER_SET(heap->deferred_bin, bin);
+  LD_STAT_INC(heap, frees_cached);
+  uint64_t now = flushed ? ld_os_now_coarse_ns() : 0;
+  if (flushed) LD_OWNER_SET(heap->last_slow_ns, now);
+  ld_cache_leave(heap);
+  if (flushed) ld_maintain_poll(heap, now, false);
+}
+
+#endif
 
 /* free_slow past its first look: everything checked from the ownership map on. */
 static LD_NOINLINE void free_checked(heap_t *heap, sb_t *sb, void *p) {
@@ -311,11 +375,20 @@ static void *realloc_block(void *p, size_t size) {
       ld_fatal_bad_free("realloc after free (use after free or double free)", p);
     ld_fatal_bad_free("realloc of a pointer larder did not allocate", p);
   }
+  sb_t *sb = ld_sb_of(p);
+  heap_t *heap = ld_heap_tls;
+  if (sb->kind == LD_KIND_SMALL) {
+    /* the thread's deferred free may be p: its tag is set first */
+    if (heap->deferred_free) {
+      ld_cache_enter(heap);
+      ld_cache_settle_deferred(heap);
+      ld_cache_leave(heap);
+    }
+    if (ld_block_is_free((const ld_block_t *)p)) ld_fatal_bad_free("realloc after free (use after free or double free)", p);
+  }
   /* Before any path looks at the size: an impossible one must not wrap in a sum below. */
   if (!ld_request_ok(size, 0)) return NULL;
   if (size <= usable && size >= usable / 2) return p;
-  sb_t *sb = ld_sb_of(p);
-  heap_t *heap = ld_heap_tls;
   if (sb->kind != LD_KIND_SMALL && size > ld_small_max && p == sb->data) {
     void *q = ld_large_realloc_in_place(sb, size);
     if (!q && size > usable) q = ld_large_realloc_move(sb, size);

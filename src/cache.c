@@ -52,11 +52,15 @@ static void bin_setup(ld_bin_t *bin, unsigned c) {
 }
 static inline bool bin_is_set_up(const ld_bin_t *bin) { return bin->limit != 0; }
 
+ld_bin_t ld_bin_none = {.slots = {LD_BIN_FULL}};
+
 void ld_cache_init_bins(heap_t *heap) {
   /* A heap reused from an exited thread keeps the bins its earlier threads set up (emptied
    * at exit). */
   if (heap->bins_ready) return;
   heap->bins_ready = 1;
+  LD_OWNER_SET(heap->deferred_free, NULL);
+  LD_OWNER_SET(heap->deferred_bin, &ld_bin_none);
   bin_of_set(heap);
 }
 
@@ -344,6 +348,21 @@ bool ld_cache_free_owned(heap_t *heap, sb_t *sb, ld_block_t *b) {
   return full;
 }
 
+/* The deferred free into its bin (by the owner, or by the purge for an idle owner). Its tag is
+ * read here, where the free fast path did not wait for its line. */
+static void settle_deferred(heap_t *heap, bool by_purge) {
+  ld_block_t *b = heap->deferred_free;
+  if (!b) return;
+  ld_bin_t *bin = heap->deferred_bin;
+  if (ld_block_is_free(b)) ld_fatal_bad_free("double free", b);
+  b->tag = ld_tag(b);
+  unsigned cls = (unsigned)(bin - heap->bins);
+  if (bin->count >= bin->limit) bin_flush_blocks(heap, cls, (bin->count + 1u) / 2, by_purge);
+  ld_bin_seal(b);
+  ld_heap_settle_deferred(heap, bin, b);
+}
+void ld_cache_settle_deferred(heap_t *heap) { settle_deferred(heap, false); }
+
 void ld_cache_trim(heap_t *heap) {
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     ld_bin_t *bin = &heap->bins[c];
@@ -413,6 +432,7 @@ static void bins_turn_back(heap_t *heap) {
 bool ld_cache_holds(const heap_t *heap) {
   if (LD_READ(heap->remote_bytes)) return true;
   if (!__atomic_load_n(&heap->bins_ready, __ATOMIC_ACQUIRE)) return false;
+  if (LD_READ(heap->deferred_free)) return true;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
     if (LD_READ(heap->bins[c].count)) return true;
   return false;
@@ -420,10 +440,17 @@ bool ld_cache_holds(const heap_t *heap) {
 
 int ld_cache_drain_idle(heap_t *heap) {
   if (!__atomic_load_n(&heap->bins_ready, __ATOMIC_ACQUIRE)) return 0;
-  uint64_t classes = 0; /* the bins set up and holding blocks */
-  for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
-    if (LD_READ(heap->bins[c].limit) && LD_READ(heap->bins[c].count)) classes |= (uint64_t)1 << c;
-  if (!classes) return 0;
+  uint64_t classes = 0, set_up = 0; /* the bins holding blocks; the bins set up */
+  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+    if (!LD_READ(heap->bins[c].limit)) continue;
+    set_up |= (uint64_t)1 << c;
+    if (LD_READ(heap->bins[c].count)) classes |= (uint64_t)1 << c;
+  }
+  bool deferred = LD_READ(heap->deferred_free) != NULL;
+  if (!classes && !deferred) return 0;
+  /* A deferred free goes to the bin of its class, which the free fast path of any class may
+   * write: with one deferred, every bin is turned away. */
+  if (deferred) classes = set_up;
   /* From in use, or from turned away (the owner was in its bins last time and has not called
    * since): the owner may turn them back at this very moment, and one of the two wins. */
   int state = __atomic_load_n(&heap->bins_draining, __ATOMIC_ACQUIRE);
@@ -435,6 +462,7 @@ int ld_cache_drain_idle(heap_t *heap) {
   bins_turn_away(heap, classes);
   int drained = -1;
   if (ld_os_fence_all_threads() == 0 && !__atomic_load_n(&heap->bins_busy, __ATOMIC_ACQUIRE)) {
+    settle_deferred(heap, true);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
       if (classes >> c & 1) bin_flush_blocks(heap, c, heap->bins[c].count, true);
     drained = 1;
@@ -445,6 +473,7 @@ int ld_cache_drain_idle(heap_t *heap) {
 
 void ld_cache_drain(heap_t *heap) {
   if (heap == &ld_heap_empty) return;
+  settle_deferred(heap, false);
   ld_heap_return_bins(heap);
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     ld_bin_t *bin = &heap->bins[c];

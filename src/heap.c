@@ -32,7 +32,8 @@
  * the first malloc and free of a thread take the slow paths, which make the real heap. */
 sb_t ld_sb_none;
 heap_t ld_heap_empty = {.current = {[0 ... LD_CLASS_COUNT] = &ld_sb_none},
-                        .bin_of = {[0 ... LD_SMALL_LIMIT / 16] = &ld_heap_empty.bins[LD_CLASS_LARGE]}};
+                        .bin_of = {[0 ... LD_SMALL_LIMIT / 16] = &ld_heap_empty.bins[LD_CLASS_LARGE]},
+                        .deferred_bin = &ld_bin_none};
 __thread heap_t *ld_heap_tls __attribute__((tls_model("initial-exec"))) = &ld_heap_empty;
 
 static struct {
@@ -438,6 +439,15 @@ void ld_heap_return(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsi
   heap_unlock(heap);
 }
 
+void ld_heap_settle_deferred(heap_t *heap, ld_bin_t *bin, ld_block_t *b) {
+  heap_lock(heap);
+  bin->slots[bin->count] = b;
+  LD_OWNER_SET(bin->count, bin->count + 1);
+  LD_OWNER_SET(heap->deferred_free, NULL);
+  LD_OWNER_SET(heap->deferred_bin, &ld_bin_none);
+  heap_unlock(heap);
+}
+
 void ld_heap_return_bins(heap_t *heap) {
   heap_lock(heap);
   heap_check_options(heap);
@@ -780,6 +790,12 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures) {
       int64_t blocks = LD_READ(h->bins[c].count);
       figures->cached_blocks += blocks;
       figures->cached += blocks * ld_class_size[c];
+    }
+    /* the deferred free (internal.h), counted as cached: its class is its bin's */
+    ld_bin_t *deferred_bin = LD_READ(h->deferred_bin);
+    if (LD_READ(h->deferred_free) && deferred_bin != &ld_bin_none) {
+      figures->cached_blocks += 1;
+      figures->cached += ld_class_size[deferred_bin - h->bins];
     }
     heap_unlock(h);
   }

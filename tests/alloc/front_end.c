@@ -3,7 +3,8 @@
  *
  *   bins bounded     a thread frees 20,000 blocks of one size at a time, for sizes across the
  *                    classes: what its bins hold (bytes_cached) never exceeds the stated bound
- *                    of one bin, 122 blocks and 16 KiB (one block for bigger classes);
+ *                    of one bin, 122 blocks and 16 KiB (one block for bigger classes), plus
+ *                    its deferred free (one block);
  *   exit returns     a thread that exits with full bins and a buffer of remote frees leaves
  *                    nothing cached and nothing pending: bytes_cached and bytes_remote_pending
  *                    are back to what they were, bytes_in_use too;
@@ -29,6 +30,12 @@
  *                    once each in `make test` and the sanitizer build: which sets the
  *                    superblocks fall in, and how often the thread's trim sends its buffer,
  *                    depend on the machine's timing);
+ *   deferred free    the block a thread freed last waits, unread, as its deferred free: it counts
+ *                    as cached, not in use (a malloc and a free of a 16,000-byte block leave
+ *                    bytes_in_use as it was, and count one malloc and one free); a thread's exit
+ *                    returns it, and the purge returns it from a thread that stopped calling
+ *                    (bytes_cached back to what it was before the thread's free, where the
+ *                    block, the only one of its class, would otherwise stay);
  *   Hoard            larder_validate() (lists, counts, Hoard's invariant, the bins) after each.
  * Larder only: under another allocator the program says so and skips (77).
  *
@@ -81,8 +88,10 @@ static void check_bins(void) {
     pthread_t t;
     REQUIRE(pthread_create(&t, NULL, bins_worker, (void *)&size) == 0);
     pthread_join(t, NULL);
-    /* the class holding `size` may be up to 12.5% larger; the pointer array is another class */
-    size_t bound = bin_bound(size + size / 8) + bin_bound(20000 * sizeof(void *) > 16384 ? 16384 : 20000 * sizeof(void *));
+    /* the class holding `size` may be up to 12.5% larger; the pointer array is another class;
+     * and the thread's deferred free (the block it freed last, not yet in its bin) one block */
+    size_t bound = bin_bound(size + size / 8) + (size + size / 8) +
+                   bin_bound(20000 * sizeof(void *) > 16384 ? 16384 : 20000 * sizeof(void *));
     printf("front_end: %5zu-byte blocks: at most %zu bytes cached by the freeing thread (bound %zu)\n", size,
            max_cached_seen, bound);
     CHECK_MSG(max_cached_seen <= bound, "size %zu: %zu bytes cached, above the bins' bound %zu", size, max_cached_seen, bound);
@@ -387,6 +396,82 @@ static void check_remote(bool mixed) {
   CHECK(api.validate() == 0);
 }
 
+/* ---- the deferred free ---- */
+enum { DEFERRED_SIZE = 16000 }; /* a class whose bin holds one block: the thread's only one */
+static pthread_barrier_t deferred_started, deferred_go, deferred_freed, deferred_done;
+static void *deferred_worker(void *arg) {
+  bool idle = arg != NULL;
+  pthread_barrier_wait(&deferred_started);
+  pthread_barrier_wait(&deferred_go); /* main has read the statistics before */
+  void *volatile p = malloc(DEFERRED_SIZE); /* volatile: the pair is not optimised away */
+  if (p) memset(p, 7, DEFERRED_SIZE);
+  free(p);
+  if (idle) {
+    pthread_barrier_wait(&deferred_freed);
+    pthread_barrier_wait(&deferred_done); /* alive, and no call at all */
+  }
+  return NULL;
+}
+
+static void check_deferred(void) {
+  larder_stats_t before = alloc_stats(&api);
+  void *volatile p = malloc(DEFERRED_SIZE);
+  REQUIRE(p != NULL);
+  memset(p, 1, DEFERRED_SIZE);
+  free(p);
+  larder_stats_t after = alloc_stats(&api);
+  printf("front_end: a malloc and free of %d bytes: in use %zu -> %zu, cached %zu -> %zu, mallocs +%zu, frees +%zu\n",
+         DEFERRED_SIZE, before.bytes_in_use, after.bytes_in_use, before.bytes_cached, after.bytes_cached,
+         after.mallocs - before.mallocs, after.frees - before.frees);
+  CHECK(after.bytes_in_use == before.bytes_in_use);
+  CHECK(after.mallocs - before.mallocs == 1 && after.frees - before.frees == 1);
+
+  /* a thread that exits after its last free */
+  pthread_barrier_init(&deferred_started, NULL, 2);
+  pthread_barrier_init(&deferred_go, NULL, 2);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, deferred_worker, NULL) == 0);
+  pthread_barrier_wait(&deferred_started);
+  before = alloc_stats(&api);
+  pthread_barrier_wait(&deferred_go);
+  pthread_join(t, NULL);
+  after = alloc_stats(&api);
+  printf("front_end: a thread's last free, then its exit: cached %zu -> %zu, in use %zu -> %zu\n", before.bytes_cached,
+         after.bytes_cached, before.bytes_in_use, after.bytes_in_use);
+  CHECK(after.bytes_cached == before.bytes_cached && after.bytes_in_use == before.bytes_in_use);
+  pthread_barrier_destroy(&deferred_started);
+
+  /* a thread that stops calling after its last free */
+  if (!purge_quick("100")) return;
+  pthread_barrier_init(&deferred_started, NULL, 2);
+  pthread_barrier_init(&deferred_freed, NULL, 2);
+  pthread_barrier_init(&deferred_done, NULL, 2);
+  REQUIRE(pthread_create(&t, NULL, deferred_worker, (void *)1) == 0);
+  pthread_barrier_wait(&deferred_started);
+  /* main's own bins and deferred free emptied first: the purge may empty them too, at any
+   * moment, as main stops calling */
+  if (api.trim) api.trim(0);
+  before = alloc_stats(&api);
+  pthread_barrier_wait(&deferred_go);
+  pthread_barrier_wait(&deferred_freed);
+  larder_stats_t during = alloc_stats(&api);
+  struct timespec ts = {1, 0}; /* 10 purge delays, no call from either thread */
+  nanosleep(&ts, NULL);
+  after = alloc_stats(&api);
+  pthread_barrier_wait(&deferred_done);
+  pthread_join(t, NULL);
+  printf("front_end: an idle thread's last free: cached %zu before it, %zu after it, %zu after 10 purge delays\n",
+         before.bytes_cached, during.bytes_cached, after.bytes_cached);
+  CHECK(during.bytes_cached >= before.bytes_cached + DEFERRED_SIZE);
+  CHECK(after.bytes_cached == before.bytes_cached);
+  CHECK(api.validate() == 0);
+  pthread_barrier_destroy(&deferred_started);
+  pthread_barrier_destroy(&deferred_go);
+  pthread_barrier_destroy(&deferred_freed);
+  pthread_barrier_destroy(&deferred_done);
+  purge_default();
+}
+
 int main(void) {
   api = alloc_api();
   if (!api.stats_get || !api.validate) {
@@ -398,6 +483,7 @@ int main(void) {
   check_idle_batches();
   check_idle_bins();
   check_bins_under_purge();
+  check_deferred();
   check_remote(false);
   check_remote(true);
   return check_done();
