@@ -306,6 +306,11 @@ static LD_NOINLINE void free_checked(heap_t *heap, sb_t *sb, void *p) {
     return;
   }
   b->tag = ld_tag(b);
+  /* a superblock the global heap holds: onto its free list, if the global lock is free */
+  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) == &ld_global_heap && ld_global_free(sb, b)) {
+    ld_stat_count(heap, offsetof(ld_stats_t, remote_frees));
+    return;
+  }
   if (ld_cache_free_remote(heap, sb, b)) free_remote_sent(ld_heap_tls);
 }
 

@@ -294,6 +294,14 @@ bool ld_cache_send_idle_batches(heap_t *heap) {
  * them) go to their new owners, as any free would (they are tagged already). by_purge: the
  * purge sends them for an idle owner, in batches of one, without the owner's buffer. */
 static void send_foreign(heap_t *heap, void **blocks, unsigned n, bool by_purge) {
+  /* those of superblocks the global heap holds go straight back, where its lock is free */
+  unsigned kept = 0;
+  for (unsigned i = 0; i < n; i++) {
+    sb_t *sb = ld_sb_of(blocks[i]);
+    if (atomic_load_explicit(&sb->owner, memory_order_relaxed) != &ld_global_heap || !ld_global_free(sb, blocks[i]))
+      blocks[kept++] = blocks[i];
+  }
+  n = kept;
   if (!n) return;
   if (by_purge) {
     for (unsigned i = 0; i < n; i++) remote_append(&ld_heap_empty, ld_sb_of(blocks[i]), blocks[i]);

@@ -76,6 +76,24 @@ void ld_global_put_locked(sb_t *sb) {
   give_back_if_empty(sb);
 }
 
+bool ld_global_free(sb_t *sb, ld_block_t *b) {
+  if (!ld_trylock(&global.lock)) return false;
+  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) != &ld_global_heap) {
+    ld_global_unlock();
+    return false;
+  }
+  ld_set_next(b, sb->free_list);
+  sb->free_list = b;
+  sb->used--;
+  global.u -= (int64_t)sb->block_size;
+  if (!give_back_if_empty(sb) && list_for(sb) != list_of(sb)) {
+    list_remove(list_of(sb), sb);
+    list_file(sb);
+  }
+  ld_global_unlock();
+  return true;
+}
+
 /* Collects the frees announced on superblocks the global heap holds; each entry was paid for
  * by the free that announced it. Global lock held. */
 static void global_tidy_locked(void) {

@@ -632,6 +632,14 @@ sb_t   *ld_global_take(heap_t *heap, unsigned cls);
  * go straight back to the segments. */
 void    ld_global_put_locked(sb_t *sb);
 void    ld_global_tidy(void);   /* collects announced frees of superblocks it holds */
+/* A free of b (checked, tagged), a block of sb, which the global heap holds: onto sb's free
+ * list under the global lock, as Hoard frees into heap 0 (seed 004 §3), if the lock is free
+ * (no free waits for one: seed 002) and sb is still the global heap's. false: nothing done,
+ * and the caller frees b as a remote free. A thread whose heap gave superblocks away while it
+ * still held their blocks (a large heap freed in random order: the threshold gives back
+ * partly used superblocks) frees them here at a lock each, where a remote free into one of
+ * thousands of superblocks made a batch of one block each time (CAS, announcement). */
+bool    ld_global_free(sb_t *sb, ld_block_t *b);
 void    ld_global_validate(int *violations);
 void    ld_global_stats(int64_t *in_use, int64_t *held, size_t *taken_bytes);
 void    ld_global_reinit_lock(void);
