@@ -78,7 +78,8 @@ void ld_global_put_locked(sb_t *sb) {
 
 bool ld_global_free(sb_t *sb, ld_block_t *b) {
   if (!ld_trylock(&global.lock)) return false;
-  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) != &ld_global_heap) {
+  /* (a superblock given back to the segments keeps the global heap as its owner: kind says) */
+  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) != &ld_global_heap || sb->kind != LD_KIND_SMALL) {
     ld_global_unlock();
     return false;
   }
