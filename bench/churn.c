@@ -8,7 +8,10 @@
  * walk the heap pays more as N grows, one whose every path is O(1) does not. CPU time is the
  * whole process's (user + system, every thread, the helper included) over the replace phase
  * only, so the fill phase and the final frees are not counted and a shared machine does not
- * decide the figure the way wall time would. */
+ * decide the figure the way wall time would. The final frees have a figure of their own,
+ * teardown_ns_per_free: every thread frees its live blocks in slot order and exits (the
+ * replacements have shuffled the slots, unless the allocator gives a freed block straight back
+ * to the next malloc of its size), the CPU of that phase per block. */
 #define _GNU_SOURCE
 #include "common.h"
 
@@ -264,6 +267,7 @@ int main(int argc, char **argv) {
   bench_statm(&vsize, &rss);
   uint64_t hwm_kib = bench_status_kib("VmHWM");
   uint64_t vmpeak_kib = bench_status_kib("VmPeak");
+  double cpu2 = bench_cpu_seconds();
   pthread_barrier_wait(&ch_teardown);
 
   uint64_t ops = 0, remote = 0;
@@ -277,6 +281,10 @@ int main(int argc, char **argv) {
   }
   if (failed)
     bench_die(PROG, "malloc returned NULL");
+  /* the teardown: every thread frees its live blocks, in slot order (which the replacements
+   * have shuffled, unless the allocator gave each slot its own block back), and exits */
+  double teardown_cpu_s = bench_cpu_seconds() - cpu2;
+  uint64_t live_total = opt_live * T;
 
   double cpu_s = cpu1 - cpu0, wall_s = t1 - t0;
   double per_op = ops ? cpu_s * 1e9 / (double)ops : 0;
@@ -296,6 +304,7 @@ int main(int argc, char **argv) {
   bench_json_real(&j, "cpu_s", cpu_s);
   bench_json_real(&j, "wall_s", wall_s);
   bench_json_real(&j, "fill_s", fill_s);
+  bench_json_real(&j, "teardown_ns_per_free", live_total ? teardown_cpu_s * 1e9 / (double)live_total : 0);
   bench_json_u64(&j, "remote_frees", remote);
   bench_json_u64(&j, "minflt", minflt1 - minflt0);
   bench_json_u64(&j, "peak_rss_kib", hwm_kib);
