@@ -307,7 +307,7 @@ static LD_NOINLINE void free_checked(heap_t *heap, sb_t *sb, void *p) {
   }
   b->tag = ld_tag(b);
   /* a superblock the global heap holds: onto its free list, if the global lock is free */
-  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) == &ld_global_heap && ld_global_free(sb, b)) {
+  if (ld_global_free(sb, b)) {
     ld_stat_count(heap, offsetof(ld_stats_t, remote_frees));
     return;
   }
@@ -383,12 +383,7 @@ static void *realloc_block(void *p, size_t size) {
   sb_t *sb = ld_sb_of(p);
   heap_t *heap = ld_heap_tls;
   if (sb->kind == LD_KIND_SMALL) {
-    /* the thread's deferred free may be p: its tag is set first */
-    if (heap->deferred_free) {
-      ld_cache_enter(heap);
-      ld_cache_settle_deferred(heap);
-      ld_cache_leave(heap);
-    }
+    ld_cache_settle_deferred_now(heap); /* the thread's deferred free may be p: tagged first */
     if (ld_block_is_free((const ld_block_t *)p)) ld_fatal_bad_free("realloc after free (use after free or double free)", p);
   }
   /* Before any path looks at the size: an impossible one must not wrap in a sum below. */

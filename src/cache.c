@@ -206,7 +206,7 @@ static void remote_leave(heap_t *heap) {
   __atomic_store_n(&heap->remote_busy, 0, __ATOMIC_RELEASE);
 }
 
-static LD_NOINLINE bool remote_append_and_leave(heap_t *heap, sb_t *sb, ld_block_t *b) {
+LD_NOINLINE bool ld_cache_append_and_leave(heap_t *heap, sb_t *sb, void *b) {
   bool sent = remote_append(heap, sb, b);
   remote_leave(heap);
   return sent;
@@ -219,7 +219,7 @@ bool ld_cache_free_remote(heap_t *heap, sb_t *sb, ld_block_t *b) {
   }
   LD_STAT_INC(heap, remote_frees);
   remote_enter(heap);
-  return remote_append_and_leave(heap, sb, b);
+  return ld_cache_append_and_leave(heap, sb, b);
 }
 
 /* The common remote free: sb's batch is in its set (one line of remote_sb read) and stays
@@ -262,8 +262,6 @@ int ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p) {
   return LD_JOIN_APPEND;
 }
 
-bool ld_cache_append_and_leave(heap_t *heap, sb_t *sb, void *p) { return remote_append_and_leave(heap, sb, p); }
-
 static void remote_send_all(heap_t *heap) {
   if (!heap->remote_bytes) return;
   remote_enter(heap);
@@ -296,11 +294,8 @@ bool ld_cache_send_idle_batches(heap_t *heap) {
 static void send_foreign(heap_t *heap, void **blocks, unsigned n, bool by_purge) {
   /* those of superblocks the global heap holds go straight back, where its lock is free */
   unsigned kept = 0;
-  for (unsigned i = 0; i < n; i++) {
-    sb_t *sb = ld_sb_of(blocks[i]);
-    if (atomic_load_explicit(&sb->owner, memory_order_relaxed) != &ld_global_heap || !ld_global_free(sb, blocks[i]))
-      blocks[kept++] = blocks[i];
-  }
+  for (unsigned i = 0; i < n; i++)
+    if (!ld_global_free(ld_sb_of(blocks[i]), blocks[i])) blocks[kept++] = blocks[i];
   n = kept;
   if (!n) return;
   if (by_purge) {
@@ -370,6 +365,12 @@ static void settle_deferred(heap_t *heap, bool by_purge) {
   ld_heap_settle_deferred(heap, bin, b);
 }
 void ld_cache_settle_deferred(heap_t *heap) { settle_deferred(heap, false); }
+void ld_cache_settle_deferred_now(heap_t *heap) {
+  if (!LD_READ(heap->deferred_free)) return;
+  ld_cache_enter(heap);
+  settle_deferred(heap, false);
+  ld_cache_leave(heap);
+}
 
 void ld_cache_trim(heap_t *heap) {
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {

@@ -77,7 +77,9 @@ void ld_global_put_locked(sb_t *sb) {
 }
 
 bool ld_global_free(sb_t *sb, ld_block_t *b) {
-  if (!ld_trylock(&global.lock)) return false;
+  /* read without the lock first: most callers' superblocks are another heap's */
+  if (atomic_load_explicit(&sb->owner, memory_order_relaxed) != &ld_global_heap || !ld_trylock(&global.lock))
+    return false;
   /* (a superblock given back to the segments keeps the global heap as its owner: kind says) */
   if (atomic_load_explicit(&sb->owner, memory_order_relaxed) != &ld_global_heap || sb->kind != LD_KIND_SMALL) {
     ld_global_unlock();

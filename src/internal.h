@@ -598,6 +598,8 @@ int     ld_cache_drain_idle(heap_t *heap);
 /* The deferred free (heap_t, deferred_free) checked for a double free, tagged and put in its
  * bin; the owner, in its bins (ld_cache_enter). */
 void    ld_cache_settle_deferred(heap_t *heap);
+/* The same from outside the bins (realloc, the process's exit): enters them if a free waits. */
+void    ld_cache_settle_deferred_now(heap_t *heap);
 /* Whether heap's bins or remote buffer hold anything (racy: for the purge's scheduling). */
 bool    ld_cache_holds(const heap_t *heap);
 /* A free of a block of another heap's superblock sb (checked, tagged) opens a batch for sb

@@ -409,12 +409,7 @@ static void purge_thread_nudge(uint64_t now) {
 __attribute__((destructor)) static void maintain_unload(void) {
   /* The exiting thread's deferred free is checked now: a double free as the program's last
    * free is still reported (alloc.c, larder_free). */
-  heap_t *mine = ld_heap_tls;
-  if (mine != &ld_heap_empty && LD_READ(mine->deferred_free)) {
-    ld_cache_enter(mine);
-    ld_cache_settle_deferred(mine);
-    ld_cache_leave(mine);
-  }
+  ld_cache_settle_deferred_now(ld_heap_tls);
   if (atomic_load_explicit(&heap_key_made, memory_order_acquire)) {
     atomic_store_explicit(&heap_key_made, 0, memory_order_release);
     pthread_key_delete(heap_key);
