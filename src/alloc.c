@@ -38,7 +38,10 @@
  *      superblock (cache.c: 64 slots, 4-way set-associative, 256 KiB in all): if the set holds
  *      one, the superblock was checked when it opened, and the block joins it after its own
  *      checks (block start, free tag), inline. Else the ownership map (the pointer is larder's
- *      before its header is read), the header's checks, and a new batch. A full batch is handed
+ *      before its header is read), and the block waits in the thread's ring of 4 slow frees
+ *      (cache.c) while its line and its header's arrive; the one it displaces goes on: the
+ *      header's checks, a free into a superblock the global heap holds (global.c), or a new
+ *      batch. A full batch is handed
  *      over with one CAS, and the first batch since the owner looked puts the superblock on
  *      the owner's pending list, unless the owner allocates from it (watched: its next fills
  *      take the list anyway).
@@ -180,7 +183,10 @@ static heap_t *thread_heap(void) {
 static void *malloc_class(heap_t *heap, unsigned cls) {
   ld_bin_t *bin = &heap->bins[cls];
   ld_cache_enter(heap);
-  ld_cache_settle_deferred(heap); /* before a refill (and it may be this class's block) */
+  /* before a refill (they may be this class's blocks), and before the heap takes a superblock
+   * whose block may wait in the ring: it would then reach the fast path unchecked */
+  ld_cache_settle_slow_frees(heap);
+  ld_cache_settle_deferred(heap);
   if (bin->count) {
     ld_block_t *b = bin->slots[bin->count - 1];
     LD_OWNER_SET(bin->count, bin->count - 1);
@@ -324,6 +330,26 @@ static LD_NOINLINE void free_remote_append(heap_t *heap, sb_t *sb, void *p) {
  * function of its own whose every call is a tail call: free_checked's paths need registers
  * saved on entry, which this one, inlined there, paid on every remote free (13 instructions
  * of about 110). */
+#ifndef LARDER_HARDENED
+/* free_slow's block with no batch to join: it waits in the thread's ring of slow frees while
+ * its line and its superblock's header arrive, and the free LD_SLOW_FREES before it is taken
+ * instead (internal.h, heap_t). A pointer that is not larder's is reported at once (the
+ * ownership map's leaf is warm). Spans start at a power of two from their header: freed at
+ * once, never kept waiting. A function of its own, so that free_slow saves no registers. */
+static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
+  if (LD_UNLIKELY(!ld_addrmap_contains_header(p))) not_owned("free", p);
+  uintptr_t offset = (uintptr_t)p - (uintptr_t)sb;
+  if (LD_LIKELY(offset & (offset - 1))) {
+    __builtin_prefetch(sb);
+    ld_prefetch_for_write(p);
+    p = ld_cache_defer_slow_free(heap, p);
+    if (!p) return;
+    sb = ld_sb_of(p);
+  }
+  free_checked(heap, sb, p);
+}
+#endif
+
 static LD_NOINLINE void free_slow(void *p, heap_t *heap) {
   if (p == NULL) return;
   sb_t *sb = ld_sb_of(p);
@@ -333,6 +359,12 @@ static LD_NOINLINE void free_slow(void *p, heap_t *heap) {
     free_remote_append(heap, sb, p);
     return;
   }
+#ifndef LARDER_HARDENED
+  if (LD_LIKELY(heap != &ld_heap_empty)) {
+    free_deferring(heap, sb, p);
+    return;
+  }
+#endif
   free_checked(heap, sb, p);
 }
 

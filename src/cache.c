@@ -13,6 +13,7 @@
  * gives back three quarters of what it holds, as jemalloc's tcache garbage collection does.
  */
 #define _GNU_SOURCE
+#include "addrmap.h"
 #include "internal.h"
 #include "os.h"
 
@@ -250,6 +251,9 @@ int ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p) {
   }
   ld_block_t *b = p;
   ld_check_small_free(sb, p);
+  /* p may wait in the ring of slow frees, untagged, since before sb had a batch here */
+  for (unsigned i = 0; i < LD_SLOW_FREES; i++)
+    if (LD_UNLIKELY(heap->slow_frees[i] == p)) ld_fatal_bad_free("double free", p);
   b->tag = ld_tag(b);
   LD_STAT_INC(heap, remote_frees);
   ld_remote_slot_t *slot = &heap->remote[set + w];
@@ -270,14 +274,23 @@ static void remote_send_all(heap_t *heap) {
   remote_leave(heap);
 }
 
+static bool slow_frees_waiting(const heap_t *heap);
+static void settle_slow_free(heap_t *heap, void *p, bool by_purge);
+
 bool ld_cache_send_idle_batches(heap_t *heap) {
-  if (!LD_READ(heap->remote_bytes)) return true;
+  if (!LD_READ(heap->remote_bytes) && !slow_frees_waiting(heap)) return true;
   __atomic_store_n(&heap->remote_draining, 1, __ATOMIC_SEQ_CST);
   bool sent = false;
   int fence = ld_os_fence_all_threads();
   if (fence != 0) {
     sent = true; /* the kernel cannot fence other threads: the batches wait for their owner */
   } else if (!__atomic_load_n(&heap->remote_busy, __ATOMIC_ACQUIRE)) {
+    for (unsigned i = 0; i < LD_SLOW_FREES; i++)
+      if (heap->slow_frees[i]) {
+        void *p = heap->slow_frees[i];
+        heap->slow_frees[i] = NULL;
+        settle_slow_free(heap, p, true);
+      }
     for (unsigned i = 0; i < LD_REMOTE_SLOTS; i++)
       if (heap->remote[i].count) remote_send(heap, heap->remote_sb[i], &heap->remote[i]);
     sent = true;
@@ -306,6 +319,73 @@ static void send_foreign(heap_t *heap, void **blocks, unsigned n, bool by_purge)
   for (unsigned i = 0; i < n; i++) remote_append(heap, ld_sb_of(blocks[i]), blocks[i]);
   remote_leave(heap);
 }
+
+/* ---- slow frees (heap_t, slow_frees) ---- */
+
+static void settle_deferred(heap_t *heap, bool by_purge);
+
+static bool slow_frees_waiting(const heap_t *heap) {
+  for (unsigned i = 0; i < LD_SLOW_FREES; i++)
+    if (LD_READ(heap->slow_frees[i])) return true;
+  return false;
+}
+
+void *ld_cache_defer_slow_free(heap_t *heap, void *p) {
+  remote_enter(heap);
+  void **ring = heap->slow_frees;
+  for (unsigned i = 0; i < LD_SLOW_FREES; i++)
+    if (LD_UNLIKELY(ring[i] == p)) ld_fatal_bad_free("double free", p);
+  unsigned i = heap->slow_free_next++ % LD_SLOW_FREES;
+  void *old = ring[i];
+  ring[i] = p;
+  remote_leave(heap);
+  return old;
+}
+
+/* A slow free taken outside free_slow: by its owner, in its bins (its exit, malloc_trim,
+ * realloc, its statistics, the process's exit), or by the purge for an idle owner (by_purge:
+ * neither its bins nor its buffer are touched; the block goes back in a batch of one). Each of
+ * free_slow's checks is made here, the lines having arrived. Spans never wait in the ring
+ * (free_slow), so a span's header here means a bad pointer. */
+static void settle_slow_free(heap_t *heap, void *p, bool by_purge) {
+  if (!ld_addrmap_contains_header(p))
+    ld_fatal_bad_free(ld_addrmap_state((const char *)p - 1) == LD_ADDR_RELEASED ? "double free (or free of a block already unmapped)"
+                                                                                  : "invalid free (not a block from larder)", p);
+  sb_t *sb = ld_sb_of(p);
+  if (sb->magic != LD_SB_MAGIC) ld_fatal_bad_free("invalid free (not a block from larder)", p);
+  if (sb->kind != LD_KIND_SMALL)
+    ld_fatal_bad_free(sb->kind == LD_KIND_LARGE_CACHED || sb->kind == LD_KIND_FREED ? "double free" : "invalid free (not the start of a block)", p);
+  ld_block_t *b = p;
+  if (!by_purge && atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap) {
+    if ((char *)b >= sb->bump) ld_fatal_bad_free("invalid free (block was never allocated)", b);
+    settle_deferred(heap, false); /* it may be b (the table lost b's superblock since): tagged first */
+    ld_check_small_free(sb, b);
+    b->tag = ld_tag(b);
+    ld_cache_free_owned(heap, sb, b);
+    return;
+  }
+  ld_check_small_free(sb, b);
+  b->tag = ld_tag(b);
+  ld_stat_count(by_purge ? &ld_heap_empty : heap, offsetof(ld_stats_t, remote_frees));
+  void *one[1] = {b};
+  send_foreign(heap, one, 1, by_purge);
+}
+
+/* The owner's: in its bins. One at a time under the remote buffer's protocol, which
+ * send_foreign leaves between them. */
+static void settle_slow_frees(heap_t *heap) {
+  if (!slow_frees_waiting(heap)) return;
+  for (;;) {
+    void *p = NULL;
+    remote_enter(heap);
+    for (unsigned i = 0; i < LD_SLOW_FREES && !p; i++)
+      if (heap->slow_frees[i]) p = heap->slow_frees[i], heap->slow_frees[i] = NULL;
+    remote_leave(heap);
+    if (!p) return;
+    settle_slow_free(heap, p, false);
+  }
+}
+void ld_cache_settle_slow_frees(heap_t *heap) { settle_slow_frees(heap); }
 
 /* Returns the n oldest blocks of bin cls to their superblocks. by_purge: the purge does it
  * for an idle owner (ld_cache_drain_idle), which must not touch the owner's remote buffer. */
@@ -366,8 +446,9 @@ static void settle_deferred(heap_t *heap, bool by_purge) {
 }
 void ld_cache_settle_deferred(heap_t *heap) { settle_deferred(heap, false); }
 void ld_cache_settle_deferred_now(heap_t *heap) {
-  if (!LD_READ(heap->deferred_free)) return;
+  if (!LD_READ(heap->deferred_free) && !slow_frees_waiting(heap)) return;
   ld_cache_enter(heap);
+  settle_slow_frees(heap);
   settle_deferred(heap, false);
   ld_cache_leave(heap);
 }
@@ -439,7 +520,7 @@ static void bins_turn_back(heap_t *heap) {
 }
 
 bool ld_cache_holds(const heap_t *heap) {
-  if (LD_READ(heap->remote_bytes)) return true;
+  if (LD_READ(heap->remote_bytes) || slow_frees_waiting(heap)) return true;
   if (!__atomic_load_n(&heap->bins_ready, __ATOMIC_ACQUIRE)) return false;
   if (LD_READ(heap->deferred_free)) return true;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
@@ -482,6 +563,7 @@ int ld_cache_drain_idle(heap_t *heap) {
 
 void ld_cache_drain(heap_t *heap) {
   if (heap == &ld_heap_empty) return;
+  settle_slow_frees(heap);
   settle_deferred(heap, false);
   ld_heap_return_bins(heap);
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {

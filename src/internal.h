@@ -418,6 +418,8 @@ static inline unsigned ld_batch_hint_room(uint32_t block_size) {
  * superblock, direct-mapped, sent a batch whenever two of them met in a slot (4.4 blocks a
  * batch on remote-free's 16 B-1 KiB mix). */
 #define LD_REMOTE_WAYS 4
+/* Frees the free fast path does not take wait in a ring of this many (heap_t, slow_frees). */
+#define LD_SLOW_FREES 4
 static inline unsigned ld_remote_set(const sb_t *sb) {
   return (unsigned)(((uintptr_t)sb >> ld_sb_shift) & (LD_REMOTE_SLOTS / LD_REMOTE_WAYS - 1)) * LD_REMOTE_WAYS;
 }
@@ -461,6 +463,14 @@ typedef struct heap_s {
   uint32_t remote_bytes;               /* bytes waiting in remote[] (at most LD_REMOTE_PENDING_BYTES or so) */
   int remote_busy;                     /* the owner is in its remote buffer (cache.c) */
   int remote_draining;                 /* the purge is sending an idle owner's batches */
+  /* The frees the fast path did not take (another heap's blocks, the global heap's, the
+   * thread's own outside its table), each waiting for LD_SLOW_FREES more before it is taken:
+   * free_slow prefetches the block's line and its superblock's header and goes on, so that
+   * neither is waited for (issue 17: a free in random order into superblocks the global heap
+   * holds, 10^6 blocks of 256 B: 165 -> 65 ns). Under the remote buffer's protocol
+   * (remote_busy), as the purge settles them for an idle owner (cache.c). NULL: empty. */
+  void *slow_frees[LD_SLOW_FREES];
+  uint32_t slow_free_next;             /* the slot the next one takes (wraps) */
   struct heap_s *help_owner;           /* the heap this thread last sent batches to, */
   uint64_t help_looks;                 /* its `looks` then, */
   uint32_t help_batches;               /* and the batches sent since (ld_heap_help_idle_owner) */
@@ -598,8 +608,15 @@ int     ld_cache_drain_idle(heap_t *heap);
 /* The deferred free (heap_t, deferred_free) checked for a double free, tagged and put in its
  * bin; the owner, in its bins (ld_cache_enter). */
 void    ld_cache_settle_deferred(heap_t *heap);
-/* The same from outside the bins (realloc, the process's exit): enters them if a free waits. */
+/* The same from outside the bins (realloc, the process's exit, a thread's statistics): enters
+ * them if a free waits; the slow frees waiting (heap_t, slow_frees) are taken as well. */
 void    ld_cache_settle_deferred_now(heap_t *heap);
+/* free_slow's p joins the thread's ring of slow frees (its lines are being prefetched); the
+ * one it displaces, if any, is returned for the caller to free now. A pointer already in the
+ * ring is reported as a double free. */
+void   *ld_cache_defer_slow_free(heap_t *heap, void *p);
+/* Every slow free waiting is taken (the owner, in its bins: before a refill). */
+void    ld_cache_settle_slow_frees(heap_t *heap);
 /* Whether heap's bins or remote buffer hold anything (racy: for the purge's scheduling). */
 bool    ld_cache_holds(const heap_t *heap);
 /* A free of a block of another heap's superblock sb (checked, tagged) opens a batch for sb

@@ -191,7 +191,7 @@ static size_t purge_run_locked(uint64_t now, bool all) {
       if (ld_cache_holds(h)) idle_at_lower(&idle_at, h);
       continue;
     }
-    if (LD_READ(h->remote_bytes) && !ld_cache_send_idle_batches(h)) busy = true;
+    if (!ld_cache_send_idle_batches(h)) busy = true; /* and its slow frees */
     /* and its bins, whose blocks keep their superblocks from being given back (what goes back
      * for an idle thread is purged at once: segment.c) */
     ld_segment_purge_frees(true);

@@ -24,6 +24,7 @@ static size_t positive(int64_t v) { return v > 0 ? (size_t)v : 0; }
 
 void larder_stats_get(larder_stats_t *out) {
   ld_maintain_init();
+  ld_cache_settle_deferred_now(ld_heap_tls); /* the calling thread's frees all counted */
   ld_heap_collect_pending(ld_heap_tls);
   ld_stats_t counts;
   ld_heap_figures_t heaps;

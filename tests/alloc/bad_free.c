@@ -10,6 +10,12 @@
  *   double-late   - free a block, then ten others of its size class, then the first again;
  *   double-remote - the owner frees a block, then another thread frees it again;
  *   remote-double - another thread frees a block twice (both through the remote path);
+ *   remote-double-late - another thread frees a block, ten others of its owner's, then the
+ *              first again (the first has left the ring of slow frees by then: its tag tells);
+ *   remote-double-batched - another thread frees a block while it waits in that thread's ring
+ *              of slow frees, untagged, and its superblock has a batch by then: caught at the
+ *              free itself (the child ends with _exit right after, so a report left for later
+ *              would never come);
  * and, beyond what the issue asks for small blocks, for a 100 KB large block:
  *   large-double, large-interior - the same two mistakes on a large span (in the span cache
  *              after the first free, so its header is still there to be checked).
@@ -44,7 +50,58 @@ static void *free_twice_in_thread(void *p) {
   return NULL;
 }
 
+static void *free_twice_late_in_thread(void *arg) {
+  void **blocks = arg; /* blocks[0] freed, then blocks[1..10], then blocks[0] again */
+  for (int i = 0; i <= 10; i++) free(blocks[i]);
+  announce(blocks[0]);
+  free(blocks[0]);
+  return NULL;
+}
+
+/* blocks: [0] makes the thread's heap (a free without one is not deferred); [1] and [2] share
+ * a superblock (48 B); [3..5] are of three other classes. The ring holds four: [5]'s free
+ * pushes [1] out, which opens the batch of their superblock, while [2] still waits. */
+static void *free_twice_batched_in_thread(void *arg) {
+  void **blocks = arg;
+  for (int i = 0; i <= 5; i++) free(blocks[i]);
+  announce(blocks[2]);
+  free(blocks[2]);
+  _exit(0);
+}
+
 static int child(const char *mode) {
+  if (strcmp(mode, "remote-double-batched") == 0) {
+    /* blocks that wait in the ring: not at a power of two from their superblock (spans start
+     * there, and such frees never wait) */
+    alloc_api_t api = alloc_api();
+    long sbs = api.option_get ? (long)api.option_get("superblock_size") : 0;
+    if (sbs <= 0) sbs = 64 * 1024;
+    static const size_t sizes[] = {112, 48, 48, 64, 80, 96};
+    void *blocks[6];
+    for (int i = 0; i < 6; i++) {
+      uintptr_t offset;
+      do {
+        blocks[i] = malloc(sizes[i]);
+        offset = (uintptr_t)blocks[i] - (((uintptr_t)blocks[i] - 1) & ~((uintptr_t)sbs - 1));
+      } while ((offset & (offset - 1)) == 0 || (i == 2 && (((uintptr_t)blocks[1] ^ (uintptr_t)blocks[2]) & ~((uintptr_t)sbs - 1))));
+      memset(blocks[i], 1, sizes[i]);
+    }
+    pthread_t t;
+    if (pthread_create(&t, NULL, free_twice_batched_in_thread, blocks) != 0) return 93;
+    pthread_join(t, NULL);
+    return 0;
+  }
+  if (strcmp(mode, "remote-double-late") == 0) {
+    void *blocks[11];
+    for (int i = 0; i <= 10; i++) {
+      blocks[i] = malloc(48);
+      memset(blocks[i], 1, 48);
+    }
+    pthread_t t;
+    if (pthread_create(&t, NULL, free_twice_late_in_thread, blocks) != 0) return 93;
+    pthread_join(t, NULL);
+    return 0;
+  }
   if (strcmp(mode, "double-late") == 0) {
     void *p = malloc(48), *q[10];
     memset(p, 1, 48);
@@ -172,8 +229,8 @@ int main(int argc, char **argv) {
     return ALLOC_SKIP;
   }
   const char *modes[] = {"double", "interior", "never", "double-late", "double-remote",
-                         "remote-double", "large-double", "large-interior"};
+                         "remote-double", "remote-double-late", "remote-double-batched", "large-double", "large-interior"};
   for (int debug = 0; debug <= 1; debug++)
-    for (int m = 0; m < 8; m++) run_case(modes[m], debug);
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) run_case(modes[m], debug);
   return check_done();
 }

@@ -36,6 +36,12 @@
  *                    returns it, and the purge returns it from a thread that stopped calling
  *                    (bytes_cached back to what it was before the thread's free, where the
  *                    block, the only one of its class, would otherwise stay);
+ *   slow frees       a thread frees ten blocks main allocated, of ten classes (remote frees
+ *                    into superblocks without a batch yet): at most 4 wait uncounted in its ring of
+ *                    slow frees (remote_frees, read from main), some do (else the case tests
+ *                    nothing); a thread's exit takes them all (remote_frees +10, bytes_in_use
+ *                    down by the ten blocks), and so does the purge for a thread that stopped
+ *                    calling, alive;
  *   Hoard            larder_validate() (lists, counts, Hoard's invariant, the bins) after each.
  * Larder only: under another allocator the program says so and skips (77).
  *
@@ -472,6 +478,67 @@ static void check_deferred(void) {
   purge_default();
 }
 
+/* ---- the ring of slow frees ---- */
+enum { SLOW_BLOCKS = 10, SLOW_BOUND = 4 };
+static void *slow_blocks[SLOW_BLOCKS];
+static pthread_barrier_t slow_freed, slow_done;
+static void *slow_worker(void *arg) {
+  for (int i = 0; i < SLOW_BLOCKS; i++) free(slow_blocks[i]);
+  if (arg) {
+    pthread_barrier_wait(&slow_freed);
+    pthread_barrier_wait(&slow_done); /* alive, and no call at all */
+  }
+  return NULL;
+}
+
+/* The ten blocks freed by a thread that exits (idle false) or stops calling (idle true). */
+static void check_slow_frees_once(bool idle) {
+  size_t bytes = 0;
+  for (int i = 0; i < SLOW_BLOCKS; i++) { /* 16, 32, ... 160 bytes: one superblock each */
+    size_t size = 16 * (size_t)(i + 1);
+    slow_blocks[i] = malloc(size);
+    REQUIRE(slow_blocks[i] != NULL);
+    memset(slow_blocks[i], 3, size);
+    bytes += size;
+  }
+  if (idle && api.trim) api.trim(0); /* main's bins emptied first: the purge may empty them too */
+  larder_stats_t before = alloc_stats(&api), during = before;
+  pthread_barrier_init(&slow_freed, NULL, 2);
+  pthread_barrier_init(&slow_done, NULL, 2);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, slow_worker, idle ? (void *)1 : NULL) == 0);
+  if (idle) {
+    pthread_barrier_wait(&slow_freed);
+    during = alloc_stats(&api);
+    struct timespec ts = {1, 0}; /* 10 purge delays, no call from either thread */
+    nanosleep(&ts, NULL);
+  }
+  larder_stats_t after = alloc_stats(&api);
+  if (idle) pthread_barrier_wait(&slow_done);
+  pthread_join(t, NULL);
+  if (!idle) after = alloc_stats(&api);
+  size_t counted_during = during.remote_frees - before.remote_frees, counted = after.remote_frees - before.remote_frees;
+  printf("front_end: %d remote frees by a thread that %s: %zu counted when it stopped, %zu after; in use %zu -> %zu\n",
+         SLOW_BLOCKS, idle ? "stops calling" : "exits", counted_during, counted, before.bytes_in_use, after.bytes_in_use);
+  if (idle) {
+    CHECK_MSG(SLOW_BLOCKS - counted_during <= SLOW_BOUND, "%zu of %d frees waiting", SLOW_BLOCKS - counted_during, SLOW_BLOCKS);
+    CHECK_MSG(counted_during < SLOW_BLOCKS, "no free waited in the ring: the case tests nothing");
+  }
+  CHECK(counted == SLOW_BLOCKS);
+  CHECK_MSG(after.bytes_in_use + bytes <= before.bytes_in_use + 4096, "in use %zu before, %zu after",
+            before.bytes_in_use, after.bytes_in_use);
+  CHECK(api.validate() == 0);
+  pthread_barrier_destroy(&slow_freed);
+  pthread_barrier_destroy(&slow_done);
+}
+
+static void check_slow_frees(void) {
+  check_slow_frees_once(false);
+  if (!purge_quick("100")) return;
+  check_slow_frees_once(true);
+  purge_default();
+}
+
 int main(void) {
   api = alloc_api();
   if (!api.stats_get || !api.validate) {
@@ -484,6 +551,7 @@ int main(void) {
   check_idle_bins();
   check_bins_under_purge();
   check_deferred();
+  check_slow_frees();
   check_remote(false);
   check_remote(true);
   return check_done();
