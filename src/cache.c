@@ -496,6 +496,9 @@ void ld_cache_wait_for_purge(heap_t *heap) {
     if (state == LD_BINS_TURNED_AWAY &&
         __atomic_compare_exchange_n(&heap->bins_draining, &state, LD_BINS_IN_USE, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
       bins_turn_back(heap);
+      /* the thread's own frees made while its bins were turned away wait in the ring,
+       * untagged: a second free of one would now take the fast path */
+      settle_slow_frees(heap);
       return;
     }
     if (state != LD_BINS_DRAINING) continue;
