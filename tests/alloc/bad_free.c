@@ -12,10 +12,15 @@
  *   remote-double - another thread frees a block twice (both through the remote path);
  *   remote-double-late - another thread frees a block, ten others of its owner's, then the
  *              first again (the first has left the ring of slow frees by then: its tag tells);
- *   remote-double-batched - another thread frees a block while it waits in that thread's ring
- *              of slow frees, untagged, and its superblock has a batch by then: caught at the
- *              free itself (the child ends with _exit right after, so a report left for later
- *              would never come);
+ *   idle-double - a thread that stopped calling has its bins emptied and turned away by the
+ *              purge; its next frees of its own blocks wait in its ring of slow frees, and one
+ *              of them, freed again after the bins are back, is caught (a second free that
+ *              reached the fast path unchecked could be handed out twice: the child says so
+ *              and ends normally, which fails the case);
+ *   remote-double-batched - another thread frees a block again while the first free waits
+ *              in that thread's ring of slow frees, untagged, and its superblock's batch opens
+ *              meanwhile: caught at the second free itself (the child ends with _exit right
+ *              after, so a report left for later would never come);
  * and, beyond what the issue asks for small blocks, for a 100 KB large block:
  *   large-double, large-interior - the same two mistakes on a large span (in the span cache
  *              after the first free, so its header is still there to be checked).
@@ -69,7 +74,67 @@ static void *free_twice_batched_in_thread(void *arg) {
   _exit(0);
 }
 
+static pthread_barrier_t idle_stopped, idle_checked;
+static int idle_emptied;
+
+/* Six of the thread's own blocks of 48 B that wait in the ring when freed on the slow path (not
+ * a power of two past their superblock), among 200 it keeps (so its superblocks stay its own). */
+static void *idle_double_thread(void *arg) {
+  long sbs = (long)(intptr_t)arg;
+  static void *keep[200];
+  void *b[6];
+  int n = 0;
+  for (int i = 0; i < 200; i++) {
+    keep[i] = malloc(48);
+    memset(keep[i], 1, 48);
+    uintptr_t offset = (uintptr_t)keep[i] - (((uintptr_t)keep[i] - 1) & ~((uintptr_t)sbs - 1));
+    if (n < 6 && i >= 20 && (offset & (offset - 1)) != 0) b[n++] = keep[i], keep[i] = NULL;
+  }
+  for (int i = 0; i < 10; i++) free(keep[i]); /* the bin holds blocks, one is deferred */
+  pthread_barrier_wait(&idle_stopped);
+  pthread_barrier_wait(&idle_checked); /* a second of no call: the purge turned the bins away */
+  if (n < 6 || !idle_emptied) {
+    fprintf(stderr, "the case did not happen: %d blocks, bins emptied %d\n", n, idle_emptied);
+    return NULL;
+  }
+  free(b[0]); /* the bins turned away: each waits in the ring */
+  free(b[1]);
+  free(b[2]);
+  free(b[3]);
+  free(b[4]); /* b[0] leaves the ring, the bins are turned back */
+  announce(b[1]);
+  free(b[1]); /* the fast path again: deferred */
+  free(b[5]); /* b[1] checked here */
+  void *q1 = malloc(48);
+  larder_stats_t st;
+  alloc_api().stats_get(&st); /* the ring settled */
+  for (int i = 0; i < 12; i++)
+    if (malloc(48) == q1) fprintf(stderr, "a block was handed out twice: %p\n", q1);
+  return NULL;
+}
+
 static int child(const char *mode) {
+  if (strcmp(mode, "idle-double") == 0) {
+    alloc_api_t api = alloc_api();
+    long sbs = (long)api.option_get("superblock_size");
+    if (api.option_set("purge_delay_ms", "50") != 0 || api.option_set("purge_thread", "1") != 0) return 94;
+    void *big = malloc(200000); /* a slow path: the purge thread starts */
+    free(big);
+    pthread_barrier_init(&idle_stopped, NULL, 2);
+    pthread_barrier_init(&idle_checked, NULL, 2);
+    larder_stats_t before, after;
+    api.stats_get(&before);
+    pthread_t t;
+    if (pthread_create(&t, NULL, idle_double_thread, (void *)(intptr_t)sbs) != 0) return 93;
+    pthread_barrier_wait(&idle_stopped);
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
+    api.stats_get(&after);
+    idle_emptied = after.idle_bins_emptied > before.idle_bins_emptied;
+    pthread_barrier_wait(&idle_checked);
+    pthread_join(t, NULL);
+    return 0;
+  }
   if (strcmp(mode, "remote-double-batched") == 0) {
     /* blocks that wait in the ring: not at a power of two from their superblock (spans start
      * there, and such frees never wait) */
@@ -229,7 +294,7 @@ int main(int argc, char **argv) {
     return ALLOC_SKIP;
   }
   const char *modes[] = {"double", "interior", "never", "double-late", "double-remote",
-                         "remote-double", "remote-double-late", "remote-double-batched", "large-double", "large-interior"};
+                         "remote-double", "remote-double-late", "remote-double-batched", "idle-double", "large-double", "large-interior"};
   for (int debug = 0; debug <= 1; debug++)
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) run_case(modes[m], debug);
   return check_done();
