@@ -326,10 +326,6 @@ static LD_NOINLINE void free_remote_append(heap_t *heap, sb_t *sb, void *p) {
   if (ld_cache_append_and_leave(heap, sb, p)) free_remote_sent(heap);
 }
 
-/* The common remote free, a block whose superblock has a batch in the thread's buffer, in a
- * function of its own whose every call is a tail call: free_checked's paths need registers
- * saved on entry, which this one, inlined there, paid on every remote free (13 instructions
- * of about 110). */
 #ifndef LARDER_HARDENED
 /* free_slow's block with no batch to join: it waits in the thread's ring of slow frees while
  * its line and its superblock's header arrive, and the free LD_SLOW_FREES before it is taken
@@ -350,6 +346,10 @@ static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
 }
 #endif
 
+/* The common remote free, a block whose superblock has a batch in the thread's buffer, in a
+ * function of its own whose every call is a tail call: free_checked's paths need registers
+ * saved on entry, which this one, inlined there, paid on every remote free (13 instructions
+ * of about 110). A block with no batch to join waits in the ring (free_deferring). */
 static LD_NOINLINE void free_slow(void *p, heap_t *heap) {
   if (p == NULL) return;
   sb_t *sb = ld_sb_of(p);
