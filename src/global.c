@@ -27,6 +27,7 @@ static struct {
   sb_list_t by_class[LD_CLASS_COUNT];  /* superblocks with room */
   sb_list_t full;                      /* no room: waiting for frees */
   size_t taken_bytes;                  /* remote frees accounted for (statistics) */
+  sb_t *pending_taken;                 /* taken from the pending list, not yet looked at */
 } global = {.lock = LD_LOCK_INIT};
 
 void ld_global_lock(void) { ld_lock(&global.lock); }
@@ -98,18 +99,24 @@ bool ld_global_free(sb_t *sb, ld_block_t *b) {
 }
 
 /* Collects the frees announced on superblocks the global heap holds; each entry was paid for
- * by the free that announced it. Global lock held. */
-static void global_tidy_locked(void) {
-  if (!atomic_load_explicit(&ld_global_heap.pending, memory_order_relaxed)) return;
-  sb_t *sb = atomic_exchange_explicit(&ld_global_heap.pending, NULL, memory_order_acquire);
-  while (sb) {
+ * by the free that announced it. Global lock held. At most `most` are looked at: a take (a
+ * refill) looks at GLOBAL_PENDING_PER_TAKE, the purge's tidy at all; the rest wait in
+ * pending_taken, still announced (heap.c, heap_process_pending_some, says why). */
+#define GLOBAL_PENDING_PER_TAKE 64u
+static void global_tidy_locked(uint32_t most) {
+  sb_t *sb = global.pending_taken;
+  for (uint32_t n = 0; n < most; n++) {
+    if (!sb) {
+      if (!atomic_load_explicit(&ld_global_heap.pending, memory_order_relaxed)) break;
+      sb = atomic_exchange_explicit(&ld_global_heap.pending, NULL, memory_order_acquire);
+    }
     sb_t *next = sb->pending_next;
     if (atomic_load_explicit(&sb->owner, memory_order_acquire) != &ld_global_heap) {
       ld_sb_announce(sb); /* it changed hands after it was announced: tell its owner */
     } else {
-      int n = ld_sb_account_remote(sb, true);
-      global.u -= (int64_t)n * sb->block_size;
-      global.taken_bytes += (size_t)n * sb->block_size;
+      int got = ld_sb_account_remote(sb, true);
+      global.u -= (int64_t)got * sb->block_size;
+      global.taken_bytes += (size_t)got * sb->block_size;
       if (!give_back_if_empty(sb) && list_for(sb) != list_of(sb)) {
         list_remove(list_of(sb), sb);
         list_file(sb);
@@ -117,17 +124,18 @@ static void global_tidy_locked(void) {
     }
     sb = next;
   }
+  global.pending_taken = sb;
 }
 
 void ld_global_tidy(void) {
   ld_global_lock();
-  global_tidy_locked();
+  global_tidy_locked(UINT32_MAX);
   ld_global_unlock();
 }
 
 sb_t *ld_global_take(heap_t *heap, unsigned cls) {
   ld_global_lock();
-  global_tidy_locked();
+  global_tidy_locked(GLOBAL_PENDING_PER_TAKE);
   sb_t *sb = global.by_class[cls].head;
   if (sb) {
     list_remove(&global.by_class[cls], sb);

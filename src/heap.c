@@ -266,27 +266,43 @@ static void heap_release_classes(heap_t *heap, uint64_t classes) {
 
 /* Accounts for the frees announced on heap's pending list: each superblock's remote count
  * leaves u (the blocks stay on its remote list until a fill takes them, with no walk). Heap
- * lock held. Returns the classes whose u went down. */
-static uint64_t heap_process_pending(heap_t *heap) {
-  if (!atomic_load_explicit(&heap->pending, memory_order_relaxed)) return 0;
-  sb_t *sb = atomic_exchange_explicit(&heap->pending, NULL, memory_order_acquire);
+ * lock held. Returns the classes whose u went down. The list, taken whole with one exchange,
+ * may hold as many superblocks as the heap has (a consumer that frees into every superblock
+ * of its producer), each a cold header: a fill, a flush or a freer's help looks at
+ * PENDING_PER_CALL of them and leaves the rest in pending_taken for the next. That keeps pace
+ * with a producer's frees coming back (a fill brings at most 61 blocks, and each remote batch
+ * announces at most one superblock); a burst waits at most until the purge's tidy, which,
+ * like the statistics, a thread's exit and heap reuse, looks at all. A superblock waiting
+ * there stays announced, so it is neither given back to the segments nor announced again
+ * (which would rewrite its link). */
+#define PENDING_PER_CALL 64u
+static uint64_t heap_process_pending_some(heap_t *heap, uint32_t most, uint32_t *looked) {
+  sb_t *sb = heap->pending_taken;
   uint64_t classes = 0;
-  while (sb) {
+  uint32_t n = 0;
+  for (; n < most; n++) {
+    if (!sb) {
+      if (!atomic_load_explicit(&heap->pending, memory_order_relaxed)) break;
+      sb = atomic_exchange_explicit(&heap->pending, NULL, memory_order_acquire);
+    }
     sb_t *next = sb->pending_next;
     if (atomic_load_explicit(&sb->owner, memory_order_acquire) != heap) {
       ld_sb_announce(sb); /* it changed hands after it was announced: tell its owner */
     } else {
-      int n = ld_sb_account_remote(sb, true);
-      if (n) {
-        heap_count_remote(heap, sb, n);
+      int got = ld_sb_account_remote(sb, true);
+      if (got) {
+        heap_count_remote(heap, sb, got);
         heap_regroup(heap, sb);
         classes |= (uint64_t)1 << sb->size_class;
       }
     }
     sb = next;
   }
+  heap->pending_taken = sb;
+  if (looked) *looked = n;
   return classes;
 }
+static uint64_t heap_process_pending(heap_t *heap) { return heap_process_pending_some(heap, UINT32_MAX, NULL); }
 
 /* ---- fill: the thread's cache of class cls is empty ---- */
 
@@ -335,7 +351,9 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
   LD_STAT_INC(heap, refills);
   heap_check_options(heap);
   LD_OWNER_ADD(heap->looks, 1);
-  uint64_t classes = heap_process_pending(heap);
+  uint32_t looked;
+  uint64_t classes = heap_process_pending_some(heap, PENDING_PER_CALL, &looked);
+  LD_STAT_ADD(heap, refill_pending_examined, looked);
   unsigned n = 0;
   for (int examined = 0; n < want && examined < FILL_MAX_SUPERBLOCKS; examined++) {
     sb_t *sb = heap->current[cls];
@@ -434,7 +452,7 @@ void ld_heap_return(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsi
   heap_check_options(heap);
   uint64_t classes = heap_return_locked(heap, bin, blocks, n, foreign_out);
   LD_OWNER_ADD(heap->looks, 1);
-  classes |= heap_process_pending(heap);
+  classes |= heap_process_pending_some(heap, PENDING_PER_CALL, NULL);
   heap_release_classes(heap, classes);
   heap_unlock(heap);
 }
@@ -550,7 +568,7 @@ void ld_heap_help_idle_owner(heap_t *self, heap_t *owner, uint64_t now) {
   if (self != &ld_heap_empty) self->help_batches = 0;
   if (!ld_trylock(&owner->lock)) return;
   if (self != &ld_heap_empty) LD_STAT_INC(self, free_lock_acquisitions);
-  heap_release_classes(owner, heap_process_pending(owner));
+  heap_release_classes(owner, heap_process_pending_some(owner, PENDING_PER_CALL, NULL));
   ld_unlock(&owner->lock);
 }
 

@@ -303,6 +303,7 @@ typedef struct ld_stats_s {
   size_t parked_heaps_taken;    /* an exited thread's heap taken whole by a new thread */
   size_t parked_heaps_released; /* a parked heap's superblocks given to the global heap by the purge */
   size_t heaps_examined;        /* heaps looked at to find a new thread's (constant per thread) */
+  size_t refill_pending_examined; /* announced superblocks refills looked at (at most 64 each) */
 } ld_stats_t;
 
 #ifdef LARDER_STATS
@@ -490,6 +491,7 @@ typedef struct heap_s {
   uint64_t last_slow_ns;               /* coarse clock at the owner's last slow path (set by
                                           alloc.c before it calls down: the heap's "now") */
   uint64_t looks;                      /* times the owner looked at its pending frees */
+  sb_t *pending_taken;                 /* taken from `pending`, not yet looked at (heap.c) */
   /* Superblocks with frees waiting (announced), pushed by any thread with a CAS. Its own
    * cache line: remote freers write it, the owner reads it on every refill. */
   _Alignas(LD_CACHE_LINE) _Atomic(sb_t *) pending;
