@@ -13,7 +13,8 @@
  *   remote-double-late - another thread frees a block, ten others of its owner's, then the
  *              first again (the first has left the ring of slow frees by then: its tag tells);
  *   idle-double - a thread that stopped calling has its bins emptied and turned away by the
- *              purge; its next frees of its own blocks wait in its ring of slow frees, and one
+ *              purge (a run that main's malloc_trim makes, after six purge delays: the purge
+ *              thread's own timing left the case undone in the UBSan build); its next frees of its own blocks wait in its ring of slow frees, and one
  *              of them, freed again after the bins are back, is caught (a second free that
  *              reached the fast path unchecked could be handed out twice: the child says so
  *              and ends normally, which fails the case);
@@ -92,7 +93,7 @@ static void *idle_double_thread(void *arg) {
   }
   for (int i = 0; i < 10; i++) free(keep[i]); /* the bin holds blocks, one is deferred */
   pthread_barrier_wait(&idle_stopped);
-  pthread_barrier_wait(&idle_checked); /* a second of no call: the purge turned the bins away */
+  pthread_barrier_wait(&idle_checked); /* no call for 0.3 s, then main's malloc_trim: the purge turned the bins away */
   if (n < 6 || !idle_emptied) {
     fprintf(stderr, "the case did not happen: %d blocks, bins emptied %d\n", n, idle_emptied);
     return NULL;
@@ -127,8 +128,9 @@ static int child(const char *mode) {
     pthread_t t;
     if (pthread_create(&t, NULL, idle_double_thread, (void *)(intptr_t)sbs) != 0) return 93;
     pthread_barrier_wait(&idle_stopped);
-    struct timespec ts = {1, 0};
+    struct timespec ts = {0, 300 * 1000 * 1000}; /* six purge delays with no call from the thread */
     nanosleep(&ts, NULL);
+    malloc_trim(0); /* a purge run now, which empties the bins of the thread, idle for a delay */
     api.stats_get(&after);
     idle_emptied = after.idle_bins_emptied > before.idle_bins_emptied;
     pthread_barrier_wait(&idle_checked);
