@@ -288,6 +288,7 @@ static void remote_send_all(heap_t *heap) {
 }
 
 static bool slow_frees_waiting(const heap_t *heap);
+static void *take_slow_free(heap_t *heap);
 static void settle_slow_free(heap_t *heap, void *p, bool by_purge);
 
 bool ld_cache_send_idle_batches(heap_t *heap) {
@@ -298,12 +299,7 @@ bool ld_cache_send_idle_batches(heap_t *heap) {
   if (fence != 0) {
     sent = true; /* the kernel cannot fence other threads: the batches wait for their owner */
   } else if (!__atomic_load_n(&heap->remote_busy, __ATOMIC_ACQUIRE)) {
-    for (unsigned i = 0; i < LD_SLOW_FREES; i++)
-      if (heap->slow_frees[i]) {
-        void *p = heap->slow_frees[i];
-        heap->slow_frees[i] = NULL;
-        settle_slow_free(heap, p, true);
-      }
+    for (void *p; (p = take_slow_free(heap));) settle_slow_free(heap, p, true);
     for (unsigned i = 0; i < LD_REMOTE_SLOTS; i++)
       if (heap->remote[i].count) remote_send(heap, heap->remote_sb[i], &heap->remote[i]);
     sent = true;
@@ -341,6 +337,19 @@ static bool slow_frees_waiting(const heap_t *heap) {
   for (unsigned i = 0; i < LD_SLOW_FREES; i++)
     if (LD_READ(heap->slow_frees[i])) return true;
   return false;
+}
+
+/* One slow free out of the ring (NULL: none), under the remote buffer's protocol: the owner's
+ * remote_busy or the purge's remote_draining. */
+static void *take_slow_free(heap_t *heap) {
+  for (unsigned i = 0; i < LD_SLOW_FREES; i++) {
+    void *p = heap->slow_frees[i];
+    if (p) {
+      heap->slow_frees[i] = NULL;
+      return p;
+    }
+  }
+  return NULL;
 }
 
 void *ld_cache_defer_slow_free(heap_t *heap, void *p) {
@@ -389,10 +398,8 @@ static void settle_slow_free(heap_t *heap, void *p, bool by_purge) {
 static void settle_slow_frees(heap_t *heap) {
   if (!slow_frees_waiting(heap)) return;
   for (;;) {
-    void *p = NULL;
     remote_enter(heap);
-    for (unsigned i = 0; i < LD_SLOW_FREES && !p; i++)
-      if (heap->slow_frees[i]) p = heap->slow_frees[i], heap->slow_frees[i] = NULL;
+    void *p = take_slow_free(heap);
     remote_leave(heap);
     if (!p) return;
     settle_slow_free(heap, p, false);

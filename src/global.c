@@ -77,6 +77,15 @@ void ld_global_put_locked(sb_t *sb) {
   give_back_if_empty(sb);
 }
 
+/* sb gained free blocks: back to the segments if it is empty now, else onto the list its
+ * fullness calls for. Global lock held. */
+static void refile_after_frees(sb_t *sb) {
+  if (!give_back_if_empty(sb) && list_for(sb) != list_of(sb)) {
+    list_remove(list_of(sb), sb);
+    list_file(sb);
+  }
+}
+
 bool ld_global_free(sb_t *sb, ld_block_t *b) {
   /* read without the lock first: most callers' superblocks are another heap's */
   if (atomic_load_explicit(&sb->owner, memory_order_relaxed) != &ld_global_heap || !ld_trylock(&global.lock))
@@ -90,10 +99,7 @@ bool ld_global_free(sb_t *sb, ld_block_t *b) {
   sb->free_list = b;
   sb->used--;
   global.u -= (int64_t)sb->block_size;
-  if (!give_back_if_empty(sb) && list_for(sb) != list_of(sb)) {
-    list_remove(list_of(sb), sb);
-    list_file(sb);
-  }
+  refile_after_frees(sb);
   ld_global_unlock();
   return true;
 }
@@ -106,10 +112,7 @@ bool ld_global_free(sb_t *sb, ld_block_t *b) {
 static void global_tidy_locked(uint32_t most) {
   sb_t *sb = global.pending_taken;
   for (uint32_t n = 0; n < most; n++) {
-    if (!sb) {
-      if (!atomic_load_explicit(&ld_global_heap.pending, memory_order_relaxed)) break;
-      sb = atomic_exchange_explicit(&ld_global_heap.pending, NULL, memory_order_acquire);
-    }
+    if (!sb && !(sb = ld_sb_pending_take(&ld_global_heap))) break;
     sb_t *next = sb->pending_next;
     if (atomic_load_explicit(&sb->owner, memory_order_acquire) != &ld_global_heap) {
       ld_sb_announce(sb); /* it changed hands after it was announced: tell its owner */
@@ -117,10 +120,7 @@ static void global_tidy_locked(uint32_t most) {
       int got = ld_sb_account_remote(sb, true);
       global.u -= (int64_t)got * sb->block_size;
       global.taken_bytes += (size_t)got * sb->block_size;
-      if (!give_back_if_empty(sb) && list_for(sb) != list_of(sb)) {
-        list_remove(list_of(sb), sb);
-        list_file(sb);
-      }
+      refile_after_frees(sb);
     }
     sb = next;
   }

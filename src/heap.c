@@ -281,10 +281,7 @@ static uint64_t heap_process_pending_some(heap_t *heap, uint32_t most, uint32_t 
   uint64_t classes = 0;
   uint32_t n = 0;
   for (; n < most; n++) {
-    if (!sb) {
-      if (!atomic_load_explicit(&heap->pending, memory_order_relaxed)) break;
-      sb = atomic_exchange_explicit(&heap->pending, NULL, memory_order_acquire);
-    }
+    if (!sb && !(sb = ld_sb_pending_take(heap))) break;
     sb_t *next = sb->pending_next;
     if (atomic_load_explicit(&sb->owner, memory_order_acquire) != heap) {
       ld_sb_announce(sb); /* it changed hands after it was announced: tell its owner */

@@ -281,6 +281,9 @@ void ld_sb_watch(sb_t *sb);
 int  ld_sb_unwatch(sb_t *sb);
 /* Puts sb on its owner's pending list (a CAS): the owner, or whoever tidies it, collects it. */
 void ld_sb_announce(sb_t *sb);
+/* owner's pending list, taken whole with one exchange (NULL: empty), for the owner to look at
+ * under its lock (heap.c, global.c: a bounded part at a time, the rest kept in pending_taken). */
+sb_t *ld_sb_pending_take(struct heap_s *owner);
 bool ld_sb_is_announced(const sb_t *sb);
 void ld_sb_validate(const sb_t *sb, const struct heap_s *owner, int *violations);
 

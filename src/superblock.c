@@ -269,6 +269,11 @@ void ld_sb_announce(sb_t *sb) {
   } while (!atomic_compare_exchange_weak_explicit(&owner->pending, &head, sb, memory_order_release, memory_order_relaxed));
 }
 
+sb_t *ld_sb_pending_take(struct heap_s *owner) {
+  if (!atomic_load_explicit(&owner->pending, memory_order_relaxed)) return NULL;
+  return atomic_exchange_explicit(&owner->pending, NULL, memory_order_acquire);
+}
+
 #define VIOLATION(...) (ld_message("larder: validate: " __VA_ARGS__), (*violations)++)
 
 /* Checks one superblock's lists and counts; `owner` is who must own it. The remote list is
