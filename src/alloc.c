@@ -34,14 +34,14 @@
  *   2. The bin is full: half of it, the oldest, goes back to the superblocks (cache.c,
  *      ld_heap_return), where u falls and Hoard's threshold may give a superblock to the
  *      global heap. A thread's exit returns every bin under one lock (ld_heap_return_bins).
- *   3. A block of another heap's superblock (free_slow): first the thread's batch for that
- *      superblock (cache.c: 64 slots, 4-way set-associative, 256 KiB in all): if the set holds
- *      one, the superblock was checked when it opened, and the block joins it after its own
- *      checks (block start, free tag), inline. Else the ownership map (the pointer is larder's
- *      before its header is read), and the block waits in the thread's ring of 4 slow frees
- *      (cache.c) while its line and its header's arrive; the one it displaces goes on: the
- *      header's checks, a free into a superblock the global heap holds (global.c), or a new
- *      batch. A full batch is handed
+ *   3. A block of another heap's superblock (free_slow): it waits in the thread's ring of 4
+ *      slow frees (cache.c) while its line and its header's arrive, the ownership map looked
+ *      up first (the pointer is larder's before anything of it is read) unless its
+ *      superblock has a batch in the thread's buffer, which was checked as it opened. The free
+ *      it displaces goes on: into its superblock's batch (cache.c: 64 slots, 4-way
+ *      set-associative, 256 KiB in all), after its own checks (block start, free tag),
+ *      inline; else the header's checks, then a free into a superblock the global heap holds
+ *      (global.c), or a new batch. A full batch is handed
  *      over with one CAS, and the first batch since the owner looked puts the superblock on
  *      the owner's pending list, unless the owner allocates from it (watched: its next fills
  *      take the list anyway).
@@ -326,46 +326,58 @@ static LD_NOINLINE void free_remote_append(heap_t *heap, sb_t *sb, void *p) {
   if (ld_cache_append_and_leave(heap, sb, p)) free_remote_sent(heap);
 }
 
-#ifndef LARDER_HARDENED
-/* free_slow's block with no batch to join: it waits in the thread's ring of slow frees while
- * its line and its superblock's header arrive, and the free LD_SLOW_FREES before it is taken
- * instead (internal.h, heap_t). A pointer that is not larder's is reported at once (the
- * ownership map's leaf is warm). Spans start at a power of two from their header: freed at
- * once, never kept waiting. A function of its own, so that free_slow saves no registers. */
-static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
-  if (LD_UNLIKELY(!ld_addrmap_contains_header(p))) not_owned("free", p);
-  uintptr_t offset = (uintptr_t)p - (uintptr_t)sb;
-  if (LD_LIKELY(offset & (offset - 1))) {
-    __builtin_prefetch(sb);
-    ld_prefetch_for_write(p);
-    p = ld_cache_defer_slow_free(heap, p);
-    if (!p) return;
-    sb = ld_sb_of(p);
-  }
-  free_checked(heap, sb, p);
-}
-#endif
-
-/* The common remote free, a block whose superblock has a batch in the thread's buffer, in a
- * function of its own whose every call is a tail call: free_checked's paths need registers
- * saved on entry, which this one, inlined there, paid on every remote free (13 instructions
- * of about 110). A block with no batch to join waits in the ring (free_deferring). */
-static LD_NOINLINE void free_slow(void *p, heap_t *heap) {
-  if (p == NULL) return;
-  sb_t *sb = ld_sb_of(p);
+/* A remote free past the ring: its batch open in the thread's buffer (joined inline), full
+ * (appended and sent), or none (free_checked opens one, or frees into a superblock the global
+ * heap holds). */
+static inline void free_joining(heap_t *heap, sb_t *sb, void *p) {
   int joined = ld_cache_free_remote_batched(heap, sb, p); /* sb has a batch here: checked then */
   if (LD_LIKELY(joined == LD_JOIN_DONE)) return;
   if (joined == LD_JOIN_APPEND) {
     free_remote_append(heap, sb, p);
     return;
   }
+  free_checked(heap, sb, p);
+}
+
+#ifndef LARDER_HARDENED
+/* Every slow free of a small block waits in the thread's ring of slow frees while its line and
+ * its superblock's header arrive, and the free LD_SLOW_FREES before it is taken instead
+ * (internal.h, heap_t): a remote free writes the block, and reads its tag for a double free,
+ * a line last written on the owner's core (free-contention: 61% of free_slow's samples on that
+ * read when the block joined its batch at once). A pointer whose superblock has no batch in
+ * the thread's buffer (which was checked as it opened) is looked up in the ownership map first,
+ * so that one that is not larder's is reported at once; spans, which start at a power of two
+ * from their header, are freed at once, never kept waiting. A function of its own, so that free_slow saves no
+ * registers. */
+static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
+  if (!ld_cache_has_batch(heap, sb)) {
+    if (LD_UNLIKELY(!ld_addrmap_contains_header(p))) not_owned("free", p);
+    uintptr_t offset = (uintptr_t)p - (uintptr_t)sb;
+    if (LD_UNLIKELY(!(offset & (offset - 1)))) {
+      free_checked(heap, sb, p);
+      return;
+    }
+  }
+  __builtin_prefetch(sb);
+  ld_prefetch_for_write(p);
+  p = ld_cache_defer_slow_free(heap, p);
+  if (!p) return;
+  free_joining(heap, ld_sb_of(p), p);
+}
+#endif
+
+/* Every free the fast path did not take. Through the ring (free_deferring), except in the
+ * hardened build, which defers nothing, and for a thread without a heap, which has no ring. */
+static LD_NOINLINE void free_slow(void *p, heap_t *heap) {
+  if (p == NULL) return;
+  sb_t *sb = ld_sb_of(p);
 #ifndef LARDER_HARDENED
   if (LD_LIKELY(heap != &ld_heap_empty)) {
     free_deferring(heap, sb, p);
     return;
   }
 #endif
-  free_checked(heap, sb, p);
+  free_joining(heap, sb, p);
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -131,21 +131,6 @@ static inline void batch_append(heap_t *heap, ld_remote_slot_t *slot, const sb_t
   LD_OWNER_SET(heap->remote_bytes, heap->remote_bytes + sb->block_size);
 }
 
-/* The ring's blocks of sb join its batch as it opens (they are checked and tagged here), so
- * that no block waits in the ring while its superblock has a batch in the buffer: a free that
- * joins a batch need not look in the ring for a double free (heap_t, slow_frees). */
-static void batch_take_slow_frees(heap_t *heap, ld_remote_slot_t *slot, sb_t *sb) {
-  for (unsigned i = 0; i < LD_SLOW_FREES; i++) {
-    ld_block_t *p = heap->slow_frees[i];
-    if (!p || ld_sb_of(p) != sb || slot->count >= LD_REMOTE_BATCH) continue;
-    heap->slow_frees[i] = NULL;
-    ld_check_small_free(sb, p);
-    p->tag = ld_tag(p);
-    LD_STAT_INC(heap, remote_frees);
-    batch_append(heap, slot, sb, p);
-  }
-}
-
 /* Adds b (tagged) to the batch of its superblock when the common case below does not: sb has
  * no batch in its set yet, or the batch or the buffer reaches its bound. true: a batch went. */
 static LD_NOINLINE bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
@@ -168,7 +153,7 @@ static LD_NOINLINE bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
     }
     if (victim->count && (!s->count || (int32_t)(s->last_append - victim->last_append) < 0)) victim = s;
   }
-  bool sent = false, opened = !slot;
+  bool sent = false;
   if (!slot) {
     slot = victim;
     unsigned i = (unsigned)(slot - heap->remote);
@@ -185,7 +170,6 @@ static LD_NOINLINE bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
     slot->full = by_bytes < LD_REMOTE_BATCH ? by_bytes : LD_REMOTE_BATCH;
   }
   batch_append(heap, slot, sb, b);
-  if (opened) batch_take_slow_frees(heap, slot, sb);
   if (slot->count >= slot->full) {
     remote_send(heap, sb, slot), sent = true;
   } else if (heap->remote_bytes > LD_REMOTE_PENDING_BYTES) {
@@ -266,7 +250,7 @@ int ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p) {
     return LD_JOIN_NONE;
   }
   ld_block_t *b = p;
-  ld_check_small_free(sb, p); /* (not in the ring: sb has a batch, batch_take_slow_frees) */
+  ld_check_small_free(sb, p); /* (p has left the ring: alloc.c, free_deferring) */
   b->tag = ld_tag(b);
   LD_STAT_INC(heap, remote_frees);
   ld_remote_slot_t *slot = &heap->remote[set + w];

@@ -467,12 +467,15 @@ typedef struct heap_s {
   uint32_t remote_bytes;               /* bytes waiting in remote[] (at most LD_REMOTE_PENDING_BYTES or so) */
   int remote_busy;                     /* the owner is in its remote buffer (cache.c) */
   int remote_draining;                 /* the purge is sending an idle owner's batches */
-  /* The frees the fast path did not take (another heap's blocks, the global heap's, the
-   * thread's own outside its table), each waiting for LD_SLOW_FREES more before it is taken:
-   * free_slow prefetches the block's line and its superblock's header and goes on, so that
-   * neither is waited for (issue 17: a free in random order into superblocks the global heap
-   * holds, 10^6 blocks of 256 B: 0.45-0.6 of the time, against 1.1-1.5x jemalloc's). Under the remote buffer's protocol
-   * (remote_busy), as the purge settles them for an idle owner (cache.c). NULL: empty. */
+  /* The frees the fast path did not take (another heap's blocks, those that join a batch
+   * included, the global heap's, the thread's own outside its table), each waiting for
+   * LD_SLOW_FREES more before it is taken: free_slow prefetches the block's line and its
+   * superblock's header and goes on, so that neither is waited for (issue 17: a free in
+   * random order into superblocks the global heap holds, 10^6 blocks of 256 B: 0.45-0.6 of
+   * the time, against 1.1-1.5x jemalloc's; a consumer's frees of a producer's blocks: the
+   * read of each block's tag was 61% of free_slow's samples). Under the remote buffer's
+   * protocol (remote_busy), as the purge settles them for an idle owner (cache.c). NULL:
+   * empty. */
   void *slow_frees[LD_SLOW_FREES];
   uint32_t slow_free_next;             /* the slot the next one takes (wraps) */
   struct heap_s *help_owner;           /* the heap this thread last sent batches to, */
@@ -622,6 +625,15 @@ void    ld_cache_settle_deferred_now(heap_t *heap);
 void   *ld_cache_defer_slow_free(heap_t *heap, void *p);
 /* Every slow free waiting is taken (the owner, in its bins: before a refill). */
 void    ld_cache_settle_slow_frees(heap_t *heap);
+/* Whether sb has a batch in heap's remote buffer: a look outside the buffer's protocol (the
+ * purge may be sending the batches of an idle thread), so only a hint. A superblock with a
+ * batch was checked when the batch opened; free_deferring skips the ownership map for it. */
+static inline bool ld_cache_has_batch(const heap_t *heap, const sb_t *sb) {
+  unsigned set = ld_remote_set(sb);
+  for (unsigned w = 0; w < LD_REMOTE_WAYS; w++)
+    if (LD_READ(heap->remote_sb[set + w]) == sb) return true;
+  return false;
+}
 /* Whether heap's bins or remote buffer hold anything (racy: for the purge's scheduling). */
 bool    ld_cache_holds(const heap_t *heap);
 /* A free of a block of another heap's superblock sb (checked, tagged) opens a batch for sb

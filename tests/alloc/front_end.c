@@ -41,7 +41,9 @@
  *                    slow frees (remote_frees, read from main), some do (else the case tests
  *                    nothing); a thread's exit takes them all (remote_frees +10, bytes_in_use
  *                    down by the ten blocks), and so does the purge for a thread that stopped
- *                    calling, alive;
+ *                    calling, alive. Ten blocks of one superblock: all but the first join
+ *                    its batch, yet the last 4 wait in the ring all the same (no free reads
+ *                    the block's line as it goes), and the exit or the purge takes them;
  *   Hoard            larder_validate() (lists, counts, Hoard's invariant, the bins) after each.
  * Larder only: under another allocator the program says so and skips (77).
  *
@@ -491,11 +493,12 @@ static void *slow_worker(void *arg) {
   return NULL;
 }
 
-/* The ten blocks freed by a thread that exits (idle false) or stops calling (idle true). */
-static void check_slow_frees_once(bool idle) {
+/* The ten blocks freed by a thread that exits (idle false) or stops calling (idle true); of ten
+ * classes (one_size 0) or all of one_size bytes, one after another from one superblock. */
+static void check_slow_frees_once(bool idle, size_t one_size) {
   size_t bytes = 0;
   for (int i = 0; i < SLOW_BLOCKS; i++) { /* 16, 32, ... 160 bytes: one superblock each */
-    size_t size = 16 * (size_t)(i + 1);
+    size_t size = one_size ? one_size : 16 * (size_t)(i + 1);
     slow_blocks[i] = malloc(size);
     REQUIRE(slow_blocks[i] != NULL);
     memset(slow_blocks[i], 3, size);
@@ -518,9 +521,21 @@ static void check_slow_frees_once(bool idle) {
   pthread_join(t, NULL);
   if (!idle) after = alloc_stats(&api);
   size_t counted_during = during.remote_frees - before.remote_frees, counted = after.remote_frees - before.remote_frees;
-  printf("front_end: %d remote frees by a thread that %s: %zu counted when it stopped, %zu after; in use %zu -> %zu\n",
-         SLOW_BLOCKS, idle ? "stops calling" : "exits", counted_during, counted, before.bytes_in_use, after.bytes_in_use);
-  if (idle) {
+  printf("front_end: %d remote frees (%s) by a thread that %s: %zu counted when it stopped, %zu after; in use %zu -> "
+         "%zu\n",
+         SLOW_BLOCKS, one_size ? "one class" : "ten classes", idle ? "stops calling" : "exits", counted_during, counted,
+         before.bytes_in_use, after.bytes_in_use);
+  if (idle && one_size) {
+    /* the first opens its superblock's batch and the others join it; each waits in the ring
+     * all the same (its line is not read as it is freed), and the last 4 are still there */
+    uintptr_t sbs = (uintptr_t)api.option_get("superblock_size");
+    bool one_superblock = true;
+    for (int i = 1; i < SLOW_BLOCKS; i++)
+      one_superblock &= (((uintptr_t)slow_blocks[i] - 1) & ~(sbs - 1)) == (((uintptr_t)slow_blocks[0] - 1) & ~(sbs - 1));
+    if (one_superblock)
+      CHECK_MSG(SLOW_BLOCKS - counted_during == SLOW_BOUND, "%zu of %d frees into one superblock waiting, not %d",
+                SLOW_BLOCKS - counted_during, SLOW_BLOCKS, SLOW_BOUND);
+  } else if (idle) {
     CHECK_MSG(SLOW_BLOCKS - counted_during <= SLOW_BOUND, "%zu of %d frees waiting", SLOW_BLOCKS - counted_during, SLOW_BLOCKS);
     CHECK_MSG(counted_during < SLOW_BLOCKS, "no free waited in the ring: the case tests nothing");
   }
@@ -533,9 +548,11 @@ static void check_slow_frees_once(bool idle) {
 }
 
 static void check_slow_frees(void) {
-  check_slow_frees_once(false);
+  check_slow_frees_once(false, 0);
+  check_slow_frees_once(false, 48);
   if (!purge_quick("100")) return;
-  check_slow_frees_once(true);
+  check_slow_frees_once(true, 0);
+  check_slow_frees_once(true, 48);
   purge_default();
 }
 
