@@ -74,15 +74,23 @@ int64_t ld_cache_bytes(const heap_t *heap) {
 /* ---- remote frees ---- */
 
 /* Writes the batch's hint into its first block (internal.h, ld_batch_hint_t): the chain runs
- * from the block appended last to the one appended first. */
+ * from the block appended last to the one appended first, and the hint lists the next `room`
+ * blocks of the chain in the order they were appended (one copy). A longer batch goes on in
+ * the first block listed, the next in the chain, which lists the `room` after it, and so on:
+ * the owner waits for one line per `room` blocks instead of one per block. */
 static void batch_hint_write(const ld_remote_slot_t *slot, const sb_t *sb) {
   unsigned room = ld_batch_hint_room(sb->block_size);
   if (!room) return;
-  ld_batch_hint_t *hint = (ld_batch_hint_t *)slot->head;
-  unsigned n = slot->count - 1 < room ? slot->count - 1 : room;
-  hint->count = (uint16_t)slot->count;
-  hint->last = slot->offsets[0];
-  for (unsigned i = 0; i < n; i++) hint->after_first[i] = slot->offsets[slot->count - 2 - i];
+  unsigned count = slot->count;
+  for (unsigned first = 0;; first += room) { /* the hint block's place in the chain */
+    ld_batch_hint_t *hint = (ld_batch_hint_t *)ld_batch_block(sb, slot->offsets[count - 1 - first]);
+    unsigned left = count - first; /* this block and the ones after it */
+    unsigned n = left - 1 < room ? left - 1 : room;
+    hint->count = (uint16_t)left;
+    hint->last = slot->offsets[0];
+    memcpy(hint->after_first, &slot->offsets[count - 1 - first - n], n * sizeof(uint16_t));
+    if (left - 1 <= room) return;
+  }
 }
 
 /* Hands slot's batch to its superblock: one CAS; the first batch since the owner looked also

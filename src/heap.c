@@ -362,7 +362,9 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
     }
     LD_STAT_INC(heap, superblocks_examined);
     int32_t before = sb->used, remote = 0;
-    n += ld_sb_take_blocks(sb, bin->slots + bin->count + n, want - n, &remote);
+    uint64_t hinted = 0;
+    n += ld_sb_take_blocks(sb, bin->slots + bin->count + n, want - n, &remote, &hinted);
+    LD_STAT_ADD(heap, remote_hinted, hinted);
     LD_OWNER_ADD(heap->u[cls], (int64_t)(sb->used - before) * sb->block_size);
     if (remote) LD_STAT_ADD(heap, remote_taken_bytes, (size_t)remote * sb->block_size);
     if (n < want) { /* sb has nothing left: it waits in its group until frees come back */

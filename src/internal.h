@@ -255,7 +255,7 @@ void ld_sb_format(sb_t *sb, unsigned cls);
  * whole with one exchange once the free list is empty: it becomes the free list, no walk),
  * then untouched blocks carved at the bump pointer (a page at a time). Each block read is
  * checked (its tag, the list's length). Returns how many; used grows by that many. Owner. */
-unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_accounted);
+unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_accounted, uint64_t *hinted);
 /* Puts a chain of n blocks of sb (head..tail, linked, tagged) back on its free list; used
  * shrinks by n. Owner, under its lock. */
 static inline void ld_sb_put_chain(sb_t *sb, ld_block_t *head, ld_block_t *tail, int32_t n) {
@@ -307,6 +307,7 @@ typedef struct ld_stats_s {
   size_t parked_heaps_released; /* a parked heap's superblocks given to the global heap by the purge */
   size_t heaps_examined;        /* heaps looked at to find a new thread's (constant per thread) */
   size_t refill_pending_examined; /* announced superblocks refills looked at (at most 64 each) */
+  size_t remote_hinted;           /* remote-list blocks whose lines a refill prefetched from hints */
 } ld_stats_t;
 
 #ifdef LARDER_STATS
@@ -394,7 +395,8 @@ typedef struct ld_remote_slot_s { /* its superblock: heap->remote_sb */
  * wrote last: the owner that walks it waits for each line before it learns the next address
  * (issue 17: most of a remote free's cost). So the batch's first block also carries what its
  * freer knew: the batch's length, its last block and as many of the blocks after the first as
- * the block has room for (offsets from the superblock in 16-byte units). The owner reads it
+ * the block has room for (offsets from the superblock in 16-byte units; a longer batch goes on
+ * in the first block listed: cache.c, batch_hint_write). The owner reads it
  * when it takes the remote list and prefetches those blocks all at once (superblock.c). The
  * chain stays the truth: a hint is only ever used to prefetch, so a wrong one costs time,
  * never correctness. Blocks of 16 bytes have no room; nor does the hardened build use hints

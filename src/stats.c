@@ -18,7 +18,8 @@
   X(validations) X(medium_allocs) X(medium_bytes_in_use) X(segments) X(bytes_free_dirty) X(bytes_purged)     \
   X(bytes_refaulted) X(purge_thread_runs) X(purge_thread_bytes) X(bytes_cached) X(bytes_remote_pending) \
   X(cache_flushes) X(remote_batches) X(remote_announcements) X(purge_thread_starts) X(idle_bins_emptied) \
-  X(parked_heaps_taken) X(parked_heaps_released) X(heaps_examined) X(refill_pending_examined)
+  X(parked_heaps_taken) X(parked_heaps_released) X(heaps_examined) X(refill_pending_examined) \
+  X(remote_hinted)
 
 static size_t positive(int64_t v) { return v > 0 ? (size_t)v : 0; }
 
@@ -88,6 +89,7 @@ void larder_stats_get(larder_stats_t *out) {
   out->parked_heaps_released = counts.parked_heaps_released;
   out->heaps_examined = counts.heaps_examined;
   out->refill_pending_examined = counts.refill_pending_examined;
+  out->remote_hinted = counts.remote_hinted;
 }
 
 void larder_stats_print(int fd) {

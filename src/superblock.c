@@ -132,39 +132,51 @@ static inline int32_t sb_listed_blocks(const sb_t *sb) {
   return (int32_t)ld_sb_carved(sb) - sb->used - sb->remote_seen;
 }
 
-/* The most blocks one take prefetches from batch hints: a few bins' worth, so that the lines
- * asked for are still in the cache when the walk and the mallocs reach them. */
-#define HINT_PREFETCH_MAX 128
+/* The most blocks one take prefetches from batch hints: a 64 KiB superblock of 64-byte blocks,
+ * 64 KiB of lines, which stay in the core's L2 (512 KiB here) until the walks and the mallocs
+ * reach them. At 128, the refills after the first walked the rest of a long list a line at a
+ * time. */
+#define HINT_PREFETCH_MAX 1024
 
 /* Prefetches the blocks of the remote list just taken, batch after batch, from the hints their
  * freers wrote (internal.h, ld_batch_hint_t): the walk that follows then finds its lines
  * arriving together instead of one after another. Everything read is checked to lie in sb,
  * and nothing is written: a stale or overwritten hint only prefetches the wrong lines. */
-static void remote_prefetch(sb_t *sb, const ld_block_t *head, uint64_t total) {
+static uint64_t remote_prefetch(sb_t *sb, const ld_block_t *head, uint64_t total) {
   unsigned room = ld_batch_hint_room(sb->block_size);
-  if (!room) return;
+  if (!room) return 0;
   uintptr_t units = ld_sb_size >> 4;
-  uint64_t seen = 0;
+  uint64_t seen = 0, asked = 0; /* blocks passed; blocks whose lines were asked for */
+  bool batch_start = true;        /* head starts a batch (else a hint block listed already) */
   while (head && seen < total && seen < HINT_PREFETCH_MAX) {
     const ld_batch_hint_t *hint = (const ld_batch_hint_t *)head;
     unsigned count = hint->count, last = hint->last;
-    if (count == 0 || count > LD_REMOTE_BATCH || last >= units || last < (LD_SB_HEADER >> 4)) return;
+    if (count == 0 || count > LD_REMOTE_BATCH || last >= units || last < (LD_SB_HEADER >> 4)) break;
     unsigned n = count - 1 < room ? count - 1 : room;
     for (unsigned i = 0; i < n; i++) {
       unsigned off = hint->after_first[i];
-      if (off >= units) return;
+      if (off >= units) return asked;
       ld_prefetch_for_write(ld_batch_block(sb, off));
     }
+    asked += batch_start + n; /* the batch's first block, read, and the blocks listed */
+    if (count - 1 > room) { /* the first block listed lists the next ones (cache.c, batch_hint_write) */
+      head = ld_batch_block(sb, hint->after_first[0]);
+      seen += n;
+      batch_start = false;
+      continue;
+    }
+    batch_start = true;
     seen += count;
     /* the next batch starts after this one's last block */
     const ld_block_t *tail = ld_batch_block(sb, last);
     ld_prefetch_for_write(tail);
     head = tail->next;
-    if (((uintptr_t)head ^ (uintptr_t)sb) >= ld_sb_size) return;
+    if (((uintptr_t)head ^ (uintptr_t)sb) >= ld_sb_size) break;
   }
+  return asked < total ? asked : total;
 }
 
-unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_accounted) {
+unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_accounted, uint64_t *hinted) {
   unsigned n = 0;
   for (int pass = 0; pass < 2 && n < want; pass++) {
     int32_t listed = sb_listed_blocks(sb);
@@ -204,7 +216,7 @@ unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_
     LD_OWNER_SET(sb->used, sb->used - (int32_t)(count - (uint64_t)sb->remote_seen));
     LD_OWNER_SET(sb->remote_seen, 0);
     sb->free_list = remote_head(sb, old);
-    remote_prefetch(sb, sb->free_list, count);
+    *hinted += remote_prefetch(sb, sb->free_list, count);
   }
   if (n < want) {
     unsigned carved = sb_carve(sb, out + n, want - n);

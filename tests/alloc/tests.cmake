@@ -95,6 +95,7 @@ alloc_test(alloc_parked_heap SOURCES alloc/parked_heap.c PRELOAD TIMEOUT 60)
 alloc_test(alloc_heap_reuse SOURCES alloc/heap_reuse.c PRELOAD TIMEOUT 60)
 alloc_test(alloc_global_free SOURCES alloc/global_free.c PRELOAD TIMEOUT 60)
 alloc_test(alloc_pending_bound SOURCES alloc/pending_bound.c PRELOAD TIMEOUT 60)
+alloc_test(alloc_remote_hints SOURCES alloc/remote_hints.c PRELOAD TIMEOUT 60)
 alloc_test(alloc_large SOURCES alloc/large.c PRELOAD TIMEOUT 120)
 
 # ---- real programs under LD_PRELOAD print the same as without it ----
