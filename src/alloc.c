@@ -38,7 +38,7 @@
  *      slow frees (cache.c) while its line and its header's arrive, the ownership map looked
  *      up first (the pointer is larder's before anything of it is read) unless its
  *      superblock has a batch in the thread's buffer, which was checked as it opened. The free
- *      it displaces goes on: into its superblock's batch (cache.c: 64 slots, 4-way
+ *      it displaces goes on: into its superblock's batch (cache.c: 256 slots, 4-way
  *      set-associative, 256 KiB in all), after its own checks (block start, free tag),
  *      inline; else the header's checks, then a free into a superblock the global heap holds
  *      (global.c), or a new batch. A full batch is handed
