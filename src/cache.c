@@ -543,6 +543,19 @@ bool ld_cache_holds(const heap_t *heap) {
   return false;
 }
 
+/* Whether the bins turned away (classes) cover a free deferred now. Read once the owner was
+ * seen out of its bins, with the bins turned away: from then on its slow paths wait, and its
+ * fast path can defer a free only where one is deferred already. A free deferred between the
+ * first look and the turn away (free_deferred_slow) would otherwise go into its bin from the
+ * fast path of any bin not turned away while the purge settles it (thread_churn with a purge
+ * delay of 0: "double free", about 1 run in 300). */
+static bool drain_covers_deferred(const heap_t *heap, uint64_t classes) {
+  if (!LD_READ(heap->deferred_free)) return true;
+  for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
+    if (LD_READ(heap->bins[c].limit) && !(classes >> c & 1)) return false;
+  return true;
+}
+
 int ld_cache_drain_idle(heap_t *heap) {
   if (!__atomic_load_n(&heap->bins_ready, __ATOMIC_ACQUIRE)) return 0;
   uint64_t classes = 0, set_up = 0; /* the bins holding blocks; the bins set up */
@@ -566,7 +579,8 @@ int ld_cache_drain_idle(heap_t *heap) {
   heap->bins_turned_classes = classes;
   bins_turn_away(heap, classes);
   int drained = -1;
-  if (ld_os_fence_all_threads() == 0 && !__atomic_load_n(&heap->bins_busy, __ATOMIC_ACQUIRE)) {
+  if (ld_os_fence_all_threads() == 0 && !__atomic_load_n(&heap->bins_busy, __ATOMIC_ACQUIRE) &&
+      drain_covers_deferred(heap, classes)) {
     settle_deferred(heap, true);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
       if (classes >> c & 1) bin_flush_blocks(heap, c, heap->bins[c].count, true);
