@@ -347,8 +347,8 @@ static inline void free_joining(heap_t *heap, sb_t *sb, void *p) {
  * read when the block joined its batch at once). A pointer whose superblock has no batch in
  * the thread's buffer (which was checked as it opened) is looked up in the ownership map first,
  * so that one that is not larder's is reported at once; spans, which start at a power of two
- * from their header, are freed at once, never kept waiting. A function of its own, so that free_slow saves no
- * registers. */
+ * from their header, are freed at once, never kept waiting. A function of its own, so that
+ * free_slow saves no registers. */
 static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
   if (!ld_cache_has_batch(heap, sb)) {
     if (LD_UNLIKELY(!ld_addrmap_contains_header(p))) not_owned("free", p);
