@@ -409,35 +409,35 @@ static uint64_t heap_return_locked(heap_t *heap, ld_bin_t *bin, void **blocks, u
   unsigned cls = (unsigned)(bin - heap->bins);
   /* A run's blocks are linked to each other as they come, each in front of the one before
    * (the order one push at a time would give), and the chain goes on the superblock's free
-   * list once, with its count: the loop stores one link a block and leaves the superblock's
-   * list head and count alone until the run ends. */
-  sb_t *run = NULL;
-  ld_block_t *head = NULL, *tail = NULL;
-  int32_t in_run = 0;
-  for (unsigned i = 0; i < n; i++) {
-    ld_block_t *b = blocks[i];
-    sb_t *sb = ld_sb_of(b);
-    if (sb != run) { /* within a run the owner is known: it changes only under this lock */
-      if (LD_UNLIKELY(atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap)) {
-        blocks[foreign++] = b; /* its superblock was given away while the block was cached */
-        continue;
-      }
-      if (run) {
-        ld_sb_put_chain(run, head, tail, in_run);
-        heap_regroup(heap, run);
-      }
-      run = sb;
-      tail = b;
-      head = NULL;
-      in_run = 0;
+   * list once, with its count: the inner loop stores one link a block and leaves the
+   * superblock's list head and count alone until the run ends (a load, a mask, a compare and
+   * a store a block; the mask is copied, as the stores could alias the global). */
+  const uintptr_t mask = ld_sb_mask;
+  bool any = false;
+  for (unsigned i = 0; i < n;) {
+    ld_block_t *b = blocks[i++];
+    sb_t *sb = (sb_t *)(((uintptr_t)b - 1) & mask);
+    /* within a run the owner is known: it changes only under this lock */
+    if (LD_UNLIKELY(atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap)) {
+      blocks[foreign++] = b; /* its superblock was given away while the block was cached */
+      continue;
     }
-    ld_set_next(b, head);
-    head = b;
-    in_run++;
+    ld_block_t *head = b, *tail = b;
+    unsigned first = i - 1;
+    ld_set_next(b, NULL);
+    void **at = &blocks[i], **end = &blocks[n];
+    for (; at < end; at++) {
+      ld_block_t *next_block = *at; /* read once: the link stored below could alias blocks[] */
+      if ((sb_t *)(((uintptr_t)next_block - 1) & mask) != sb) break;
+      ld_set_next(next_block, head);
+      head = next_block;
+    }
+    i = (unsigned)(at - blocks);
+    ld_sb_put_chain(sb, head, tail, (int32_t)(i - first));
+    heap_regroup(heap, sb);
+    any = true;
   }
-  if (run) {
-    ld_sb_put_chain(run, head, tail, in_run);
-    heap_regroup(heap, run);
+  if (any) {
     LD_OWNER_ADD(heap->u[cls], -(int64_t)(n - foreign) * ld_class_size[cls]);
     classes |= (uint64_t)1 << cls;
   }
