@@ -549,21 +549,23 @@ bool ld_cache_holds(const heap_t *heap) {
  * first look and the turn away (free_deferred_slow) would otherwise go into its bin from the
  * fast path of any bin not turned away while the purge settles it (thread_churn with a purge
  * delay of 0: "double free", about 1 run in 300). */
-static bool drain_covers_deferred(const heap_t *heap, uint64_t classes) {
-  if (!LD_READ(heap->deferred_free)) return true;
+/* The bins set up (a limit given), as a mask of classes. */
+static uint64_t bins_set_up(const heap_t *heap) {
+  uint64_t set_up = 0;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
-    if (LD_READ(heap->bins[c].limit) && !(classes >> c & 1)) return false;
-  return true;
+    if (LD_READ(heap->bins[c].limit)) set_up |= (uint64_t)1 << c;
+  return set_up;
+}
+
+static bool drain_covers_deferred(const heap_t *heap, uint64_t classes) {
+  return !LD_READ(heap->deferred_free) || !(bins_set_up(heap) & ~classes);
 }
 
 int ld_cache_drain_idle(heap_t *heap) {
   if (!__atomic_load_n(&heap->bins_ready, __ATOMIC_ACQUIRE)) return 0;
-  uint64_t classes = 0, set_up = 0; /* the bins holding blocks; the bins set up */
-  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
-    if (!LD_READ(heap->bins[c].limit)) continue;
-    set_up |= (uint64_t)1 << c;
-    if (LD_READ(heap->bins[c].count)) classes |= (uint64_t)1 << c;
-  }
+  uint64_t set_up = bins_set_up(heap), classes = 0; /* the bins set up; those holding blocks */
+  for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
+    if ((set_up >> c & 1) && LD_READ(heap->bins[c].count)) classes |= (uint64_t)1 << c;
   bool deferred = LD_READ(heap->deferred_free) != NULL;
   if (!classes && !deferred) return 0;
   /* A deferred free goes to the bin of its class, which the free fast path of any class may

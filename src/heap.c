@@ -413,10 +413,9 @@ static uint64_t heap_return_locked(heap_t *heap, ld_bin_t *bin, void **blocks, u
    * superblock's list head and count alone until the run ends (a load, a mask, a compare and
    * a store a block; the mask is copied, as the stores could alias the global). */
   const uintptr_t mask = ld_sb_mask;
-  bool any = false;
   for (unsigned i = 0; i < n;) {
     ld_block_t *b = blocks[i++];
-    sb_t *sb = (sb_t *)(((uintptr_t)b - 1) & mask);
+    sb_t *sb = ld_sb_of_masked(b, mask);
     /* within a run the owner is known: it changes only under this lock */
     if (LD_UNLIKELY(atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap)) {
       blocks[foreign++] = b; /* its superblock was given away while the block was cached */
@@ -428,16 +427,15 @@ static uint64_t heap_return_locked(heap_t *heap, ld_bin_t *bin, void **blocks, u
     void **at = &blocks[i], **end = &blocks[n];
     for (; at < end; at++) {
       ld_block_t *next_block = *at; /* read once: the link stored below could alias blocks[] */
-      if ((sb_t *)(((uintptr_t)next_block - 1) & mask) != sb) break;
+      if (ld_sb_of_masked(next_block, mask) != sb) break;
       ld_set_next(next_block, head);
       head = next_block;
     }
     i = (unsigned)(at - blocks);
     ld_sb_put_chain(sb, head, tail, (int32_t)(i - first));
     heap_regroup(heap, sb);
-    any = true;
   }
-  if (any) {
+  if (foreign < n) { /* a run went back */
     LD_OWNER_ADD(heap->u[cls], -(int64_t)(n - foreign) * ld_class_size[cls]);
     classes |= (uint64_t)1 << cls;
   }

@@ -231,7 +231,9 @@ extern size_t ld_medium_max;       /* largest span carved from segments (large.c
 
 /* The header of the superblock or span holding p. (p-1) rather than p lets a large span
  * aligned to S or more keep its header in the S-chunk just below the user pointer. */
-static inline sb_t *ld_sb_of(const void *p) { return (sb_t *)(((uintptr_t)p - 1) & ld_sb_mask); }
+/* mask: ld_sb_mask, read once by a loop whose stores could alias it (heap.c) */
+static inline sb_t *ld_sb_of_masked(const void *p, uintptr_t mask) { return (sb_t *)(((uintptr_t)p - 1) & mask); }
+static inline sb_t *ld_sb_of(const void *p) { return ld_sb_of_masked(p, ld_sb_mask); }
 
 /* True when p is the start of one of sb's blocks (whether carved yet is the owner's to say:
  * bump is the owner's). The offset from the first block, below capacity x size (p below the
