@@ -95,8 +95,8 @@ static void batch_hint_write(const ld_remote_slot_t *slot, const sb_t *sb) {
 
 /* Hands slot's batch to its superblock: one CAS; the first batch since the owner looked also
  * announces the superblock to its owner (unless the owner allocates from it), and helps an
- * owner that seems idle. */
-static void remote_send(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot) {
+ * owner that seems idle. now: the coarse clock, read once by a caller that sends many. */
+static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint64_t now) {
   batch_hint_write(slot, sb);
   uint32_t bytes = slot->count * sb->block_size; /* read before the push, as the owner is */
   /* sb's owner is read before the push: after it, sb may be freed (internal.h) */
@@ -107,11 +107,12 @@ static void remote_send(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot) {
     /* counted per batch; the statistics add the bytes still in the buffer (heap.c) */
     LD_STAT_ADD(heap, remote_sent_bytes, bytes);
     LD_OWNER_SET(heap->remote_bytes, heap->remote_bytes - bytes);
-    heap->remote_sb[slot - heap->remote] = NULL;
+    unsigned i = (unsigned)(slot - heap->remote);
+    heap->remote_sb[i] = NULL;
+    heap->remote_open[i / 64] &= ~((uint64_t)1 << (i % 64));
   }
   slot->head = slot->tail = NULL;
   slot->count = 0;
-  uint64_t now = ld_os_now_coarse_ns();
   if (heap->remote_busy) LD_OWNER_SET(heap->last_slow_ns, now); /* the owner at work: not idle */
   if (announce) {
     ld_sb_announce(sb);
@@ -121,6 +122,18 @@ static void remote_send(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot) {
   /* An owner that stopped calling (blocked on a queue) is helped by its freers, batch by
    * batch, rather than keeping everything they free until the purge (Hoard §2.2). */
   ld_heap_help_idle_owner(heap, owner, now);
+}
+static void remote_send(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot) {
+  remote_send_at(heap, sb, slot, ld_os_now_coarse_ns());
+}
+/* Every batch in heap's buffer goes, the slots found from remote_open. */
+static void remote_send_open(heap_t *heap) {
+  uint64_t now = ld_os_now_coarse_ns();
+  for (unsigned word = 0; word < LD_REMOTE_SLOTS / 64; word++)
+    for (uint64_t bits = heap->remote_open[word]; bits; bits &= bits - 1) {
+      unsigned i = word * 64 + (unsigned)__builtin_ctzll(bits);
+      remote_send_at(heap, heap->remote_sb[i], &heap->remote[i], now);
+    }
 }
 
 /* The bytes slot i's batch holds (its blocks are all of its superblock's size). */
@@ -167,6 +180,7 @@ static LD_NOINLINE bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
     unsigned i = (unsigned)(slot - heap->remote);
     if (slot->count) remote_send(heap, heap->remote_sb[i], slot), sent = true;
     heap->remote_sb[i] = sb;
+    heap->remote_open[i / 64] |= (uint64_t)1 << (i % 64);
   }
   /* sent by the purge if the thread idles: make sure a purge is due (a clock read only then) */
   if (!heap->remote_bytes && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX)
@@ -274,8 +288,31 @@ int ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p) {
 static void remote_send_all(heap_t *heap) {
   if (!heap->remote_bytes) return;
   remote_enter(heap);
-  for (unsigned i = 0; i < LD_REMOTE_SLOTS; i++)
-    if (heap->remote[i].count) remote_send(heap, heap->remote_sb[i], &heap->remote[i]);
+  remote_send_open(heap);
+  remote_leave(heap);
+}
+
+/* The thread's own buffer (a validation walk, maintain.c): each slot open in remote_open
+ * exactly when it names a superblock and holds blocks, and remote_bytes their sum. */
+void ld_cache_validate(heap_t *heap, int *violations) {
+  if (heap == &ld_heap_empty) return;
+  remote_enter(heap);
+  uint64_t bytes = 0;
+  for (unsigned i = 0; i < LD_REMOTE_SLOTS; i++) {
+    bool open = (heap->remote_open[i / 64] >> (i % 64)) & 1;
+    const sb_t *sb = heap->remote_sb[i];
+    if (open != (sb != NULL) || open != (heap->remote[i].count != 0)) {
+      ld_message("larder: validate: heap %p: remote slot %u is%s open, names %p, holds %u blocks\n", (void *)heap, i,
+                 open ? "" : " not", (const void *)sb, heap->remote[i].count);
+      (*violations)++;
+    }
+    if (sb) bytes += (uint64_t)heap->remote[i].count * sb->block_size;
+  }
+  if (bytes != heap->remote_bytes) {
+    ld_message("larder: validate: heap %p: remote buffer holds %llu bytes, counted %u\n", (void *)heap,
+               (unsigned long long)bytes, heap->remote_bytes);
+    (*violations)++;
+  }
   remote_leave(heap);
 }
 
@@ -292,8 +329,7 @@ bool ld_cache_send_idle_batches(heap_t *heap) {
     sent = true; /* the kernel cannot fence other threads: the batches wait for their owner */
   } else if (!__atomic_load_n(&heap->remote_busy, __ATOMIC_ACQUIRE)) {
     for (void *p; (p = take_slow_free(heap));) settle_slow_free(heap, p, true);
-    for (unsigned i = 0; i < LD_REMOTE_SLOTS; i++)
-      if (heap->remote[i].count) remote_send(heap, heap->remote_sb[i], &heap->remote[i]);
+    remote_send_open(heap);
     sent = true;
   }
   __atomic_store_n(&heap->remote_draining, 0, __ATOMIC_RELEASE);

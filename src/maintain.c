@@ -530,6 +530,7 @@ int ld_maintain_validate(void) {
   if (outside) ld_cache_enter(mine);
   ld_heap_validate(mine, &violations);
   if (outside) ld_cache_leave(mine);
+  ld_cache_validate(mine, &violations);
   ld_global_validate(&violations);
   ld_segment_validate(&violations);
   return violations;

@@ -7,7 +7,8 @@
  *                    its deferred free (one block);
  *   exit returns     a thread that exits with full bins and a buffer of remote frees leaves
  *                    nothing cached and nothing pending: bytes_cached and bytes_remote_pending
- *                    are back to what they were, bytes_in_use too;
+ *                    are back to what they were, bytes_in_use too; before its exit, with
+ *                    batches open, its remote buffer validates (each slot, the bytes);
  *   idle batches     a thread that frees other threads' blocks and then stops calling, alive:
  *                    the purge sends its buffered batches (bytes_remote_pending falls to 0);
  *   bins under purge four threads churn in bursts with pauses longer than a purge delay of 1
@@ -120,6 +121,7 @@ static void *exit_worker(void *arg) {
   larder_stats_t st = alloc_stats(&api);
   printf("front_end: before exit the thread holds %zu bytes cached, %zu bytes of remote frees pending\n",
          st.bytes_cached, st.bytes_remote_pending);
+  CHECK(api.validate() == 0); /* its remote buffer with batches open (each slot, the bytes) */
   return (void *)(uintptr_t)(st.bytes_cached != 0 && st.bytes_remote_pending != 0);
 }
 
