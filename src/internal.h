@@ -412,8 +412,13 @@ typedef struct ld_batch_hint_s {
   ld_block_t *next;
   uintptr_t tag;
   uint16_t count, last;
+  /* in the batch's first block: the first block of the batch pushed before it (0: none), which
+   * is also its last block's link; written with the push (superblock.c), so that the owner's
+   * prefetch goes from batch to batch reading one line of each, not two */
+  uint16_t next_batch;
   uint16_t after_first[];
 } ld_batch_hint_t;
+_Static_assert(sizeof(ld_batch_hint_t) == 24, "a hint leaves (size - 24) / 2 offsets of room");
 /* A block's place in its superblock as a hint and the slots record it (16-byte units), and back. */
 static inline uint16_t ld_batch_offset(const sb_t *sb, const void *b) { return (uint16_t)(((uintptr_t)b - (uintptr_t)sb) >> 4); }
 static inline ld_block_t *ld_batch_block(const sb_t *sb, unsigned offset) { return (ld_block_t *)((uintptr_t)sb + ((uintptr_t)offset << 4)); }

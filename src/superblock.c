@@ -148,10 +148,12 @@ static uint64_t remote_prefetch(sb_t *sb, const ld_block_t *head, uint64_t total
   uintptr_t units = ld_sb_size >> 4;
   uint64_t seen = 0, asked = 0; /* blocks passed; blocks whose lines were asked for */
   bool batch_start = true;        /* head starts a batch (else a hint block listed already) */
+  unsigned next_batch = 0;        /* the batch after this one, from its first block's hint */
   while (head && seen < total && seen < HINT_PREFETCH_MAX) {
     const ld_batch_hint_t *hint = (const ld_batch_hint_t *)head;
     unsigned count = hint->count, last = hint->last;
     if (count == 0 || count > LD_REMOTE_BATCH || last >= units || last < (LD_SB_HEADER >> 4)) break;
+    if (batch_start) next_batch = hint->next_batch;
     unsigned n = count - 1 < room ? count - 1 : room;
     for (unsigned i = 0; i < n; i++) {
       unsigned off = hint->after_first[i];
@@ -167,11 +169,11 @@ static uint64_t remote_prefetch(sb_t *sb, const ld_block_t *head, uint64_t total
     }
     batch_start = true;
     seen += count;
-    /* the next batch starts after this one's last block */
-    const ld_block_t *tail = ld_batch_block(sb, last);
-    ld_prefetch_for_write(tail);
-    head = tail->next;
-    if (((uintptr_t)head ^ (uintptr_t)sb) >= ld_sb_size) break;
+    /* the next batch starts after this one's last block, as its first block's hint says (the
+     * last block's line is asked for, not waited for; 0: this batch was pushed first) */
+    ld_prefetch_for_write(ld_batch_block(sb, last));
+    if (next_batch == 0 || next_batch >= units || next_batch < (LD_SB_HEADER >> 4)) break;
+    head = ld_batch_block(sb, next_batch);
   }
   return asked < total ? asked : total;
 }
@@ -265,8 +267,11 @@ bool ld_sb_is_announced(const sb_t *sb) {
 bool ld_sb_push_remote_batch(sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n) {
   uint64_t head_word = (uint64_t)((char *)head - (char *)sb) << LD_REMOTE_HEAD_SHIFT;
   uint64_t old = atomic_load_explicit(&sb->remote, memory_order_relaxed), next;
+  ld_batch_hint_t *hint = ld_batch_hint_room(sb->block_size) ? (ld_batch_hint_t *)head : NULL;
   do {
-    ld_set_next(tail, remote_head(sb, old));
+    ld_block_t *below = remote_head(sb, old);
+    ld_set_next(tail, below);
+    if (hint) hint->next_batch = below ? ld_batch_offset(sb, below) : 0;
     uint64_t flags = old & (LD_REMOTE_ANNOUNCED | LD_REMOTE_WATCHED);
     next = head_word | ((remote_count(old) + n) << LD_REMOTE_COUNT_SHIFT) | (flags ? flags : LD_REMOTE_ANNOUNCED);
   } while (!atomic_compare_exchange_weak_explicit(&sb->remote, &old, next, memory_order_acq_rel, memory_order_relaxed));

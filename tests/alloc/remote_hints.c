@@ -10,7 +10,9 @@
  *                  order they came, and exits (its batches all go); main allocates them again.
  *                  Its refills take the remote lists and prefetch at least 3/4 of the blocks
  *                  freed (remote_hinted against remote_frees); with one block's room per
- *                  batch, 23 of each 64 (36%). The blocks come back intact (no hint is
+ *                  batch, 23 of each 64 (36%); with the first batch's hint only (no
+ *                  next_batch: the batches of a remote list are found through their first
+ *                  blocks' hints), 256 of 4,096. The blocks come back intact (no hint is
  *                  written over a block in use) and the validation walk passes.
  * Larder only: under another allocator the program says so and skips (77). */
 #include "alloc_util.h"
