@@ -579,12 +579,6 @@ bool ld_cache_holds(const heap_t *heap) {
   return false;
 }
 
-/* Whether the bins turned away (classes) cover a free deferred now. Read once the owner was
- * seen out of its bins, with the bins turned away: from then on its slow paths wait, and its
- * fast path can defer a free only where one is deferred already. A free deferred between the
- * first look and the turn away (free_deferred_slow) would otherwise go into its bin from the
- * fast path of any bin not turned away while the purge settles it (thread_churn with a purge
- * delay of 0: "double free", about 1 run in 300). */
 /* The bins set up (a limit given), as a mask of classes. */
 static uint64_t bins_set_up(const heap_t *heap) {
   uint64_t set_up = 0;
@@ -593,6 +587,12 @@ static uint64_t bins_set_up(const heap_t *heap) {
   return set_up;
 }
 
+/* Whether the bins turned away (classes) cover a free deferred now. Read once the owner was
+ * seen out of its bins, with the bins turned away: from then on its slow paths wait, and its
+ * fast path can defer a free only where one is deferred already. A free deferred between the
+ * first look and the turn away (free_deferred_slow) would otherwise go into its bin from the
+ * fast path of any bin not turned away while the purge settles it (thread_churn with a purge
+ * delay of 0: "double free", about 1 run in 300). */
 static bool drain_covers_deferred(const heap_t *heap, uint64_t classes) {
   return !LD_READ(heap->deferred_free) || !(bins_set_up(heap) & ~classes);
 }
