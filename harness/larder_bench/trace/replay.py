@@ -5,7 +5,10 @@ time (Figure 6-1).
 
 The runs go through the harness's own runner (repeats interleaved across allocators, a
 strace pass for the system calls); one more run per allocator and thread count writes the
-time series for the plots and is not timed.
+time series for the plots and is not timed. That run also counts malloc_usable_size
+(trace-replay --usable), which splits fragmentation into the allocator's rounding of sizes
+(internal) and everything else (external): a segregated-fit allocator cannot come closer to
+glibc than its size classes allow.
 """
 from __future__ import annotations
 
@@ -40,8 +43,10 @@ def make_entry(trace: Path, threads: tuple, iterations: int, mode: str) -> Entry
                  metric="fragmentation_pct", higher_is_better=False)
 
 
-def timeseries(entry: Entry, allocs, build_dir: Path, out_dir: Path, timeout: float) -> dict:
-    """One untimed run per (allocator, thread count) with --timeseries; returns paths."""
+def timeseries(entry: Entry, allocs, build_dir: Path, out_dir: Path, timeout: float,
+               usable: dict | None = None) -> dict:
+    """One untimed run per (allocator, thread count) with --timeseries and --usable; returns
+    the time series' paths, and puts each run's figures in `usable`."""
     exe = Path(build_dir) / "bin" / "trace-replay"
     out = {}
     for a in allocs:
@@ -50,10 +55,12 @@ def timeseries(entry: Entry, allocs, build_dir: Path, out_dir: Path, timeout: fl
             argv = [str(exe)] + [str(v) for kv in entry.params.items() for v in kv]
             if entry.axis:
                 argv += [entry.axis, str(x)]
-            argv += ["--timeseries", str(path)]
+            argv += ["--timeseries", str(path), "--usable"]
             rec = measure.run_child(argv, a.child_env(), timeout)
             if rec["status"] == "ok" and path.is_file():
                 out[(a.name, x)] = path
+            if rec["status"] == "ok" and usable is not None and "fragmentation_internal_pct" in rec.get("figures", {}):
+                usable[(a.name, x)] = rec["figures"]
     return out
 
 
@@ -66,7 +73,23 @@ def _kib(v) -> str:
     return f"{v / 1024:,.0f}"
 
 
-def tables(doc: dict, ts: dict) -> str:
+def usable_table(usable: dict, x) -> list[str]:
+    """Fragmentation split by malloc_usable_size, from the untimed time-series run."""
+    rows = {a: f for (a, xx), f in usable.items() if xx == x}
+    if not rows:
+        return []
+    lines = ["", "Where the fragmentation lies (the untimed time-series run, `trace-replay --usable`): "
+             "internal is the allocator's rounding of the requested sizes (peak malloc_usable_size bytes "
+             "over peak live), external the rest (peak heap over peak usable); (1 + internal) x "
+             "(1 + external) = 1 + method 4:", "",
+             "| | peak usable KiB | internal | external | method 4 |", "|---|---:|---:|---:|---:|"]
+    for a, f in rows.items():
+        lines.append(f"| {a} | {_kib(f['peak_usable_bytes'])} | {f['fragmentation_internal_pct']:.2f}% | "
+                     f"{f.get('fragmentation_external_pct', 0):.2f}% | {f.get('fragmentation_pct', 0):.2f}% |")
+    return lines
+
+
+def tables(doc: dict, ts: dict, usable: dict | None = None) -> str:
     runs = [r for r in doc["runs"] if r.get("status") == "ok" and r.get("pass") == "measure"]
     straced = [r for r in doc["runs"] if r.get("status") == "ok" and r.get("pass") == "strace"]
     allocs = [a["name"] for a in doc["allocators"] if a["found"]]
@@ -120,6 +143,7 @@ def tables(doc: dict, ts: dict) -> str:
                     cell = (lambda k: f"{al.get(k, 0)} / {c.get(k, 0)}") if al is not None else (lambda k: f"{c.get(k, 0)}")
                     lines.append(f"| {a} | {cell('mmap')} | {cell('munmap')} | {cell('brk')} | "
                                  f"{cell('madvise')} | {cell('mremap')} |")
+        lines += usable_table(usable or {}, x)
         plot = plot_timeseries(ts, x, doc.get("_out_dir"))
         if plot:
             lines += ["", f"![live and heap memory over time, {label}]({plot.name})"]
@@ -165,13 +189,15 @@ def run(trace: Path, allocs, build_dir: Path, out_dir: Path, threads: tuple, ite
     doc = runner.run_entries([entry], allocs, build_dir, out_dir, repeats=repeats, timeout=timeout,
                              strace_mode=strace_mode)
     found = [a for a in allocs if a.found]
-    ts = timeseries(entry, found, build_dir, out_dir, timeout) if plots else {}
+    usable: dict = {}
+    ts = timeseries(entry, found, build_dir, out_dir, timeout, usable) if plots else {}
+    doc["usable"] = [{"allocator": a, "x": x, "figures": f} for (a, x), f in usable.items()]
     doc["suite"] = "trace"
     doc["command"] = ["larder-bench", "trace", "replay", str(trace)]
     results.save(doc, out_dir)
     doc["_out_dir"] = str(out_dir)
     md = out_dir / "trace-report.md"
-    md.write_text(f"# Replay of {trace.name}\n\n" + tables(doc, ts))
+    md.write_text(f"# Replay of {trace.name}\n\n" + tables(doc, ts, usable))
     doc.pop("_out_dir")
     return doc, md
 
