@@ -162,6 +162,8 @@ typedef struct sb_s {
   _Alignas(LD_CACHE_LINE) _Atomic(uint64_t) remote; /* see LD_REMOTE_* above */
   struct sb_s *pending_next;   /* link on the owner's pending list, written by the announcer */
   uint64_t idle_since_ns;      /* large cache: when it was freed */
+  size_t touched;              /* medium span: no page at or past this many bytes from the
+                                  header is resident, unless the program wrote past its size */
 } sb_t;
 
 _Static_assert(sizeof(sb_t) <= LD_SB_HEADER, "superblock header must fit before the first block");
@@ -702,8 +704,12 @@ void    ld_global_reinit_lock(void);
 /* ---- segments (segment.c): runs of S-sized chunks ---- */
 /* A run of `chunks` chunks, S-aligned, or NULL (errno ENOMEM). *clean: every page of it is
  * zero (fresh or purged). */
-void   *ld_segment_alloc(size_t chunks, bool *clean);
-void    ld_segment_free(void *run, size_t chunks);
+/* touch: the bytes from the run's start the caller will use (a dirty run whose resident
+ * pages reach about that far is preferred). *clean: the run is fresh or purged (reads as
+ * zero). *resident (may be NULL): no page at or past that many bytes from its start is resident. */
+void   *ld_segment_alloc(size_t chunks, size_t touch, bool *clean, size_t *resident);
+/* resident: how far the run's resident pages may reach (its length, if unknown). */
+void    ld_segment_free(void *run, size_t chunks, size_t resident);
 void    ld_segment_purge_frees(bool on); /* this thread's ld_segment_free purges at once (the purge) */
 /* Grows the run at `run` from `chunks` to `new_chunks` in place when the chunks after it are
  * free; returns false otherwise. Shrinking always succeeds. */
@@ -729,6 +735,8 @@ void   *ld_large_alloc(size_t size, size_t align, size_t *dirty);
 void    ld_large_free(sb_t *span);
 /* Resizes a span in place (medium: neighbouring chunks; large: mremap); NULL if it cannot. */
 void   *ld_large_realloc_in_place(sb_t *span, size_t size);
+/* A medium span kept by realloc for `size` bytes: how far its pages may now reach. */
+void    ld_large_note_size(sb_t *span, size_t size);
 /* A large span moved to a bigger mapping without copying (mremap); NULL if it cannot. */
 void   *ld_large_realloc_move(sb_t *span, size_t size);
 size_t  ld_large_purge(uint64_t now, bool all);
@@ -739,6 +747,7 @@ void    ld_large_peaks(size_t *spans_now, size_t *spans_peak, size_t *bytes_peak
 size_t  ld_large_bytes_cached(void);
 size_t  ld_large_bytes_cached_dirty(void); /* cached spans not yet purged, read without the lock */
 size_t  ld_medium_bytes_in_use(void);
+size_t  ld_medium_tails_purged(void); /* bytes of old pages purged past new medium spans */
 void    ld_large_lock(void);
 void    ld_large_unlock(bool reinit);
 

@@ -19,7 +19,7 @@
   X(bytes_refaulted) X(purge_thread_runs) X(purge_thread_bytes) X(bytes_cached) X(bytes_remote_pending) \
   X(cache_flushes) X(remote_batches) X(remote_announcements) X(purge_thread_starts) X(idle_bins_emptied) \
   X(parked_heaps_taken) X(parked_heaps_released) X(heaps_examined) X(refill_pending_examined) \
-  X(remote_hinted)
+  X(remote_hinted) X(medium_tails_purged)
 
 static size_t positive(int64_t v) { return v > 0 ? (size_t)v : 0; }
 
@@ -90,6 +90,7 @@ void larder_stats_get(larder_stats_t *out) {
   out->heaps_examined = counts.heaps_examined;
   out->refill_pending_examined = counts.refill_pending_examined;
   out->remote_hinted = counts.remote_hinted;
+  out->medium_tails_purged = ld_medium_tails_purged();
 }
 
 void larder_stats_print(int fd) {
