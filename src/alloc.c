@@ -432,10 +432,7 @@ static void *realloc_block(void *p, size_t size) {
   }
   /* Before any path looks at the size: an impossible one must not wrap in a sum below. */
   if (!ld_request_ok(size, 0)) return NULL;
-  if (size <= usable && size >= usable / 2) {
-    if (sb->kind == LD_KIND_MEDIUM) ld_large_note_size(sb, size); /* its pages may reach further now */
-    return p;
-  }
+  if (size <= usable && size >= usable / 2) return p;
   if (sb->kind != LD_KIND_SMALL && size > ld_small_max && p == sb->data) {
     void *q = ld_large_realloc_in_place(sb, size);
     if (!q && size > usable) q = ld_large_realloc_move(sb, size);

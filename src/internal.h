@@ -735,8 +735,6 @@ void   *ld_large_alloc(size_t size, size_t align, size_t *dirty);
 void    ld_large_free(sb_t *span);
 /* Resizes a span in place (medium: neighbouring chunks; large: mremap); NULL if it cannot. */
 void   *ld_large_realloc_in_place(sb_t *span, size_t size);
-/* A medium span kept by realloc for `size` bytes: how far its pages may now reach. */
-void    ld_large_note_size(sb_t *span, size_t size);
 /* A large span moved to a bigger mapping without copying (mremap); NULL if it cannot. */
 void   *ld_large_realloc_move(sb_t *span, size_t size);
 size_t  ld_large_purge(uint64_t now, bool all);

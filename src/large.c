@@ -178,6 +178,10 @@ static void *medium_alloc(size_t offset, size_t size, size_t *dirty) {
   if (!span) return NULL;
   span->map_bytes = chunks * ld_sb_size;
   span_init(span, (char *)span + offset, LD_KIND_MEDIUM);
+  /* usable to the request's last page, as a large span's: what the block may use is what it
+   * keeps resident (a program that sizes its buffers by malloc_usable_size, as Redis's strings
+   * do, would otherwise count and fill a 17 KiB block as 64 KiB) */
+  span->usable = need - offset;
   medium_trim_tail(span, need, resident);
   atomic_fetch_add_explicit(&medium_in_use, span->map_bytes, memory_order_relaxed);
   ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, medium_allocs));
@@ -300,11 +304,6 @@ void ld_large_free(sb_t *span) {
   ld_due_note(now);
 }
 
-void ld_large_note_size(sb_t *span, size_t size) {
-  size_t need = round_up((size_t)(span->data - (char *)span) + size, ld_os_page_size());
-  if (need > span->touched) span->touched = need < span->map_bytes ? need : span->map_bytes;
-}
-
 /* size <= LD_REQUEST_MAX (larder_realloc checks it first): offset + size cannot wrap, so an
  * impossible size never reads as a small one here (issue 16: a medium span "resized" to
  * SIZE_MAX shrank to 64 KiB and returned success). */
@@ -324,7 +323,7 @@ void *ld_large_realloc_in_place(sb_t *span, size_t size) {
     if (bytes > span->map_bytes) span->touched = bytes;
     else if (span->touched > bytes) span->touched = bytes;
     span->map_bytes = bytes;
-    span->usable = bytes - offset;
+    span->usable = need - offset;
     return span->data;
   }
   if (span->kind != LD_KIND_LARGE || offset + size <= ld_medium_max) return NULL;

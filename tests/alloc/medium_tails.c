@@ -11,7 +11,10 @@
  *   2. that block freed and 20 KiB asked again: no purge (the counter does not move);
  *   3. a block grown by realloc within its span (no move) and written: its new pages are
  *      purged when the span is next handed out for 20 KiB;
- *   4. at scale: 3,000 live blocks of 20-64 KiB, every page written, replaced at random 30,000
+ *   4. a medium block's usable size ends at its request's last page, not at its chunk's end
+ *      (17 KiB gave 63.75 KiB: a program sizing its buffers by malloc_usable_size would fill
+ *      and count 3.75 times what it asked for), and grows with realloc in place;
+ *   5. at scale: 3,000 live blocks of 20-64 KiB, every page written, replaced at random 30,000
  *      times: RSS <= 1.3 x live + 16 MiB (it was 1.5x; 1.15x now), and larder_validate() == 0 (which
  *      checks every free run's bound).
  * Under another allocator the churn runs and prints its RSS.
@@ -19,6 +22,7 @@
  * usage: alloc_medium_tails */
 #include "server_util.h"
 
+#include <malloc.h>
 #include <sys/mman.h>
 
 #define KiB ((size_t)1 << 10)
@@ -100,7 +104,23 @@ int main(void) {
     free(c);
   }
 
-  /* 4: random sizes at scale */
+  if (larder) {
+    /* 4: usable sizes */
+    static const size_t sizes[] = {17 * 1024, 60 * 1024, 100 * 1024 + 1, 1024 * 1024 + 3};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+      void *m = malloc(sizes[k]);
+      REQUIRE(m != NULL);
+      size_t u = malloc_usable_size(m);
+      CHECK_MSG(u >= sizes[k] && u < sizes[k] + page, "malloc(%zu): usable %zu", sizes[k], u);
+      void *r = realloc(m, sizes[k] + 2 * page);
+      REQUIRE(r != NULL);
+      size_t ur = malloc_usable_size(r);
+      CHECK_MSG(ur >= sizes[k] + 2 * page && ur < sizes[k] + 3 * page, "realloc to %zu: usable %zu", sizes[k] + 2 * page, ur);
+      free(r);
+    }
+  }
+
+  /* 5: random sizes at scale */
   void **p = calloc(LIVE, sizeof *p);
   size_t *sz = calloc(LIVE, sizeof *sz);
   REQUIRE(p != NULL && sz != NULL);
