@@ -69,7 +69,7 @@ typedef struct larder_stats_s {
   size_t free_lock_acquisitions; /* locks taken on a free path (local frees take none) */
   size_t validations;            /* full validation walks (larder_validate, LARDER_DEBUG) */
   /* medium objects: runs of superblock-sized chunks inside segments, coalesced when freed */
-  size_t medium_allocs, medium_bytes_in_use;
+  size_t medium_allocs, medium_bytes_in_use; /* in use: their chunks (bytes_in_use counts their usable bytes) */
   size_t segments;               /* segments mapped now */
   size_t bytes_free_dirty;       /* free chunks still resident: what the decay will purge */
   /* memory given back */

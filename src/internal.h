@@ -744,7 +744,8 @@ size_t  ld_large_bytes_in_use(void);
 void    ld_large_peaks(size_t *spans_now, size_t *spans_peak, size_t *bytes_peak);
 size_t  ld_large_bytes_cached(void);
 size_t  ld_large_bytes_cached_dirty(void); /* cached spans not yet purged, read without the lock */
-size_t  ld_medium_bytes_in_use(void);
+size_t  ld_medium_bytes_in_use(void);  /* chunks of the medium spans in use */
+size_t  ld_medium_bytes_usable(void);  /* their usable bytes: what the program holds */
 size_t  ld_medium_tails_purged(void); /* bytes of old pages purged past new medium spans */
 void    ld_large_lock(void);
 void    ld_large_unlock(bool reinit);

@@ -35,7 +35,8 @@ static struct {
   size_t count, bytes;
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static _Atomic size_t large_in_use, medium_in_use;
+static _Atomic size_t large_in_use, medium_in_use; /* medium: the spans' chunks */
+static _Atomic size_t medium_usable;                /* and the usable bytes handed out in them */
 static _Atomic size_t medium_tails_purged; /* bytes of old pages purged past new medium spans */
 static _Atomic size_t cached_dirty; /* cached spans not yet purged: memory waiting for the purge */
 /* For malloc_stats's "max mmap regions" and "max mmap bytes" (glibc's peaks of separately
@@ -182,6 +183,7 @@ static void *medium_alloc(size_t offset, size_t size, size_t *dirty) {
    * keeps resident (a program that sizes its buffers by malloc_usable_size, as Redis's strings
    * do, would otherwise count and fill a 17 KiB block as 64 KiB) */
   span->usable = need - offset;
+  atomic_fetch_add_explicit(&medium_usable, span->usable, memory_order_relaxed);
   medium_trim_tail(span, need, resident);
   atomic_fetch_add_explicit(&medium_in_use, span->map_bytes, memory_order_relaxed);
   ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, medium_allocs));
@@ -269,6 +271,7 @@ void ld_large_free(sb_t *span) {
   size_t bytes = span->map_bytes;
   if (span->kind == LD_KIND_MEDIUM) {
     atomic_fetch_sub_explicit(&medium_in_use, bytes, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&medium_usable, span->usable, memory_order_relaxed);
     span->kind = LD_KIND_FREED;
     ld_segment_free(span, bytes / ld_sb_size, span->touched);
     return;
@@ -323,6 +326,7 @@ void *ld_large_realloc_in_place(sb_t *span, size_t size) {
     if (bytes > span->map_bytes) span->touched = bytes;
     else if (span->touched > bytes) span->touched = bytes;
     span->map_bytes = bytes;
+    atomic_fetch_add_explicit(&medium_usable, need - offset - span->usable, memory_order_relaxed); /* wraps down when smaller */
     span->usable = need - offset;
     return span->data;
   }
@@ -422,6 +426,7 @@ void ld_large_peaks(size_t *spans_now, size_t *spans_peak, size_t *bytes_peak) {
   *bytes_peak = atomic_load_explicit(&large_bytes_peak, memory_order_relaxed);
 }
 size_t ld_medium_bytes_in_use(void) { return atomic_load_explicit(&medium_in_use, memory_order_relaxed); }
+size_t ld_medium_bytes_usable(void) { return atomic_load_explicit(&medium_usable, memory_order_relaxed); }
 size_t ld_medium_tails_purged(void) { return atomic_load_explicit(&medium_tails_purged, memory_order_relaxed); }
 
 size_t ld_large_bytes_cached(void) {
