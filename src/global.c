@@ -65,9 +65,9 @@ static bool give_back_if_empty(sb_t *sb) {
   list_remove(list_of(sb), sb);
   global.a -= (int64_t)ld_sb_size;
   sb->kind = LD_KIND_FREED;
-  /* its pages: those it found resident, and those its blocks were carved on */
-  size_t page = ld_os_page_size(), carved = ((size_t)(sb->bump - (char *)sb) + page - 1) & ~(page - 1);
-  ld_segment_free(sb, 1, carved > sb->touched ? carved : sb->touched);
+  /* its pages: those its blocks were carved on (the segment adds those it found resident) */
+  size_t page = ld_os_page_size();
+  ld_segment_free(sb, 1, ((size_t)(sb->bump - (char *)sb) + page - 1) & ~(page - 1));
   return true;
 }
 
@@ -151,12 +151,10 @@ sb_t *ld_global_take(heap_t *heap, unsigned cls) {
   LD_STAT_INC(heap, superblocks_examined);
   if (sb) return sb;
   bool clean;
-  size_t resident;
-  sb = ld_segment_alloc(1, ld_sb_size, &clean, &resident); /* its blocks will touch it all */
+  sb = ld_segment_alloc(1, ld_sb_size, 0, &clean); /* its blocks will touch it all */
   if (!sb) return NULL;
   (void)clean; /* a new superblock's pages are touched only as its blocks are carved */
   ld_sb_format(sb, cls);
-  sb->touched = resident > LD_SB_HEADER ? resident : LD_SB_HEADER;
   atomic_store_explicit(&sb->owner, heap, memory_order_release);
   return sb;
 }

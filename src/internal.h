@@ -162,8 +162,6 @@ typedef struct sb_s {
   _Alignas(LD_CACHE_LINE) _Atomic(uint64_t) remote; /* see LD_REMOTE_* above */
   struct sb_s *pending_next;   /* link on the owner's pending list, written by the announcer */
   uint64_t idle_since_ns;      /* large cache: when it was freed */
-  size_t touched;              /* medium span: no page at or past this many bytes from the
-                                  header is resident, unless the program wrote past its size */
 } sb_t;
 
 _Static_assert(sizeof(sb_t) <= LD_SB_HEADER, "superblock header must fit before the first block");
@@ -704,16 +702,20 @@ void    ld_global_reinit_lock(void);
 /* ---- segments (segment.c): runs of S-sized chunks ---- */
 /* A run of `chunks` chunks, S-aligned, or NULL (errno ENOMEM). *clean: every page of it is
  * zero (fresh or purged). */
-/* touch: the bytes from the run's start the caller will use (a dirty run whose resident
- * pages reach about that far is preferred). *clean: the run is fresh or purged (reads as
- * zero). *resident (may be NULL): no page at or past that many bytes from its start is resident. */
-void   *ld_segment_alloc(size_t chunks, size_t touch, bool *clean, size_t *resident);
-/* resident: how far the run's resident pages may reach (its length, if unknown). */
+/* touch: the bytes from the run's start the caller will use. LD_SEGMENT_TAIL: the caller uses no byte past
+ * `touch` (a medium span's usable size), so old pages past it may be purged while the run is
+ * in use, once it has lived a purge delay (segment.c, "tails"). *clean: the run is fresh or
+ * purged (reads as zero). */
+#define LD_SEGMENT_TAIL 1u
+void   *ld_segment_alloc(size_t chunks, size_t touch, unsigned flags, bool *clean);
+/* resident: how far the caller may have made the run's pages resident (its own writes). */
 void    ld_segment_free(void *run, size_t chunks, size_t resident);
 void    ld_segment_purge_frees(bool on); /* this thread's ld_segment_free purges at once (the purge) */
 /* Grows the run at `run` from `chunks` to `new_chunks` in place when the chunks after it are
  * free; returns false otherwise. Shrinking always succeeds. */
-bool    ld_segment_resize(void *run, size_t chunks, size_t new_chunks);
+/* touch: the bytes from the run's start the caller now uses (a tail is never purged past
+ * them; the run leaves the tails whatever its size). */
+bool    ld_segment_resize(void *run, size_t chunks, size_t new_chunks, size_t touch);
 /* Purges free runs idle for the purge delay (all: every free run) and unmaps segments that
  * are wholly free. Returns the bytes given back. */
 size_t  ld_segment_purge(uint64_t now, bool all);
@@ -724,6 +726,7 @@ void    ld_segment_lock(void);
 void    ld_segment_unlock(bool reinit);
 typedef struct ld_segment_stats_s {
   size_t segments, bytes_free_dirty, bytes_free_clean, bytes_purged, bytes_refaulted;
+  size_t bytes_tails_purged; /* old pages purged past runs in use (medium spans' tails) */
 } ld_segment_stats_t;
 void    ld_segment_stats(ld_segment_stats_t *out);
 
@@ -746,7 +749,6 @@ size_t  ld_large_bytes_cached(void);
 size_t  ld_large_bytes_cached_dirty(void); /* cached spans not yet purged, read without the lock */
 size_t  ld_medium_bytes_in_use(void);  /* chunks of the medium spans in use */
 size_t  ld_medium_bytes_usable(void);  /* their usable bytes: what the program holds */
-size_t  ld_medium_tails_purged(void); /* bytes of old pages purged past new medium spans */
 void    ld_large_lock(void);
 void    ld_large_unlock(bool reinit);
 

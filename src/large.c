@@ -37,7 +37,6 @@ static struct {
 
 static _Atomic size_t large_in_use, medium_in_use; /* medium: the spans' chunks */
 static _Atomic size_t medium_usable;                /* and the usable bytes handed out in them */
-static _Atomic size_t medium_tails_purged; /* bytes of old pages purged past new medium spans */
 static _Atomic size_t cached_dirty; /* cached spans not yet purged: memory waiting for the purge */
 /* For malloc_stats's "max mmap regions" and "max mmap bytes" (glibc's peaks of separately
  * mapped blocks, which large spans are): the spans in use now, and the highest figures seen. */
@@ -153,29 +152,13 @@ static void span_init(sb_t *span, char *user, int kind) {
   atomic_store_explicit(&span->owner, NULL, memory_order_relaxed);
 }
 
-/* A medium span is whole chunks; the pages past its last requested byte stay untouched unless
- * an earlier use of the chunks left them resident, and then they would stay so for the span's
- * whole life. They are purged now when they are more than half the span's requested pages, so
- * that no span keeps more than 1.5 times its pages resident. A span taken again at the size it
- * had costs no call (segment.c keeps how far each free run's resident pages reach). Tighter
- * bounds cost more than they give back under fast churn, where the next span soon faults the
- * purged pages in again: an eighth (the rounding of the small classes) purged 1.4 GB in 15 s
- * of server-mix at 8 threads for no lower RSS, and took 18% of its operations; at a half it
- * purged 41 KB, and random 16-64 KiB blocks held 1.15x their bytes instead of 1.61x (1.08x at
- * an eighth; jemalloc 1.32x, glibc 1.07x). */
-static void medium_trim_tail(sb_t *span, size_t need, size_t resident) {
-  span->touched = resident > need ? resident : need;
-  if (resident <= need + need / 2) return;
-  if (ld_os_purge((char *)span + need, resident - need) != 0) return; /* they stay; bound kept */
-  atomic_fetch_add_explicit(&medium_tails_purged, resident - need, memory_order_relaxed);
-  span->touched = need;
-}
-
 static void *medium_alloc(size_t offset, size_t size, size_t *dirty) {
   size_t chunks = chunks_for(offset + size);
   bool clean;
-  size_t resident, need = round_up(offset + size, ld_os_page_size());
-  sb_t *span = ld_segment_alloc(chunks, need, &clean, &resident);
+  /* the span uses nothing past its usable size: old pages there go once it has lived a purge
+   * delay (segment.c, "tails") */
+  size_t need = round_up(offset + size, ld_os_page_size());
+  sb_t *span = ld_segment_alloc(chunks, need, LD_SEGMENT_TAIL, &clean);
   if (!span) return NULL;
   span->map_bytes = chunks * ld_sb_size;
   span_init(span, (char *)span + offset, LD_KIND_MEDIUM);
@@ -184,7 +167,6 @@ static void *medium_alloc(size_t offset, size_t size, size_t *dirty) {
    * do, would otherwise count and fill a 17 KiB block as 64 KiB) */
   span->usable = need - offset;
   atomic_fetch_add_explicit(&medium_usable, span->usable, memory_order_relaxed);
-  medium_trim_tail(span, need, resident);
   atomic_fetch_add_explicit(&medium_in_use, span->map_bytes, memory_order_relaxed);
   ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, medium_allocs));
   *dirty = clean ? 0 : span->usable;
@@ -273,7 +255,7 @@ void ld_large_free(sb_t *span) {
     atomic_fetch_sub_explicit(&medium_in_use, bytes, memory_order_relaxed);
     atomic_fetch_sub_explicit(&medium_usable, span->usable, memory_order_relaxed);
     span->kind = LD_KIND_FREED;
-    ld_segment_free(span, bytes / ld_sb_size, span->touched);
+    ld_segment_free(span, bytes / ld_sb_size, (size_t)(span->data - (char *)span) + span->usable);
     return;
   }
   large_in_use_sub(bytes);
@@ -315,16 +297,11 @@ void *ld_large_realloc_in_place(sb_t *span, size_t size) {
   if (span->kind == LD_KIND_MEDIUM) {
     if (offset + size > ld_medium_max) return NULL;
     size_t chunks = span->map_bytes / ld_sb_size, want = chunks_for(offset + size);
-    if (!ld_segment_resize(span, chunks, want)) return NULL;
+    size_t need = round_up(offset + size, ld_os_page_size());
+    if (!ld_segment_resize(span, chunks, want, need)) return NULL;
     size_t bytes = want * ld_sb_size;
     if (bytes > span->map_bytes) atomic_fetch_add_explicit(&medium_in_use, bytes - span->map_bytes, memory_order_relaxed);
     else atomic_fetch_sub_explicit(&medium_in_use, span->map_bytes - bytes, memory_order_relaxed);
-    /* grown: the chunks taken may hold old pages (not followed); shrunk: the freed chunks are
-     * filed as resident throughout; the program may now write up to its new size */
-    size_t need = round_up(offset + size, ld_os_page_size());
-    if (need > span->touched) span->touched = need;
-    if (bytes > span->map_bytes) span->touched = bytes;
-    else if (span->touched > bytes) span->touched = bytes;
     span->map_bytes = bytes;
     atomic_fetch_add_explicit(&medium_usable, need - offset - span->usable, memory_order_relaxed); /* wraps down when smaller */
     span->usable = need - offset;
@@ -427,7 +404,6 @@ void ld_large_peaks(size_t *spans_now, size_t *spans_peak, size_t *bytes_peak) {
 }
 size_t ld_medium_bytes_in_use(void) { return atomic_load_explicit(&medium_in_use, memory_order_relaxed); }
 size_t ld_medium_bytes_usable(void) { return atomic_load_explicit(&medium_usable, memory_order_relaxed); }
-size_t ld_medium_tails_purged(void) { return atomic_load_explicit(&medium_tails_purged, memory_order_relaxed); }
 
 size_t ld_large_bytes_cached(void) {
   ld_large_lock();

@@ -93,7 +93,7 @@ void larder_stats_get(larder_stats_t *out) {
   out->heaps_examined = counts.heaps_examined;
   out->refill_pending_examined = counts.refill_pending_examined;
   out->remote_hinted = counts.remote_hinted;
-  out->medium_tails_purged = ld_medium_tails_purged();
+  out->medium_tails_purged = seg.bytes_tails_purged;
 }
 
 void larder_stats_print(int fd) {
