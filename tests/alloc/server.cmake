@@ -27,9 +27,10 @@ if(ALLOC_HAVE_LARDER)
 endif()
 # a medium block grows in place over a dirty free run and the clean one after it (issue 15)
 alloc_test(alloc_medium_realloc_in_place SOURCES alloc/medium_realloc_in_place.c PRELOAD TIMEOUT 30)
-# no old page stays resident past a medium block's end: 20 KiB after 60 KiB, reuse at the same
-# size without a purge, realloc in place followed; 3,000 blocks of 20-64 KiB churned: RSS <=
-# 1.3 x live + 16 MiB
+# no old page stays resident past a long-lived medium block's end: 20 KiB after 60 KiB purged
+# by the purge, not at handout; reuse at the same size not listed; realloc in place followed;
+# usable sizes and bytes_in_use; 3,000 blocks of 20-64 KiB churned fast purge nothing, then
+# after 1.5 s idle RSS <= 1.3 x live + 16 MiB
 alloc_test(alloc_medium_tails SOURCES alloc/medium_tails.c PRELOAD TIMEOUT 60)
 # realloc growth to 256 MiB in 800 KB steps, and a loop of 5-25 MiB buffers: page faults
 alloc_test(alloc_realloc_growth SOURCES alloc/realloc_growth.c PRELOAD TIMEOUT 120)
