@@ -151,7 +151,8 @@ sb_t *ld_global_take(heap_t *heap, unsigned cls) {
   LD_STAT_INC(heap, superblocks_examined);
   if (sb) return sb;
   bool clean;
-  sb = ld_segment_alloc(1, ld_sb_size, 0, &clean); /* its blocks will touch it all */
+  /* its pages are touched as its blocks are carved: its bound when freed adds those */
+  sb = ld_segment_alloc(1, ld_os_page_size(), 0, &clean);
   if (!sb) return NULL;
   (void)clean; /* a new superblock's pages are touched only as its blocks are carved */
   ld_sb_format(sb, cls);

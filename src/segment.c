@@ -33,10 +33,10 @@
  * the most of what it had and what its user touches. A medium span is whole chunks, and a 20
  * KiB block in a chunk a 60 KiB one left resident keeps 40 KiB of old pages resident behind it
  * for its whole life: random 16-64 KiB blocks held 1.6x their bytes in RSS (jemalloc 1.32x,
- * glibc 1.07x). So a request takes the dirty run whose pages reach nearest what it will use,
- * and a run in use whose old pages reach more than half as far again as its user's bytes
- * (LD_SEGMENT_TAIL: a medium span, which uses nothing past its usable size) waits on the list
- * of tails; the purge gives back the tail of each one that has lived a purge delay. A span
+ * glibc 1.07x). So a run in use whose old pages reach more than half as far again as its
+ * user's bytes (LD_SEGMENT_TAIL: a medium span, which uses nothing past its usable size) waits
+ * on the list of tails; the purge gives back the tail of each one that has lived a purge
+ * delay, and a free or a resize takes the run off the list first. A span
  * freed and taken again at its size is not listed. Purging as the span was handed out cost 5x
  * the CPU of 20-60 KiB churn that writes little of each block (madvise, and under threads TLB
  * shootdowns) for pages the next span faulted back in: short-lived spans must not pay for
