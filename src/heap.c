@@ -799,6 +799,8 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures) {
     ld_stats_add(out, &h->stats);
     /* the buffer's blocks are sent as far as the statistics go (a batch is counted as it goes) */
     out->remote_sent_bytes += LD_READ(h->remote_bytes);
+    figures->medium_bytes += LD_READ(h->medium_bytes);
+    figures->medium_usable += LD_READ(h->medium_usable);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
       figures->in_use += LD_READ(h->u[c]);
       figures->held += LD_READ(h->a[c]) / ld_class_capacity_bytes[c] * (int64_t)ld_sb_size;

@@ -473,6 +473,10 @@ typedef struct heap_s {
   int bins_draining;                   /* LD_BINS_*: the purge empties this idle heap's bins */
   uint64_t bins_turned_classes;        /* the classes whose frees the purge turned away */
   ld_stats_t stats;
+  /* medium spans this thread allocated less those it freed, their chunks' bytes and their
+   * usable bytes (either may go below zero; the sum over heaps is what is in use): two shared
+   * atomics were a contended line between threads that churn medium blocks (large.c) */
+  int64_t medium_bytes, medium_usable;
   /* each slot's superblock (NULL: the slot is empty), apart from the slots so that a free
    * finds its batch reading one line, a set's four superblocks */
   _Alignas(64) sb_t *remote_sb[LD_REMOTE_SLOTS];
@@ -581,6 +585,7 @@ void    ld_heaps_unlock_all(bool reinit);
 size_t  ld_heaps_live_count(void);
 typedef struct ld_heap_figures_s {
   int64_t in_use, held, cached, cached_blocks;
+  int64_t medium_bytes, medium_usable; /* heap_t's, summed */
 } ld_heap_figures_t;
 void    ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures);
 void    ld_stats_add(ld_stats_t *dst, const ld_stats_t *src);
@@ -747,8 +752,9 @@ size_t  ld_large_bytes_in_use(void);
 void    ld_large_peaks(size_t *spans_now, size_t *spans_peak, size_t *bytes_peak);
 size_t  ld_large_bytes_cached(void);
 size_t  ld_large_bytes_cached_dirty(void); /* cached spans not yet purged, read without the lock */
-size_t  ld_medium_bytes_in_use(void);  /* chunks of the medium spans in use */
-size_t  ld_medium_bytes_usable(void);  /* their usable bytes: what the program holds */
+/* Medium spans counted by threads without a heap (the others count in their heap_t): chunks'
+ * bytes and usable bytes. */
+void    ld_medium_unowned(int64_t *bytes, int64_t *usable);
 void    ld_large_lock(void);
 void    ld_large_unlock(bool reinit);
 

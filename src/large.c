@@ -35,8 +35,21 @@ static struct {
   size_t count, bytes;
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static _Atomic size_t large_in_use, medium_in_use; /* medium: the spans' chunks */
-static _Atomic size_t medium_usable;                /* and the usable bytes handed out in them */
+static _Atomic size_t large_in_use;
+static _Atomic int64_t medium_unowned_bytes, medium_unowned_usable; /* threads without a heap */
+
+/* Medium spans in use, their chunks' bytes and their usable bytes: in the calling thread's heap
+ * (internal.h, heap_t), or shared for a thread without one. */
+static void medium_count(int64_t bytes, int64_t usable) {
+  heap_t *heap = ld_heap_tls;
+  if (heap != &ld_heap_empty) {
+    LD_OWNER_ADD(heap->medium_bytes, bytes);
+    LD_OWNER_ADD(heap->medium_usable, usable);
+  } else {
+    atomic_fetch_add_explicit(&medium_unowned_bytes, bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&medium_unowned_usable, usable, memory_order_relaxed);
+  }
+}
 static _Atomic size_t cached_dirty; /* cached spans not yet purged: memory waiting for the purge */
 /* For malloc_stats's "max mmap regions" and "max mmap bytes" (glibc's peaks of separately
  * mapped blocks, which large spans are): the spans in use now, and the highest figures seen. */
@@ -166,8 +179,7 @@ static void *medium_alloc(size_t offset, size_t size, size_t *dirty) {
    * keeps resident (a program that sizes its buffers by malloc_usable_size, as Redis's strings
    * do, would otherwise count and fill a 17 KiB block as 64 KiB) */
   span->usable = need - offset;
-  atomic_fetch_add_explicit(&medium_usable, span->usable, memory_order_relaxed);
-  atomic_fetch_add_explicit(&medium_in_use, span->map_bytes, memory_order_relaxed);
+  medium_count((int64_t)span->map_bytes, (int64_t)span->usable);
   ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, medium_allocs));
   *dirty = clean ? 0 : span->usable;
   return span->data;
@@ -252,8 +264,7 @@ void *ld_large_alloc(size_t size, size_t align, size_t *dirty) {
 void ld_large_free(sb_t *span) {
   size_t bytes = span->map_bytes;
   if (span->kind == LD_KIND_MEDIUM) {
-    atomic_fetch_sub_explicit(&medium_in_use, bytes, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&medium_usable, span->usable, memory_order_relaxed);
+    medium_count(-(int64_t)bytes, -(int64_t)span->usable);
     span->kind = LD_KIND_FREED;
     ld_segment_free(span, bytes / ld_sb_size, (size_t)(span->data - (char *)span) + span->usable);
     return;
@@ -300,10 +311,8 @@ void *ld_large_realloc_in_place(sb_t *span, size_t size) {
     size_t need = round_up(offset + size, ld_os_page_size());
     if (!ld_segment_resize(span, chunks, want, need)) return NULL;
     size_t bytes = want * ld_sb_size;
-    if (bytes > span->map_bytes) atomic_fetch_add_explicit(&medium_in_use, bytes - span->map_bytes, memory_order_relaxed);
-    else atomic_fetch_sub_explicit(&medium_in_use, span->map_bytes - bytes, memory_order_relaxed);
+    medium_count((int64_t)bytes - (int64_t)span->map_bytes, (int64_t)(need - offset) - (int64_t)span->usable);
     span->map_bytes = bytes;
-    atomic_fetch_add_explicit(&medium_usable, need - offset - span->usable, memory_order_relaxed); /* wraps down when smaller */
     span->usable = need - offset;
     return span->data;
   }
@@ -402,8 +411,10 @@ void ld_large_peaks(size_t *spans_now, size_t *spans_peak, size_t *bytes_peak) {
   *spans_peak = atomic_load_explicit(&large_spans_peak, memory_order_relaxed);
   *bytes_peak = atomic_load_explicit(&large_bytes_peak, memory_order_relaxed);
 }
-size_t ld_medium_bytes_in_use(void) { return atomic_load_explicit(&medium_in_use, memory_order_relaxed); }
-size_t ld_medium_bytes_usable(void) { return atomic_load_explicit(&medium_usable, memory_order_relaxed); }
+void ld_medium_unowned(int64_t *bytes, int64_t *usable) {
+  *bytes = atomic_load_explicit(&medium_unowned_bytes, memory_order_relaxed);
+  *usable = atomic_load_explicit(&medium_unowned_usable, memory_order_relaxed);
+}
 
 size_t ld_large_bytes_cached(void) {
   ld_large_lock();

@@ -50,11 +50,13 @@ void larder_stats_get(larder_stats_t *out) {
   /* u counts the blocks in bins and the blocks freed by other threads that their owners have
    * not yet looked at; neither is the program's. */
   int64_t remote_pending = (int64_t)counts.remote_sent_bytes - (int64_t)counts.remote_taken_bytes - (int64_t)global_taken;
-  size_t large = ld_large_bytes_in_use(), cached = ld_large_bytes_cached(), medium = ld_medium_bytes_in_use();
+  int64_t medium_bytes, medium_usable;
+  ld_medium_unowned(&medium_bytes, &medium_usable);
+  size_t large = ld_large_bytes_in_use(), cached = ld_large_bytes_cached();
+  size_t medium = positive(medium_bytes + heaps.medium_bytes), usable = positive(medium_usable + heaps.medium_usable);
   /* a medium block is its usable bytes, as a small one is its class's: the rest of its chunks
    * is held, not in use */
-  out->bytes_in_use = positive(heaps.in_use + global_in_use - heaps.cached - positive(remote_pending)) + large +
-                      ld_medium_bytes_usable();
+  out->bytes_in_use = positive(heaps.in_use + global_in_use - heaps.cached - positive(remote_pending)) + large + usable;
   out->bytes_held = positive(heaps.held + global_held) + large + cached + medium;
   out->bytes_cached = positive(heaps.cached);
   out->bytes_remote_pending = positive(remote_pending);
