@@ -233,6 +233,10 @@ SUITES += [
     Entry(_SV, "churn-medium", "churn", "medium blocks: 64 live blocks of 64 KiB-2 MiB, 20,000 replacements",
           {"--live": 64, "--min-size": 65536, "--max-size": 2_097_152, "--ops": 20_000}, values=(1,),
           kind="compare", work=("--ops",), repeats=3, rss_plot=True),
+    Entry(_SV, "churn-medium-small", "churn", "medium blocks just above the largest class: 1,000 live blocks of "
+          "20-60 KiB, 200,000 replacements per thread, each block written at its ends only",
+          {"--live": 1000, "--min-size": 20_000, "--max-size": 60_000, "--ops": 200_000}, axis="--threads", values=(1, 2),
+          kind="compare", work=("--ops",), repeats=3),
     Entry(_SV, "churn-buffers", "churn", "a loop of one 5-25 MiB buffer, allocated and freed 2,000 times",
           {"--live": 1, "--min-size": 5_242_880, "--max-size": 26_214_400, "--ops": 2000}, values=(1,),
           kind="compare", work=("--ops",), repeats=3, rss_plot=True),
