@@ -89,7 +89,7 @@ typedef struct larder_stats_s {
   size_t heaps_examined;         /* heaps looked at to find new threads' heaps (at most 5 per thread) */
   size_t refill_pending_examined; /* superblocks with remote frees announced, looked at by refills (at most 64 each) */
   size_t remote_hinted;           /* blocks freed by other threads whose lines a refill prefetched from their freers' hints */
-  size_t medium_tails_purged;     /* bytes of old pages purged past medium spans as they were handed out */
+  size_t medium_tails_purged;     /* bytes of old pages purged past medium spans that lived a purge delay */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);
