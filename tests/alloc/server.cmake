@@ -32,6 +32,12 @@ alloc_test(alloc_medium_realloc_in_place SOURCES alloc/medium_realloc_in_place.c
 # usable sizes and bytes_in_use; 3,000 blocks of 20-64 KiB churned fast purge nothing, then
 # after 1.5 s idle RSS <= 1.3 x live + 16 MiB
 alloc_test(alloc_medium_tails SOURCES alloc/medium_tails.c PRELOAD TIMEOUT 60)
+# tails purged while 3 threads realloc, check and free their medium blocks: no byte lost
+alloc_test(alloc_medium_tails_race SOURCES alloc/medium_tails_race.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
+if(ALLOC_HAVE_LARDER)
+  set_property(TEST alloc_medium_tails_race alloc_medium_tails_race.preload APPEND PROPERTY ENVIRONMENT
+               "LARDER_PURGE_DELAY_MS=1")
+endif()
 # realloc growth to 256 MiB in 800 KB steps, and a loop of 5-25 MiB buffers: page faults
 alloc_test(alloc_realloc_growth SOURCES alloc/realloc_growth.c PRELOAD TIMEOUT 120)
 # 256 MiB peak over 4 threads, all freed (half remotely), threads idle: RSS <= live + 16 MiB
