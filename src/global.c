@@ -66,8 +66,7 @@ static bool give_back_if_empty(sb_t *sb) {
   global.a -= (int64_t)ld_sb_size;
   sb->kind = LD_KIND_FREED;
   /* its pages: those its blocks were carved on (the segment adds those it found resident) */
-  size_t page = ld_os_page_size();
-  ld_segment_free(sb, 1, ((size_t)(sb->bump - (char *)sb) + page - 1) & ~(page - 1));
+  ld_segment_free(sb, 1, ld_round_up((size_t)(sb->bump - (char *)sb), ld_os_page_size()));
   return true;
 }
 
@@ -151,10 +150,10 @@ sb_t *ld_global_take(heap_t *heap, unsigned cls) {
   LD_STAT_INC(heap, superblocks_examined);
   if (sb) return sb;
   bool clean;
-  /* its pages are touched as its blocks are carved: its bound when freed adds those */
+  /* its pages are touched only as its blocks are carved: its bound when freed adds those */
   sb = ld_segment_alloc(1, ld_os_page_size(), 0, &clean);
   if (!sb) return NULL;
-  (void)clean; /* a new superblock's pages are touched only as its blocks are carved */
+  (void)clean;
   ld_sb_format(sb, cls);
   atomic_store_explicit(&sb->owner, heap, memory_order_release);
   return sb;

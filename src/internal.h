@@ -704,22 +704,23 @@ void    ld_global_validate(int *violations);
 void    ld_global_stats(int64_t *in_use, int64_t *held, size_t *taken_bytes);
 void    ld_global_reinit_lock(void);
 
+/* x rounded up to a multiple of `to`, a power of two. */
+static inline size_t ld_round_up(size_t x, size_t to) { return (x + to - 1) & ~(to - 1); }
+
 /* ---- segments (segment.c): runs of S-sized chunks ---- */
 /* A run of `chunks` chunks, S-aligned, or NULL (errno ENOMEM). *clean: every page of it is
- * zero (fresh or purged). */
-/* touch: the bytes from the run's start the caller will use. LD_SEGMENT_TAIL: the caller uses no byte past
- * `touch` (a medium span's usable size), so old pages past it may be purged while the run is
- * in use, once it has lived a purge delay (segment.c, "tails"). *clean: the run is fresh or
- * purged (reads as zero). */
+ * zero (fresh or purged). touch: the bytes from the run's start the caller will use.
+ * LD_SEGMENT_TAIL: the caller uses no byte past `touch` (a medium span's usable size), so old
+ * pages past it may be purged while the run is in use, once it has lived a purge delay
+ * (segment.c, "tails"). */
 #define LD_SEGMENT_TAIL 1u
 void   *ld_segment_alloc(size_t chunks, size_t touch, unsigned flags, bool *clean);
 /* resident: how far the caller may have made the run's pages resident (its own writes). */
 void    ld_segment_free(void *run, size_t chunks, size_t resident);
 void    ld_segment_purge_frees(bool on); /* this thread's ld_segment_free purges at once (the purge) */
 /* Grows the run at `run` from `chunks` to `new_chunks` in place when the chunks after it are
- * free; returns false otherwise. Shrinking always succeeds. */
-/* touch: the bytes from the run's start the caller now uses (a tail is never purged past
- * them; the run leaves the tails whatever its size). */
+ * free; returns false otherwise. Shrinking always succeeds. touch: the bytes from the run's
+ * start the caller now uses (the run leaves the list of tails whatever its size). */
 bool    ld_segment_resize(void *run, size_t chunks, size_t new_chunks, size_t touch);
 /* Purges free runs idle for the purge delay (all: every free run) and unmaps segments that
  * are wholly free. Returns the bytes given back. */

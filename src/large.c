@@ -73,7 +73,6 @@ void ld_large_unlock(bool reinit) {
   else pthread_mutex_unlock(&cache.lock);
 }
 
-static size_t round_up(size_t x, size_t to) { return (x + to - 1) & ~(to - 1); }
 
 /* Every mapping of a span goes through these two, so the ownership map knows it (addrmap.h). */
 static int span_map(size_t bytes, void **out) {
@@ -129,7 +128,7 @@ static sb_t *cache_take_largest_below(size_t need) {
 static sb_t *span_grow(sb_t *span, size_t need) {
   void *base = span, *out;
   size_t old_bytes = span->map_bytes;
-  size_t had = round_up(old_bytes, ld_sb_size), keep = round_up(need, ld_sb_size);
+  size_t had = ld_round_up(old_bytes, ld_sb_size), keep = ld_round_up(need, ld_sb_size);
   if (ld_os_remap(base, old_bytes, need, NULL, &out) == 0) {
     if (keep <= had || ld_addrmap_add((char *)base + had, keep - had) == 0) {
       span->map_bytes = need;
@@ -170,7 +169,7 @@ static void *medium_alloc(size_t offset, size_t size, size_t *dirty) {
   bool clean;
   /* the span uses nothing past its usable size: old pages there go once it has lived a purge
    * delay (segment.c, "tails") */
-  size_t need = round_up(offset + size, ld_os_page_size());
+  size_t need = ld_round_up(offset + size, ld_os_page_size());
   sb_t *span = ld_segment_alloc(chunks, need, LD_SEGMENT_TAIL, &clean);
   if (!span) return NULL;
   span->map_bytes = chunks * ld_sb_size;
@@ -197,9 +196,9 @@ void *ld_large_alloc(size_t size, size_t align, size_t *dirty) {
   /* An alignment of S itself needs no mapping of its own: the block starts a chunk, the header
    * having the chunk below to itself, so a medium span (or a cached large one) serves it. */
   if (align <= ld_sb_size) {
-    size_t offset = round_up(LD_SB_HEADER, align);
+    size_t offset = ld_round_up(LD_SB_HEADER, align);
     if (offset + size <= ld_medium_max) return medium_alloc(offset, size, dirty);
-    size_t need = round_up(offset + size, page);
+    size_t need = ld_round_up(offset + size, page);
     sb_t *smaller = NULL;
     if (ld_options.large_cache_mb > 0) {
       ld_large_lock();
@@ -236,19 +235,19 @@ void *ld_large_alloc(size_t size, size_t align, size_t *dirty) {
      * block go back at once. Kept whole, the span's usable size ran to the mapping's end, up to
      * `align` bytes: realloc copied all of it (aligned_alloc(2^32, 4097) then realloc: 4 GiB
      * copied and resident; found by the API fuzzer), and the statistics counted it in use. */
-    size_t total = round_up(align + size, page);
+    size_t total = ld_round_up(align + size, page);
     char *base;
     if (span_map(total, (void **)&base) != 0) {
       errno = ENOMEM;
       return NULL;
     }
-    user = (char *)round_up((uintptr_t)base + ld_sb_size, align);
+    user = (char *)ld_round_up((uintptr_t)base + ld_sb_size, align);
     span = (sb_t *)(user - ld_sb_size);
-    char *end = (char *)round_up((uintptr_t)user + size, page);
+    char *end = (char *)ld_round_up((uintptr_t)user + size, page);
     if ((char *)span > base) span_unmap(base, (size_t)((char *)span - base));
     if (end < base + total) {
       /* the map leaves only whole granules past the one holding the block's end */
-      size_t keep = round_up((size_t)(end - base), ld_sb_size), had = round_up(total, ld_sb_size);
+      size_t keep = ld_round_up((size_t)(end - base), ld_sb_size), had = ld_round_up(total, ld_sb_size);
       if (keep < had) ld_addrmap_remove(base + keep, had - keep);
       ld_os_unmap(end, (size_t)(base + total - end));
     }
@@ -308,7 +307,7 @@ void *ld_large_realloc_in_place(sb_t *span, size_t size) {
   if (span->kind == LD_KIND_MEDIUM) {
     if (offset + size > ld_medium_max) return NULL;
     size_t chunks = span->map_bytes / ld_sb_size, want = chunks_for(offset + size);
-    size_t need = round_up(offset + size, ld_os_page_size());
+    size_t need = ld_round_up(offset + size, ld_os_page_size());
     if (!ld_segment_resize(span, chunks, want, need)) return NULL;
     size_t bytes = want * ld_sb_size;
     medium_count((int64_t)bytes - (int64_t)span->map_bytes, (int64_t)(need - offset) - (int64_t)span->usable);
@@ -317,12 +316,12 @@ void *ld_large_realloc_in_place(sb_t *span, size_t size) {
     return span->data;
   }
   if (span->kind != LD_KIND_LARGE || offset + size <= ld_medium_max) return NULL;
-  size_t bytes = round_up(offset + size, ld_os_page_size());
+  size_t bytes = ld_round_up(offset + size, ld_os_page_size());
   void *out;
   size_t old_bytes = span->map_bytes;
   /* The map must never claim a range that is not mapped: a shrinking span leaves it first
    * (whole granules past the new end; the granule holding the end stays, with the header). */
-  size_t keep = round_up(bytes, ld_sb_size), had = round_up(old_bytes, ld_sb_size);
+  size_t keep = ld_round_up(bytes, ld_sb_size), had = ld_round_up(old_bytes, ld_sb_size);
   if (keep < had) ld_addrmap_remove((char *)span + keep, had - keep);
   if (ld_os_remap(span, old_bytes, bytes, NULL, &out) != 0) {
     if (keep < had) ld_addrmap_add((char *)span + keep, had - keep);
@@ -342,7 +341,7 @@ void *ld_large_realloc_in_place(sb_t *span, size_t size) {
 void *ld_large_realloc_move(sb_t *span, size_t size) {
   size_t offset = (size_t)(span->data - (char *)span);
   if (span->kind != LD_KIND_LARGE || offset + size <= ld_medium_max) return NULL;
-  size_t bytes = round_up(offset + size, ld_os_page_size());
+  size_t bytes = ld_round_up(offset + size, ld_os_page_size());
   if (bytes <= span->map_bytes) return NULL;
   void *dest;
   if (span_map(bytes, &dest) != 0) return NULL;

@@ -248,6 +248,12 @@ static void rp_regular_sample(struct rp_worker *w) {
   w->sampling_ns += rp_now() - t;
 }
 
+/* peak = max(peak, v), for a peak several workers raise. */
+static inline void rp_raise_peak(_Atomic int64_t *peak, int64_t v) {
+  int64_t pk = atomic_load_explicit(peak, memory_order_relaxed);
+  while (v > pk && !atomic_compare_exchange_weak(peak, &pk, v)) ;
+}
+
 static inline void rp_account(struct rp_worker *w, int64_t delta) {
   w->live += delta;
   if (w->live > w->peak_live) w->peak_live = w->live;
@@ -260,8 +266,7 @@ static inline void rp_account(struct rp_worker *w, int64_t delta) {
   if (w->pending >= rp.batch || w->pending <= -rp.batch) {
     int64_t g = atomic_fetch_add_explicit(&rp.live, w->pending, memory_order_relaxed) + w->pending;
     w->pending = 0;
-    int64_t pk = atomic_load_explicit(&rp.peak_live, memory_order_relaxed);
-    while (g > pk && !atomic_compare_exchange_weak(&rp.peak_live, &pk, g)) ;
+    rp_raise_peak(&rp.peak_live, g);
     if (delta > 0 && rp.rss) rp_maybe_peak_sample(w, g);
   }
 }
@@ -275,9 +280,7 @@ static void rp_account_usable(struct rp_worker *w, void *p, int sign) {
     if (w->usable > w->peak_usable) w->peak_usable = w->usable;
     return;
   }
-  int64_t g = atomic_fetch_add_explicit(&rp.usable_live, delta, memory_order_relaxed) + delta;
-  int64_t pk = atomic_load_explicit(&rp.usable_peak, memory_order_relaxed);
-  while (g > pk && !atomic_compare_exchange_weak(&rp.usable_peak, &pk, g)) ;
+  rp_raise_peak(&rp.usable_peak, atomic_fetch_add_explicit(&rp.usable_live, delta, memory_order_relaxed) + delta);
 }
 
 /* Writes one byte per page so the pages are resident, as the thesis's driver uses them. */
