@@ -478,7 +478,9 @@ bool ld_segment_resize(void *run, size_t chunks, size_t new_chunks, size_t touch
   bool ok = false;
   ld_segment_lock();
   if (c->tail) tail_remove(c);
-  if (touch > c->resident) c->resident = (uint32_t)touch;
+  /* within the run as it is (a growth that succeeds follows all it takes, below; one that
+   * fails leaves the run as it was: its user touches nothing past it) */
+  if (touch > c->resident && touch <= chunks * ld_sb_size) c->resident = (uint32_t)touch;
   if (new_chunks == chunks) {
     ld_segment_unlock(false);
     return true;
