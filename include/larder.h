@@ -90,6 +90,9 @@ typedef struct larder_stats_s {
   size_t refill_pending_examined; /* superblocks with remote frees announced, looked at by refills (at most 64 each) */
   size_t remote_hinted;           /* blocks freed by other threads whose lines a refill prefetched from their freers' hints */
   size_t medium_tails_purged;     /* bytes of old pages purged past medium spans that lived a purge delay */
+  /* medium spans threads keep to reuse (LARDER_MEDIUM_CACHE_KB) */
+  size_t medium_cache_hits;       /* medium mallocs served from the thread's kept spans */
+  size_t medium_bytes_cached;     /* kept spans' chunks (in bytes_cached and bytes_held) */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);

@@ -17,7 +17,8 @@
  *      room; under the global lock, the head of the global heap's list for this class.
  *   4. New superblock from a segment (segment.c, a free chunk), and a new segment from the OS.
  *   Sizes above the largest class are medium spans (runs of chunks in segments, up to 2 MiB)
- *   or large spans (a mapping each, with a cache of freed ones): large.c.
+ *   or large spans (a mapping each, with a cache of freed ones): large.c. A medium malloc
+ *   first looks in the spans the thread kept (cache.c, "medium spans"; span_alloc, below).
  *
  * The free path:
  *   1. Fast path (larder_free, below): the heap's table of the superblocks it owns, indexed by
@@ -46,7 +47,8 @@
  *      the owner's pending list, unless the owner allocates from it (watched: its next fills
  *      take the list anyway).
  *      No free waits for a lock (seed 002).
- *   4. Medium and large spans (free_span), and pointers that are not larder's (reported).
+ *   4. Medium and large spans (free_span): a medium span is kept by the thread (cache.c) when
+ *      its cache takes it; and pointers that are not larder's (reported).
  * Every slow path ends with a poll of the maintenance floor (maintain.c): the purge runs
  * there when its deadline has passed, never from below.
  */
@@ -204,6 +206,17 @@ static void *malloc_class(heap_t *heap, unsigned cls) {
   return p;
 }
 
+/* A medium or large span for malloc (size above the largest class): a medium span the thread
+ * kept (cache.c) when one fits, else from large.c. *dirty as ld_large_alloc's. */
+static void *span_alloc(heap_t *heap, size_t size, size_t *dirty) {
+  void *p = ld_cache_medium_alloc(heap, size);
+  if (p) {
+    *dirty = ld_sb_of(p)->usable;
+    return p;
+  }
+  return ld_large_alloc(size, LD_MIN_ALIGN, dirty);
+}
+
 static LD_NOINLINE void *malloc_slow(size_t size) {
   int saved = errno;
   if (!ld_request_ok(size, 0)) return api_result(NULL, saved);
@@ -211,9 +224,11 @@ static LD_NOINLINE void *malloc_slow(size_t size) {
   if (!heap) return api_result(NULL, saved);
   if (size <= ld_small_max) return api_result(malloc_class(heap, ld_size_class(size)), saved);
   size_t dirty;
-  void *p = ld_large_alloc(size, LD_MIN_ALIGN, &dirty);
+  void *p = span_alloc(heap, size, &dirty);
   if (p) LD_STAT_INC(heap, large_allocs); /* medium spans included; medium_allocs counts those */
-  ld_maintain_poll(heap, ld_os_now_coarse_ns(), true);
+  uint64_t now = ld_os_now_coarse_ns();
+  LD_OWNER_SET(heap->last_slow_ns, now); /* the thread is not idle: its medium cache stays */
+  ld_maintain_poll(heap, now, true);
   return api_result(p, saved);
 }
 
@@ -236,8 +251,12 @@ static LD_NOINLINE void free_span(heap_t *heap, sb_t *sb, void *p) {
     ld_fatal_bad_free("invalid free (not the start of a block)", p);
   ld_stat_count(heap, offsetof(ld_stats_t, frees_other));
   int saved = errno; /* munmap, madvise and mremap must not show through free */
-  ld_large_free(sb);
-  if (heap != &ld_heap_empty) ld_maintain_poll(heap, ld_os_now_coarse_ns(), false);
+  if (sb->kind != LD_KIND_MEDIUM || !ld_cache_medium_free(heap, sb)) ld_large_free(sb);
+  if (heap != &ld_heap_empty) {
+    uint64_t now = ld_os_now_coarse_ns();
+    LD_OWNER_SET(heap->last_slow_ns, now);
+    ld_maintain_poll(heap, now, false);
+  }
   errno = saved;
 }
 
@@ -399,9 +418,10 @@ void *larder_calloc(size_t count, size_t size) {
   int saved = errno;
   if (mul_overflows(count, size, &bytes) || !ld_request_ok(bytes, 0)) return api_result(NULL, saved);
   if (bytes > ld_small_max) {
-    if (!thread_heap()) return api_result(NULL, saved);
+    heap_t *heap = thread_heap();
+    if (!heap) return api_result(NULL, saved);
     size_t dirty;
-    void *p = ld_large_alloc(bytes, LD_MIN_ALIGN, &dirty);
+    void *p = span_alloc(heap, bytes, &dirty);
     if (p) memset(p, 0, dirty < bytes ? dirty : bytes);
     return api_result(p, saved);
   }

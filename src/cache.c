@@ -294,6 +294,8 @@ static void remote_send_all(heap_t *heap) {
 
 /* The thread's own buffer (a validation walk, maintain.c): each slot open in remote_open
  * exactly when it names a superblock and holds blocks, and remote_bytes their sum. */
+static void medium_cache_validate(heap_t *heap, int *violations);
+static void medium_cache_empty_and_unlock(heap_t *heap);
 void ld_cache_validate(heap_t *heap, int *violations) {
   if (heap == &ld_heap_empty) return;
   remote_enter(heap);
@@ -314,6 +316,7 @@ void ld_cache_validate(heap_t *heap, int *violations) {
     (*violations)++;
   }
   remote_leave(heap);
+  medium_cache_validate(heap, violations);
 }
 
 static bool slow_frees_waiting(const heap_t *heap);
@@ -502,6 +505,15 @@ void ld_cache_settle_deferred_now(heap_t *heap) {
 }
 
 void ld_cache_trim(heap_t *heap) {
+  if (LD_READ(heap->medium_cached)) {
+    ld_lock(&heap->lock);
+    if (heap->medium_cache_used) {
+      heap->medium_cache_used = false;
+      ld_unlock(&heap->lock);
+    } else {
+      medium_cache_empty_and_unlock(heap);
+    }
+  }
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     ld_bin_t *bin = &heap->bins[c];
     if (!bin_is_set_up(bin)) continue; /* (not written: its page may never have been touched) */
@@ -512,6 +524,149 @@ void ld_cache_trim(heap_t *heap) {
     bin->refilled = 0;
   }
   remote_send_all(heap);
+}
+
+/* ---- medium spans ----
+ *
+ * A medium span (above the largest class, up to 2 MiB: whole chunks of a segment) costs the
+ * segment lock at its malloc and again at its free, and bookkeeping under it (fits, splits,
+ * coalescing, the bounds of resident pages): about 900 instructions a malloc+free pair, and
+ * under threads a contended lock (issue 17: 20-60 KiB churn ran at 0.28x tcmalloc's
+ * operations per CPU-second at one thread, 0.086x at two). A thread keeps the medium spans it
+ * frees, up to LD_MEDIUM_CACHE_SPANS of them and medium_cache_kb of chunks (a span of more
+ * than a quarter of that goes back at once), and its next medium malloc takes the newest that
+ * has exactly the chunks it needs, as jemalloc's and tcmalloc's thread caches serve their
+ * larger classes. A kept span stays in use for its segment, so nothing of segment.c changes; it
+ * is only handed out again where its segment would have left it off the list of tails (its old
+ * pages reach at most half as far again as the new block: ld_segment_retouch), and a span on
+ * that list is never kept. The oldest goes back when the cache is full; all go back at thread
+ * exit and malloc_trim, when a delay passes without the owner taking one (ld_cache_trim), and
+ * when the thread stops calling (the purge, ld_cache_medium_drain_idle). The owner takes its
+ * heap's lock around the cache, uncontended but for those two last. */
+
+/* Takes slot i out of the cache (the newer ones move down). Heap lock held. */
+static sb_t *medium_cache_remove(heap_t *heap, unsigned i) {
+  sb_t *span = heap->medium_cache[i].span;
+  uint32_t bytes = heap->medium_cache[i].bytes;
+  unsigned n = heap->medium_cached;
+  for (; i + 1 < n; i++) heap->medium_cache[i] = heap->medium_cache[i + 1];
+  heap->medium_cache[n - 1].span = NULL;
+  LD_OWNER_SET(heap->medium_cached, n - 1);
+  LD_OWNER_SET(heap->medium_cached_bytes, heap->medium_cached_bytes - (int64_t)bytes);
+  return span;
+}
+
+/* The kept span for a block that touches `touch` bytes: of the chunks it needs, and keeping no
+ * old pages more than half as far again (segment.c's tails); of those, the one that faults the
+ * fewest new pages, then the one that keeps the fewest old ones (a loop of the same sizes
+ * then touches the same pages). -1: none. Heap lock held. */
+static int medium_cache_choose(const heap_t *heap, size_t touch) {
+  size_t bytes = ld_round_up(touch, ld_sb_size), most = touch + touch / 2;
+  int best = -1;
+  size_t best_new = 0, best_reach = 0;
+  for (unsigned i = heap->medium_cached; i-- > 0;) {
+    const ld_medium_kept_t *k = &heap->medium_cache[i];
+    if (k->bytes != bytes || k->reach > most) continue;
+    size_t new_pages = touch > k->reach ? touch - k->reach : 0;
+    if (best < 0 || new_pages < best_new || (new_pages == best_new && k->reach < best_reach)) {
+      best = (int)i;
+      best_new = new_pages;
+      best_reach = k->reach;
+    }
+  }
+  return best;
+}
+
+void *ld_cache_medium_alloc(heap_t *heap, size_t size) {
+  if (!LD_READ(heap->medium_cached) || size > ld_medium_max) return NULL;
+  size_t touch = ld_medium_touch(size);
+  void *p = NULL;
+  ld_lock(&heap->lock);
+  int i = medium_cache_choose(heap, touch);
+  if (i >= 0) {
+    uint32_t reach = heap->medium_cache[i].reach;
+    p = ld_medium_reuse(medium_cache_remove(heap, (unsigned)i), reach, size);
+    heap->medium_cache_used = true;
+  }
+  ld_unlock(&heap->lock);
+  if (p) ld_stat_count(heap, offsetof(ld_stats_t, medium_cache_hits));
+  return p;
+}
+
+bool ld_cache_medium_free(heap_t *heap, sb_t *span) {
+  size_t bound = (size_t)ld_options.medium_cache_kb << 10;
+  if (heap == &ld_heap_empty || span->map_bytes > bound / 4) return false;
+  size_t reach = ld_medium_retire(span);
+  if (!reach) {
+    ld_medium_release(span);
+    return true;
+  }
+  sb_t *old[LD_MEDIUM_CACHE_SPANS];
+  unsigned n_old = 0;
+  ld_lock(&heap->lock);
+  while (heap->medium_cached == LD_MEDIUM_CACHE_SPANS || (size_t)heap->medium_cached_bytes + span->map_bytes > bound)
+    old[n_old++] = medium_cache_remove(heap, 0);
+  heap->medium_cache[heap->medium_cached] = (ld_medium_kept_t){span, (uint32_t)span->map_bytes, (uint32_t)reach};
+  LD_OWNER_SET(heap->medium_cached, heap->medium_cached + 1);
+  LD_OWNER_SET(heap->medium_cached_bytes, heap->medium_cached_bytes + (int64_t)span->map_bytes);
+  ld_unlock(&heap->lock);
+  for (unsigned i = 0; i < n_old; i++) ld_medium_release(old[i]); /* outside the heap's lock */
+  return true;
+}
+
+/* Every kept span back to its segment; the heap's lock held on entry, given up. */
+static void medium_cache_empty_and_unlock(heap_t *heap) {
+  sb_t *spans[LD_MEDIUM_CACHE_SPANS];
+  unsigned n = 0;
+  while (heap->medium_cached) spans[n++] = medium_cache_remove(heap, heap->medium_cached - 1);
+  heap->medium_cache_used = false;
+  ld_unlock(&heap->lock);
+  for (unsigned i = 0; i < n; i++) ld_medium_release(spans[i]);
+}
+
+static void medium_cache_drain(heap_t *heap) {
+  if (heap == &ld_heap_empty || !LD_READ(heap->medium_cached)) return;
+  ld_lock(&heap->lock);
+  medium_cache_empty_and_unlock(heap);
+}
+
+bool ld_cache_medium_drain_idle(heap_t *heap) {
+  if (!LD_READ(heap->medium_cached)) return true;
+  if (!ld_trylock(&heap->lock)) return false;
+  medium_cache_empty_and_unlock(heap);
+  return true;
+}
+
+/* Each kept span: a medium span freed (kind FREED) of whole chunks within the bound, the
+ * count and bytes their sums. */
+static void medium_cache_validate(heap_t *heap, int *violations) {
+  ld_lock(&heap->lock);
+  int64_t bytes = 0;
+  if (heap->medium_cached > LD_MEDIUM_CACHE_SPANS) {
+    ld_message("larder: validate: heap %p: %u medium spans kept, bound %u\n", (void *)heap, heap->medium_cached,
+               LD_MEDIUM_CACHE_SPANS);
+    (*violations)++;
+  } else {
+    for (unsigned i = 0; i < heap->medium_cached; i++) {
+      const ld_medium_kept_t *k = &heap->medium_cache[i];
+      const sb_t *span = k->span;
+      if (span->magic != LD_SB_MAGIC || span->kind != LD_KIND_FREED || span->size_class != LD_CLASS_LARGE ||
+          span->map_bytes == 0 || span->map_bytes % ld_sb_size || span->map_bytes > ld_medium_max ||
+          k->bytes != span->map_bytes || k->reach == 0 || k->reach > k->bytes) {
+        ld_message("larder: validate: heap %p: kept medium span %p is not a freed span of whole chunks (kind %u, %zu bytes, "
+                   "kept as %u bytes reaching %u)\n",
+                   (void *)heap, (const void *)span, span->kind, span->map_bytes, k->bytes, k->reach);
+        (*violations)++;
+      }
+      bytes += (int64_t)span->map_bytes;
+    }
+  }
+  if (bytes != heap->medium_cached_bytes) {
+    ld_message("larder: validate: heap %p: kept medium spans hold %lld bytes, counted %lld\n", (void *)heap,
+               (long long)bytes, (long long)heap->medium_cached_bytes);
+    (*violations)++;
+  }
+  ld_unlock(&heap->lock);
 }
 
 /* ---- the bins of a thread that stopped calling ----
@@ -571,7 +726,7 @@ static void bins_turn_back(heap_t *heap) {
 }
 
 bool ld_cache_holds(const heap_t *heap) {
-  if (LD_READ(heap->remote_bytes) || slow_frees_waiting(heap)) return true;
+  if (LD_READ(heap->remote_bytes) || slow_frees_waiting(heap) || LD_READ(heap->medium_cached)) return true;
   if (!__atomic_load_n(&heap->bins_ready, __ATOMIC_ACQUIRE)) return false;
   if (LD_READ(heap->deferred_free)) return true;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
@@ -642,4 +797,5 @@ void ld_cache_drain(heap_t *heap) {
     bin->fill = (uint8_t)first_fill(bin); /* the next thread starts small */
   }
   remote_send_all(heap);
+  medium_cache_drain(heap);
 }

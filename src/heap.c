@@ -801,6 +801,7 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures) {
     out->remote_sent_bytes += LD_READ(h->remote_bytes);
     figures->medium_bytes += LD_READ(h->medium_bytes);
     figures->medium_usable += LD_READ(h->medium_usable);
+    figures->medium_cached += h->medium_cached_bytes;
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
       figures->in_use += LD_READ(h->u[c]);
       figures->held += LD_READ(h->a[c]) / ld_class_capacity_bytes[c] * (int64_t)ld_sb_size;

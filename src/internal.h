@@ -300,7 +300,7 @@ typedef struct ld_stats_s {
   size_t reallocs;
   size_t blocks_refilled, blocks_flushed; /* cache traffic, in batches */
   size_t superblocks_to_global, superblocks_from_global;
-  size_t large_allocs, large_cache_hits, medium_allocs;
+  size_t large_allocs, large_cache_hits, medium_allocs, medium_cache_hits;
   size_t refills, flushes, superblocks_examined, free_lock_acquisitions;
   size_t remote_batches, remote_announcements; /* the remote free path's atomic operations */
   size_t remote_sent_bytes;     /* freed by this thread into other heaps' superblocks */
@@ -448,7 +448,14 @@ static inline unsigned ld_remote_set(const sb_t *sb) {
  * keeps the invariant for K >= 1, which per-heap sums would not. u counts the blocks in the
  * thread's cache as in use (they are the front end's); the cache's bound therefore enters
  * Hoard's blowup bound as a constant per thread (docs/allocator.md). */
-#define LD_BOOST_MAX 16   /* hysteresis: extra superblocks of slack a class may earn */
+#define LD_BOOST_MAX 16
+#define LD_MEDIUM_CACHE_SPANS 8 /* medium spans a thread's cache keeps (heap_t, medium_cache) */
+/* A kept medium span, with what choosing it needs, so that the choice reads no span header */
+typedef struct ld_medium_kept_s {
+  sb_t *span;
+  uint32_t bytes;  /* its chunks' */
+  uint32_t reach;  /* how far its resident pages may reach (ld_segment_kept_reach) */
+} ld_medium_kept_t;   /* hysteresis: extra superblocks of slack a class may earn */
 
 typedef struct heap_s {
   /* ---- the front end: owner only, no lock (alloc.c's fast paths, cache.c) ---- */
@@ -515,6 +522,15 @@ typedef struct heap_s {
   unsigned options_epoch;
   sb_t *groups[LD_CLASS_COUNT][LD_GROUP_COUNT];
   size_t superblocks_held;
+  /* Medium spans this thread freed, kept to serve its next medium requests without the segment
+   * lock (cache.c, "medium spans"): oldest first, at most LD_MEDIUM_CACHE_SPANS and
+   * medium_cache_kb of chunks. Under `lock`, which the owner takes for them (uncontended but
+   * for the purge, which empties an idle thread's with trylock); the owner reads the count
+   * without it to skip the lock when there are none. */
+  ld_medium_kept_t medium_cache[LD_MEDIUM_CACHE_SPANS];
+  uint32_t medium_cached;              /* spans in medium_cache */
+  bool medium_cache_used;              /* a span was taken from it since the owner's last trim */
+  int64_t medium_cached_bytes;         /* their chunks' bytes */
   uint64_t last_slow_ns;               /* coarse clock at the owner's last slow path (set by
                                           alloc.c before it calls down: the heap's "now") */
   uint64_t looks;                      /* times the owner looked at its pending frees */
@@ -586,6 +602,7 @@ size_t  ld_heaps_live_count(void);
 typedef struct ld_heap_figures_s {
   int64_t in_use, held, cached, cached_blocks;
   int64_t medium_bytes, medium_usable; /* heap_t's, summed */
+  int64_t medium_cached;               /* chunks' bytes of the spans in threads' medium caches */
 } ld_heap_figures_t;
 void    ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures);
 void    ld_stats_add(ld_stats_t *dst, const ld_stats_t *src);
@@ -678,6 +695,13 @@ bool    ld_cache_send_idle_batches(heap_t *heap);
 /* Empties every bin and the remote buffer (thread exit, malloc_trim). */
 void    ld_cache_drain(heap_t *heap);
 /* Sets the bins' limits and fast-check figures (a new heap, or changed options). */
+/* The calling thread's cache of medium spans (cache.c, "medium spans"). alloc: a kept span
+ * for a malloc of `size` bytes, or NULL. free: true if the span (a medium span in use, checked)
+ * was kept or went back, false if the cache does not take spans of its size (the caller frees
+ * it). drain_idle: the purge, for a thread that stopped calling; false if its heap was busy. */
+void   *ld_cache_medium_alloc(heap_t *heap, size_t size);
+bool    ld_cache_medium_free(heap_t *heap, sb_t *span);
+bool    ld_cache_medium_drain_idle(heap_t *heap);
 void    ld_cache_init_bins(heap_t *heap);
 int64_t ld_cache_bytes(const heap_t *heap);   /* what a heap's bins hold, read from any thread */
 
@@ -722,6 +746,18 @@ void    ld_segment_purge_frees(bool on); /* this thread's ld_segment_free purges
  * free; returns false otherwise. Shrinking always succeeds. touch: the bytes from the run's
  * start the caller now uses (the run leaves the list of tails whatever its size). */
 bool    ld_segment_resize(void *run, size_t chunks, size_t new_chunks, size_t touch);
+/* A run in use kept by its holder to hand out again without the lock (a medium span in a
+ * thread's cache: cache.c). Only a listed run's bounds change under another thread (the purge
+ * of its tail); an unlisted one's are its holder's alone until it is freed or resized, and a
+ * run is listed only as it is handed out. ld_segment_kept_reach: how far the run's resident
+ * pages may reach (its bound, at least 1), or 0 if it is on the list of tails and must be
+ * freed (the flag read clear, with acquire, says any purge of its tail is over).
+ * ld_segment_retouch: an unlisted run's new bound, `touch` bytes, as its holder hands it out
+ * again to a user who will touch that many (more than its bound: only a bound that grows is
+ * written; one more than half as far again as the user's bytes would have been listed by
+ * ld_segment_alloc, and the holder must not hand the run out for them). */
+size_t  ld_segment_kept_reach(void *run);
+void    ld_segment_retouch(void *run, size_t touch);
 /* Purges free runs idle for the purge delay (all: every free run) and unmaps segments that
  * are wholly free. Returns the bytes given back. */
 size_t  ld_segment_purge(uint64_t now, bool all);
@@ -753,6 +789,22 @@ size_t  ld_large_bytes_in_use(void);
 void    ld_large_peaks(size_t *spans_now, size_t *spans_peak, size_t *bytes_peak);
 size_t  ld_large_bytes_cached(void);
 size_t  ld_large_bytes_cached_dirty(void); /* cached spans not yet purged, read without the lock */
+/* A medium span freed by the calling thread: marked freed with a CAS (of two frees of it at
+ * once, one is reported as a double free; a later one finds it freed: alloc.c, free_span) and
+ * taken out of the counts. Returns how far its resident pages may reach if the thread may keep
+ * it in its cache (cache.c), or 0 if it is on the list of tails (segment.c) and must go back to
+ * its segment at once (ld_segment_kept_reach). */
+size_t  ld_medium_retire(sb_t *span);
+/* A retired span back to its segment. */
+void    ld_medium_release(sb_t *span);
+/* The bytes from a medium span's start a malloc of `size` bytes touches (its chunks: that
+ * rounded up to S), as ld_large_alloc places it. */
+size_t  ld_medium_touch(size_t size);
+/* A retired span, resident up to `reach` bytes, handed out again for a malloc of `size`
+ * bytes, whose chunks and touch (ld_medium_touch) it fits without keeping old pages more than
+ * half as far again as its user's bytes (the caller checked both). Its bytes may all hold old
+ * data. */
+void   *ld_medium_reuse(sb_t *span, size_t reach, size_t size);
 /* Medium spans counted by threads without a heap (the others count in their heap_t): chunks'
  * bytes and usable bytes. */
 void    ld_medium_unowned(int64_t *bytes, int64_t *usable);

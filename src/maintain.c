@@ -196,6 +196,7 @@ static size_t purge_run_locked(uint64_t now, bool all) {
      * for an idle thread is purged at once: segment.c) */
     ld_segment_purge_frees(true);
     int emptied = ld_cache_drain_idle(h);
+    if (!ld_cache_medium_drain_idle(h)) busy = true; /* and its kept medium spans */
     ld_segment_purge_frees(false);
     if (emptied < 0) busy = true;
     if (emptied > 0) atomic_fetch_add_explicit(&bins_emptied, 1, memory_order_relaxed);

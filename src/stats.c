@@ -19,7 +19,7 @@
   X(bytes_refaulted) X(purge_thread_runs) X(purge_thread_bytes) X(bytes_cached) X(bytes_remote_pending) \
   X(cache_flushes) X(remote_batches) X(remote_announcements) X(purge_thread_starts) X(idle_bins_emptied) \
   X(parked_heaps_taken) X(parked_heaps_released) X(heaps_examined) X(refill_pending_examined) \
-  X(remote_hinted) X(medium_tails_purged)
+  X(remote_hinted) X(medium_tails_purged) X(medium_cache_hits) X(medium_bytes_cached)
 
 static size_t positive(int64_t v) { return v > 0 ? (size_t)v : 0; }
 
@@ -57,8 +57,9 @@ void larder_stats_get(larder_stats_t *out) {
   /* a medium block is its usable bytes, as a small one is its class's: the rest of its chunks
    * is held, not in use */
   out->bytes_in_use = positive(heaps.in_use + global_in_use - heaps.cached - positive(remote_pending)) + large + usable;
-  out->bytes_held = positive(heaps.held + global_held) + large + cached + medium;
-  out->bytes_cached = positive(heaps.cached);
+  size_t medium_cached = positive(heaps.medium_cached);
+  out->bytes_held = positive(heaps.held + global_held) + large + cached + medium + medium_cached;
+  out->bytes_cached = positive(heaps.cached) + medium_cached;
   out->bytes_remote_pending = positive(remote_pending);
   out->bytes_mapped = os.mmap_bytes - os.munmap_bytes;
   out->superblocks_to_global = counts.superblocks_to_global;
@@ -96,6 +97,8 @@ void larder_stats_get(larder_stats_t *out) {
   out->refill_pending_examined = counts.refill_pending_examined;
   out->remote_hinted = counts.remote_hinted;
   out->medium_tails_purged = seg.bytes_tails_purged;
+  out->medium_cache_hits = counts.medium_cache_hits;
+  out->medium_bytes_cached = medium_cached;
 }
 
 void larder_stats_print(int fd) {

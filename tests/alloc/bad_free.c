@@ -24,7 +24,11 @@
  *              after, so a report left for later would never come);
  * and, beyond what the issue asks for small blocks, for a 100 KB large block:
  *   large-double, large-interior - the same two mistakes on a large span (in the span cache
- *              after the first free, so its header is still there to be checked).
+ *              after the first free, so its header is still there to be checked);
+ * and for a 40,000-byte medium span:
+ *   medium-double - freed twice while the thread keeps it (cache.c, medium spans);
+ *   medium-double-late - freed again after twelve other spans pushed it back to its segment;
+ *   medium-double-remote - freed again by another thread, while the first thread keeps it.
  * The child says which address it frees ("addr=0x..."), then frees it. The parent checks the
  * child died of SIGABRT and that what it wrote after that line names the address in hex.
  * glibc names no address, so without larder the test is skipped. */
@@ -238,6 +242,33 @@ static int child(const char *mode) {
     free(p);
     return 0;
   }
+  if (strcmp(mode, "medium-double") == 0) { /* kept in the thread's medium cache after the first free */
+    char *p = malloc(40000);
+    memset(p, 1, 40000);
+    free(p);
+    announce(p);
+    free(p);
+    return 0;
+  }
+  if (strcmp(mode, "medium-double-late") == 0) { /* back in its segment by the second free */
+    char *p = malloc(40000), *q[12];
+    memset(p, 1, 40000);
+    free(p);
+    for (int i = 0; i < 12; i++) q[i] = malloc(100000); /* two chunks: never p's span */
+    for (int i = 0; i < 12; i++) free(q[i]);
+    announce(p);
+    free(p);
+    return 0;
+  }
+  if (strcmp(mode, "medium-double-remote") == 0) {
+    char *p = malloc(40000);
+    memset(p, 1, 40000);
+    free(p);
+    pthread_t t;
+    if (pthread_create(&t, NULL, free_in_thread, p) != 0) return 93;
+    pthread_join(t, NULL);
+    return 0;
+  }
   if (strcmp(mode, "large-interior") == 0) {
     char *p = malloc(100000);
     memset(p, 1, 100000);
@@ -296,7 +327,8 @@ int main(int argc, char **argv) {
     return ALLOC_SKIP;
   }
   const char *modes[] = {"double", "interior", "never", "double-late", "double-remote",
-                         "remote-double", "remote-double-late", "remote-double-batched", "idle-double", "large-double", "large-interior"};
+                         "remote-double", "remote-double-late", "remote-double-batched", "idle-double", "large-double", "large-interior",
+                         "medium-double", "medium-double-late", "medium-double-remote"};
   for (int debug = 0; debug <= 1; debug++)
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) run_case(modes[m], debug);
   return check_done();

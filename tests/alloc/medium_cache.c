@@ -1,0 +1,288 @@
+/* Each thread keeps the medium spans it frees and serves its next medium mallocs from them
+ * without the segment lock (cache.c, "medium spans"), within a bound, and gives them back.
+ * Checked (larder only):
+ *   1. a 40 KiB block freed and asked again: the same span, counted as a hit; while kept it is
+ *      in medium_bytes_cached and bytes_cached, not in bytes_in_use; larder_validate() == 0;
+ *   2. a span whose old pages reach 60 KiB is not handed out for 20 KiB (it would keep 40 KiB of
+ *      old pages behind the block: segment.c's tails), and is for 50 KiB; a span left by a
+ *      realloc that could not grow it in place is kept with its own bound (validation);
+ *   3. bounds: at most 8 spans and medium_cache_kb of chunks; a span above a quarter of the
+ *      bound goes back at once; medium_cache_kb=0 keeps none;
+ *   4. a thread's exit gives its kept spans back;
+ *   5. a thread that stopped calling has them given back by the purge (run here by
+ *      malloc_trim in main after 3 purge delays, so that the test does not wait on the purge
+ *      thread's timing), while it still lives;
+ *   6. a thread that keeps calling but takes no kept span for a purge delay gives them back
+ *      (its own maintenance);
+ *   7. 2 threads x 1,000 live blocks of 20-60 KiB, 40,000 replacements each, a quarter of the
+ *      frees by the other thread: every block keeps its stamp until freed, validation passes,
+ *      and most medium mallocs are hits; after every free, nothing medium is in use.
+ * Under another allocator: skipped.
+ *
+ * usage: alloc_medium_cache */
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc_util.h"
+
+#define KiB ((size_t)1 << 10)
+
+static alloc_api_t api;
+
+static larder_stats_t stats(void) { return alloc_stats(&api); }
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+/* ---- 4, 5: threads that keep spans ---- */
+static int idle_pipe[2], ready_pipe[2];
+
+static void *keep_and_exit(void *arg) {
+  (void)arg;
+  void *p[4];
+  for (int i = 0; i < 4; i++) REQUIRE((p[i] = malloc(40 * KiB)) != NULL);
+  for (int i = 0; i < 4; i++) free(p[i]);
+  return NULL;
+}
+
+static void *keep_and_idle(void *arg) {
+  (void)arg;
+  void *p[4];
+  for (int i = 0; i < 4; i++) REQUIRE((p[i] = malloc(40 * KiB)) != NULL);
+  for (int i = 0; i < 4; i++) free(p[i]);
+  char c = 1;
+  REQUIRE(write(ready_pipe[1], &c, 1) == 1);
+  REQUIRE(read(idle_pipe[0], &c, 1) == 1); /* no call to the allocator until main says */
+  return NULL;
+}
+
+/* ---- 7: churn with frees by the other thread ---- */
+#define LIVE 1000
+#define REPLACEMENTS 40000
+typedef struct {
+  unsigned char *block[LIVE];
+  size_t size[LIVE];
+  uint64_t rng;
+  int failures;
+} churner_t;
+static churner_t churners[2];
+static pthread_mutex_t handoff_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char *handoff[2][64]; /* blocks for thread i to free */
+static size_t handoff_size[2][64];
+static int handoff_count[2];
+
+static uint64_t next_random(uint64_t *s) {
+  *s ^= *s >> 12;
+  *s ^= *s << 25;
+  *s ^= *s >> 27;
+  return *s * 0x2545F4914F6CDD1Dull;
+}
+
+static void stamp(unsigned char *b, size_t size) {
+  unsigned char v = (unsigned char)((uintptr_t)b >> 12 ^ size);
+  b[0] = v;
+  b[size / 2] = (unsigned char)(v + 1);
+  b[size - 1] = (unsigned char)(v + 2);
+}
+static int stamped(const unsigned char *b, size_t size) {
+  unsigned char v = (unsigned char)((uintptr_t)b >> 12 ^ size);
+  return b[0] == v && b[size / 2] == (unsigned char)(v + 1) && b[size - 1] == (unsigned char)(v + 2);
+}
+
+static void checked_free(churner_t *c, unsigned char *b, size_t size) {
+  if (!stamped(b, size)) c->failures++;
+  free(b);
+}
+
+static void *churn(void *arg) {
+  int me = (int)(intptr_t)arg, other = 1 - me;
+  churner_t *c = &churners[me];
+  c->rng = 0x9e3779b97f4a7c15ull * (uint64_t)(me + 1);
+  for (int i = 0; i < LIVE; i++) {
+    c->size[i] = 20000 + next_random(&c->rng) % 40001;
+    REQUIRE((c->block[i] = malloc(c->size[i])) != NULL);
+    stamp(c->block[i], c->size[i]);
+  }
+  for (int n = 0; n < REPLACEMENTS; n++) {
+    int i = (int)(next_random(&c->rng) % LIVE);
+    if (next_random(&c->rng) % 4 == 0) { /* the other thread frees it */
+      pthread_mutex_lock(&handoff_lock);
+      if (handoff_count[other] < 64) {
+        handoff[other][handoff_count[other]] = c->block[i];
+        handoff_size[other][handoff_count[other]++] = c->size[i];
+        c->block[i] = NULL;
+      }
+      pthread_mutex_unlock(&handoff_lock);
+    }
+    if (c->block[i]) checked_free(c, c->block[i], c->size[i]);
+    c->size[i] = 20000 + next_random(&c->rng) % 40001;
+    REQUIRE((c->block[i] = malloc(c->size[i])) != NULL);
+    stamp(c->block[i], c->size[i]);
+    if (n % 16 == 0) {
+      unsigned char *mine[64];
+      size_t sizes[64];
+      pthread_mutex_lock(&handoff_lock);
+      int k = handoff_count[me];
+      memcpy(mine, handoff[me], (size_t)k * sizeof mine[0]);
+      memcpy(sizes, handoff_size[me], (size_t)k * sizeof sizes[0]);
+      handoff_count[me] = 0;
+      pthread_mutex_unlock(&handoff_lock);
+      for (int j = 0; j < k; j++) checked_free(c, mine[j], sizes[j]);
+    }
+  }
+  for (int i = 0; i < LIVE; i++) checked_free(c, c->block[i], c->size[i]);
+  return NULL;
+}
+
+int main(void) {
+  api = alloc_api();
+  if (!api.validate) {
+    printf("medium_cache: skipped, larder is not the allocator\n");
+    return ALLOC_SKIP;
+  }
+  size_t chunk = (size_t)api.option_get("superblock_size");
+  REQUIRE(chunk == 64 * KiB); /* the sizes below are chosen for 64 KiB chunks */
+  REQUIRE(api.option_set("purge_delay_ms", "100") == 0);
+
+  /* 1: freed and asked again */
+  larder_stats_t before = stats();
+  unsigned char *p = malloc(40 * KiB);
+  REQUIRE(p != NULL);
+  memset(p, 1, 40 * KiB);
+  larder_stats_t live = stats();
+  free(p);
+  larder_stats_t kept = stats();
+  CHECK_MSG(kept.medium_bytes_cached == chunk, "kept %zu bytes", kept.medium_bytes_cached);
+  CHECK(kept.bytes_cached >= before.bytes_cached + chunk);
+  size_t fell = live.bytes_in_use - kept.bytes_in_use; /* its usable size: to its last page */
+  CHECK_MSG(fell >= 40 * KiB && fell < 44 * KiB, "bytes_in_use fell by %zu", fell);
+  CHECK(api.validate() == 0);
+  unsigned char *q = malloc(40 * KiB);
+  larder_stats_t after = stats();
+  CHECK_MSG(q == p, "40 KiB again: %p, kept %p", (void *)q, (void *)p);
+  CHECK(after.medium_cache_hits == kept.medium_cache_hits + 1);
+  CHECK(after.medium_bytes_cached == 0);
+  CHECK(after.bytes_in_use == live.bytes_in_use);
+  free(q);
+
+  /* 2: a span with 60 KiB of old pages is not handed out for 20 KiB, and is for 50 KiB */
+  api.trim(0);
+  p = malloc(60 * KiB);
+  REQUIRE(p != NULL);
+  memset(p, 2, 60 * KiB);
+  free(p);
+  unsigned char *small = malloc(20 * KiB), *fits = malloc(50 * KiB);
+  CHECK_MSG(small != p, "20 KiB took the span that 60 KiB left resident");
+  CHECK_MSG(fits == p, "50 KiB did not take the kept span");
+  free(small);
+  free(fits);
+  api.trim(0);
+
+  /* 2b: a realloc that cannot grow a span in place (the next chunk is in use) moves the block;
+   * the span it leaves is kept with its own bound, not the larger size asked for (it was: the
+   * segment raised the bound before it knew the growth would fail) */
+  p = malloc(40 * KiB);
+  q = malloc(40 * KiB);
+  REQUIRE(p != NULL && q != NULL);
+  memset(p, 3, 40 * KiB);
+  unsigned char *moved = realloc(p, 100 * KiB);
+  REQUIRE(moved != NULL);
+  CHECK_MSG(moved != p && q == p + chunk, "the block grew in place: the test measures nothing");
+  CHECK(moved[40 * KiB - 1] == 3);
+  CHECK_MSG(api.validate() == 0, "a span kept after a failed growth in place");
+  free(moved);
+  free(q);
+  api.trim(0);
+
+  /* 3: bounds */
+  void *blocks[12];
+  for (int i = 0; i < 12; i++) REQUIRE((blocks[i] = malloc(40 * KiB)) != NULL);
+  for (int i = 0; i < 12; i++) free(blocks[i]);
+  CHECK_MSG(stats().medium_bytes_cached == 8 * chunk, "12 spans freed, %zu bytes kept", stats().medium_bytes_cached);
+  CHECK(api.validate() == 0);
+  api.trim(0);
+  CHECK(stats().medium_bytes_cached == 0);
+  p = malloc(300 * KiB); /* 5 chunks: above a quarter of 1 MiB */
+  REQUIRE(p != NULL);
+  free(p);
+  CHECK_MSG(stats().medium_bytes_cached == 0, "a 320 KiB span kept");
+  REQUIRE(api.option_set("medium_cache_kb", "256") == 0);
+  for (int i = 0; i < 12; i++) REQUIRE((blocks[i] = malloc(i % 2 ? 40 * KiB : 100 * KiB)) != NULL);
+  for (int i = 0; i < 12; i++) free(blocks[i]);
+  CHECK_MSG(stats().medium_bytes_cached == 4 * chunk, "bound 256 KiB: %zu bytes kept", stats().medium_bytes_cached);
+  REQUIRE(api.option_set("medium_cache_kb", "0") == 0);
+  before = stats();
+  for (int i = 0; i < 4; i++) REQUIRE((blocks[i] = malloc(40 * KiB)) != NULL);
+  for (int i = 0; i < 4; i++) free(blocks[i]);
+  for (int i = 0; i < 4; i++) REQUIRE((blocks[i] = malloc(40 * KiB)) != NULL);
+  for (int i = 0; i < 4; i++) free(blocks[i]);
+  after = stats();
+  /* the 4 spans kept under the old bound serve 4 mallocs; nothing new is kept */
+  CHECK_MSG(after.medium_cache_hits - before.medium_cache_hits <= 4, "%zu hits with the cache off",
+            after.medium_cache_hits - before.medium_cache_hits);
+  CHECK(after.medium_bytes_cached <= before.medium_bytes_cached);
+  REQUIRE(api.option_set("medium_cache_kb", "1024") == 0);
+  api.trim(0);
+  CHECK(stats().medium_bytes_cached == 0);
+
+  /* 4: a thread's exit */
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, keep_and_exit, NULL) == 0);
+  REQUIRE(pthread_join(t, NULL) == 0);
+  CHECK_MSG(stats().medium_bytes_cached == 0, "an exited thread keeps %zu bytes", stats().medium_bytes_cached);
+
+  /* 5: a thread that stopped calling */
+  REQUIRE(pipe(idle_pipe) == 0 && pipe(ready_pipe) == 0);
+  REQUIRE(pthread_create(&t, NULL, keep_and_idle, NULL) == 0);
+  char c;
+  REQUIRE(read(ready_pipe[0], &c, 1) == 1);
+  size_t idle_kept = stats().medium_bytes_cached;
+  sleep_ms(300);
+  api.trim(0);
+  size_t idle_after = stats().medium_bytes_cached;
+  printf("medium_cache: an idle thread kept %zu KiB, %zu KiB after 3 purge delays and a purge\n", idle_kept / KiB,
+         idle_after / KiB);
+  CHECK(idle_kept == 4 * chunk);
+  CHECK(idle_after == 0);
+  REQUIRE(write(idle_pipe[1], &c, 1) == 1);
+  REQUIRE(pthread_join(t, NULL) == 0);
+
+  /* 6: the owner keeps calling, but takes no kept span */
+  for (int i = 0; i < 4; i++) REQUIRE((blocks[i] = malloc(40 * KiB)) != NULL);
+  for (int i = 0; i < 4; i++) free(blocks[i]);
+  CHECK(stats().medium_bytes_cached == 4 * chunk);
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  uint64_t rng = 42;
+  do { /* small blocks of many sizes: slow paths, each polling the maintenance */
+    void *s[256];
+    for (int i = 0; i < 256; i++) REQUIRE((s[i] = malloc(16 + next_random(&rng) % 4000)) != NULL);
+    for (int i = 0; i < 256; i++) free(s[i]);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < 350);
+  CHECK_MSG(stats().medium_bytes_cached == 0, "unused for 3 purge delays, %zu bytes still kept",
+            stats().medium_bytes_cached);
+
+  /* 7: two threads churn medium blocks, freeing some of each other's */
+  before = stats();
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) REQUIRE(pthread_create(&th[i], NULL, churn, (void *)(intptr_t)i) == 0);
+  for (int i = 0; i < 2; i++) REQUIRE(pthread_join(th[i], NULL) == 0);
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < handoff_count[i]; j++) free(handoff[i][j]);
+  after = stats();
+  size_t mallocs = after.medium_allocs - before.medium_allocs, hits = after.medium_cache_hits - before.medium_cache_hits;
+  printf("medium_cache: churn, %zu medium mallocs, %zu from kept spans (%.0f%%); damaged blocks %d, %d\n", mallocs,
+         hits, 100.0 * (double)hits / (double)mallocs, churners[0].failures, churners[1].failures);
+  CHECK(churners[0].failures == 0 && churners[1].failures == 0);
+  CHECK_MSG(hits * 3 >= mallocs, "only %zu of %zu medium mallocs from kept spans", hits, mallocs);
+  /* (the process's other medium blocks, if any, were there before: the UBSan runtime's) */
+  CHECK_MSG(after.medium_bytes_in_use == before.medium_bytes_in_use, "%zu bytes of medium spans in use after every free, %zu before",
+            after.medium_bytes_in_use, before.medium_bytes_in_use);
+  CHECK(api.validate() == 0);
+  return check_done();
+}
