@@ -533,7 +533,7 @@ void ld_cache_trim(heap_t *heap) {
  * coalescing, the bounds of resident pages): about 900 instructions a malloc+free pair, and
  * under threads a contended lock (issue 17: 20-60 KiB churn ran at 0.28x tcmalloc's
  * operations per CPU-second at one thread, 0.086x at two). A thread keeps the medium spans it
- * frees, up to LD_MEDIUM_CACHE_SPANS of them and medium_cache_kb of chunks (a span of more
+ * frees, up to LD_MEDIUM_CACHE_SPANS (16) of them and medium_cache_kb of chunks (a span of more
  * than a quarter of that goes back at once), and its next medium malloc takes the newest that
  * has exactly the chunks it needs, as jemalloc's and tcmalloc's thread caches serve their
  * larger classes. A kept span stays in use for its segment, so nothing of segment.c changes; it

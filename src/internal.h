@@ -449,7 +449,7 @@ static inline unsigned ld_remote_set(const sb_t *sb) {
  * thread's cache as in use (they are the front end's); the cache's bound therefore enters
  * Hoard's blowup bound as a constant per thread (docs/allocator.md). */
 #define LD_BOOST_MAX 16
-#define LD_MEDIUM_CACHE_SPANS 8 /* medium spans a thread's cache keeps (heap_t, medium_cache) */
+#define LD_MEDIUM_CACHE_SPANS 16 /* medium spans a thread's cache keeps (heap_t, medium_cache) */
 /* A kept medium span, with what choosing it needs, so that the choice reads no span header */
 typedef struct ld_medium_kept_s {
   sb_t *span;
