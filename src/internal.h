@@ -531,6 +531,7 @@ typedef struct heap_s {
   uint32_t medium_cached;              /* spans in medium_cache */
   bool medium_cache_used;              /* a span was taken from it since the owner's last trim */
   int64_t medium_cached_bytes;         /* their chunks' bytes */
+  uint32_t span_calls;                 /* medium calls served by the kept spans (alloc.c: a poll in 16) */
   uint64_t last_slow_ns;               /* coarse clock at the owner's last slow path (set by
                                           alloc.c before it calls down: the heap's "now") */
   uint64_t looks;                      /* times the owner looked at its pending frees */
