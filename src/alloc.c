@@ -50,7 +50,8 @@
  *   4. Medium and large spans (free_span): a medium span is kept by the thread (cache.c) when
  *      its cache takes it; and pointers that are not larder's (reported).
  * Every slow path ends with a poll of the maintenance floor (maintain.c): the purge runs
- * there when its deadline has passed, never from below.
+ * there when its deadline has passed, never from below. (A medium call that the thread's kept
+ * spans serve polls once in 16: span_poll_due.)
  */
 #define _GNU_SOURCE
 #include "addrmap.h"
