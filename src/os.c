@@ -304,13 +304,34 @@ size_t ld_os_mapped_bytes(void) {
 
 void ld_os_yield(void) { sched_yield(); }
 
-/* No spinning, as glibc's default mutex: with 64 spins of a pause first, larson with 64
- * threads on 2 cores ran 20-30% more operations a second but peaked 15-20% higher in RSS
- * (98-114 MiB against 84-96, four alternating runs each), an equilibrium of more blocks in
- * flight between threads; without them it is where the pthread mutexes left it. The word says
- * 2 (a waiter) for as long as this thread sleeps, so the holder's exchange sees it and wakes
- * one. errno is kept. */
+/* A short spin first, then sleep. The sections these locks guard are short (a fit or a
+ * coalescing, a batch): a holder on another core gives the word back within a few hundred
+ * nanoseconds, sooner than a sleep in the kernel and a wake-up. 32 pauses (about half a
+ * microsecond here) bound what a spin wastes when the holder was preempted. Two threads
+ * churning 20-60 KiB blocks made 2,118 futex calls in 200,000 replacements each, 64 with the
+ * spin, for 0.85x the CPU per replacement (7 alternating rounds, 0.64-1.14); larson with 64
+ * threads on 2 cores: the same peak RSS (103.8 against 103.2 MiB, 6 pairs) and 0.97x the
+ * operations (0.86-1.05, 4 rounds). An earlier try with 64 spins had larson's 64 threads run
+ * 20-30% more operations a second but peak 15-20% higher in RSS (98-114 MiB against 84-96),
+ * an equilibrium of more blocks in flight between threads. The word says 2 (a waiter) for as
+ * long as this thread sleeps, so the holder's exchange sees it and wakes one. errno is kept. */
+#define LOCK_SPINS 32
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
 void ld_os_lock_wait(ld_lock_t *lock) {
+  for (int i = 0; i < LOCK_SPINS; i++) { /* reading the word, not writing it, while it is held */
+    cpu_relax();
+    uint32_t expected = 0;
+    if (atomic_load_explicit(&lock->word, memory_order_relaxed) == 0 &&
+        atomic_compare_exchange_weak_explicit(&lock->word, &expected, 1, memory_order_acquire, memory_order_relaxed))
+      return;
+  }
   int saved = errno;
   while (atomic_exchange_explicit(&lock->word, 2, memory_order_acquire) != 0)
     syscall(SYS_futex, &lock->word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
