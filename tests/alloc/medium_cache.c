@@ -16,7 +16,9 @@
  *      (its own maintenance);
  *   7. 2 threads x 1,000 live blocks of 20-60 KiB, 40,000 replacements each, a quarter of the
  *      frees by the other thread: every block keeps its stamp until freed, validation passes,
- *      and most medium mallocs are hits; after every free, nothing medium is in use.
+ *      and most medium mallocs are hits; after every free, nothing medium is in use;
+ *   8. 32 threads (more than the cores) keep 1 MiB each, written, and stop calling: after 3
+ *      purge delays and a purge nothing is kept and RSS has fallen by at least 16 of the 20 MiB.
  * Under another allocator: skipped.
  *
  * usage: alloc_medium_cache */
@@ -57,6 +59,24 @@ static void *keep_and_idle(void *arg) {
   char c = 1;
   REQUIRE(write(ready_pipe[1], &c, 1) == 1);
   REQUIRE(read(idle_pipe[0], &c, 1) == 1); /* no call to the allocator until main says */
+  return NULL;
+}
+
+/* ---- 8: many threads keep spans, then idle ---- */
+#define MANY 32
+static int many_ready[2], many_go[2];
+
+static void *keep_full_and_idle(void *arg) {
+  (void)arg;
+  void *p[16];
+  for (int i = 0; i < 16; i++) {
+    REQUIRE((p[i] = malloc(40 * KiB)) != NULL);
+    memset(p[i], 7, 40 * KiB);
+  }
+  for (int i = 0; i < 16; i++) free(p[i]);
+  char c = 1;
+  REQUIRE(write(many_ready[1], &c, 1) == 1);
+  REQUIRE(read(many_go[0], &c, 1) == 1);
   return NULL;
 }
 
@@ -283,6 +303,29 @@ int main(void) {
   /* (the process's other medium blocks, if any, were there before: the UBSan runtime's) */
   CHECK_MSG(after.medium_bytes_in_use == before.medium_bytes_in_use, "%zu bytes of medium spans in use after every free, %zu before",
             after.medium_bytes_in_use, before.medium_bytes_in_use);
+  CHECK(api.validate() == 0);
+
+  /* 8: 32 threads keep 1 MiB each (16 spans of 40 KiB, written), then stop calling: the
+   * purge gives it all back while they live (more threads than cores, as a pool's) */
+  REQUIRE(pipe(many_ready) == 0 && pipe(many_go) == 0);
+  api.trim(0);
+  size_t rss_before = alloc_rss_bytes();
+  pthread_t many[MANY];
+  for (int i = 0; i < MANY; i++) REQUIRE(pthread_create(&many[i], NULL, keep_full_and_idle, NULL) == 0);
+  for (int i = 0; i < MANY; i++) REQUIRE(read(many_ready[0], &c, 1) == 1);
+  size_t many_kept = stats().medium_bytes_cached, rss_kept = alloc_rss_bytes();
+  sleep_ms(300);
+  api.trim(0);
+  size_t many_after = stats().medium_bytes_cached, rss_after = alloc_rss_bytes();
+  printf("medium_cache: %d idle threads kept %zu KiB (RSS +%.1f MiB), %zu KiB after 3 purge delays and a purge "
+         "(RSS +%.1f MiB)\n", MANY, many_kept / KiB, ((double)rss_kept - (double)rss_before) / (1 << 20), many_after / KiB,
+         ((double)rss_after - (double)rss_before) / (1 << 20));
+  CHECK_MSG(many_kept == (size_t)MANY * 16 * chunk, "kept %zu bytes", many_kept);
+  CHECK(many_after == 0);
+  /* 20 MiB of written spans were kept; all but the threads' stacks and heaps goes back */
+  CHECK_MSG(rss_after + 16 * ((size_t)1 << 20) <= rss_kept, "RSS %zu -> %zu", rss_kept, rss_after);
+  for (int i = 0; i < MANY; i++) REQUIRE(write(many_go[1], &c, 1) == 1);
+  for (int i = 0; i < MANY; i++) REQUIRE(pthread_join(many[i], NULL) == 0);
   CHECK(api.validate() == 0);
   return check_done();
 }
