@@ -534,12 +534,12 @@ void ld_cache_trim(heap_t *heap) {
  * under threads a contended lock (issue 17: 20-60 KiB churn ran at 0.28x tcmalloc's
  * operations per CPU-second at one thread, 0.086x at two). A thread keeps the medium spans it
  * frees, up to LD_MEDIUM_CACHE_SPANS (16) of them and medium_cache_kb of chunks (a span of more
- * than a quarter of that goes back at once), and its next medium malloc takes the newest that
- * has exactly the chunks it needs, as jemalloc's and tcmalloc's thread caches serve their
- * larger classes. A kept span stays in use for its segment, so nothing of segment.c changes; it
- * is only handed out again where its segment would have left it off the list of tails (its old
- * pages reach at most half as far again as the new block: ld_segment_retouch), and a span on
- * that list is never kept. The oldest goes back when the cache is full; all go back at thread
+ * than a quarter of that goes back at once), and its next medium malloc takes one that has
+ * exactly the chunks it needs (medium_cache_choose), as jemalloc's and tcmalloc's thread caches
+ * serve their larger classes. A kept span stays in use for its segment, so nothing of
+ * segment.c changes; it is only handed out again where its segment would have left it off the
+ * list of tails (its old pages reach at most half as far again as the new block; the new bound
+ * is written with ld_segment_retouch), and a span on that list is never kept. The oldest goes back when the cache is full; all go back at thread
  * exit and malloc_trim, when a delay passes without the owner taking one (ld_cache_trim), and
  * when the thread stops calling (the purge, ld_cache_medium_drain_idle). The owner takes its
  * heap's lock around the cache, uncontended but for those two last. */

@@ -448,14 +448,14 @@ static inline unsigned ld_remote_set(const sb_t *sb) {
  * keeps the invariant for K >= 1, which per-heap sums would not. u counts the blocks in the
  * thread's cache as in use (they are the front end's); the cache's bound therefore enters
  * Hoard's blowup bound as a constant per thread (docs/allocator.md). */
-#define LD_BOOST_MAX 16
+#define LD_BOOST_MAX 16   /* hysteresis: extra superblocks of slack a class may earn */
 #define LD_MEDIUM_CACHE_SPANS 16 /* medium spans a thread's cache keeps (heap_t, medium_cache) */
 /* A kept medium span, with what choosing it needs, so that the choice reads no span header */
 typedef struct ld_medium_kept_s {
   sb_t *span;
   uint32_t bytes;  /* its chunks' */
   uint32_t reach;  /* how far its resident pages may reach (ld_segment_kept_reach) */
-} ld_medium_kept_t;   /* hysteresis: extra superblocks of slack a class may earn */
+} ld_medium_kept_t;
 
 typedef struct heap_s {
   /* ---- the front end: owner only, no lock (alloc.c's fast paths, cache.c) ---- */
@@ -531,7 +531,8 @@ typedef struct heap_s {
   uint32_t medium_cached;              /* spans in medium_cache */
   bool medium_cache_used;              /* a span was taken from it since the owner's last trim */
   int64_t medium_cached_bytes;         /* their chunks' bytes */
-  uint32_t span_calls;                 /* medium calls served by the kept spans (alloc.c: a poll in 16) */
+  uint32_t span_calls;                 /* medium calls served by the kept spans (alloc.c: a poll
+                                          in 16); the owner's alone, no lock */
   uint64_t last_slow_ns;               /* coarse clock at the owner's last slow path (set by
                                           alloc.c before it calls down: the heap's "now") */
   uint64_t looks;                      /* times the owner looked at its pending frees */
