@@ -3,6 +3,7 @@
  * Checked (larder only):
  *   1. a 40 KiB block freed and asked again: the same span, counted as a hit; while kept it is
  *      in medium_bytes_cached and bytes_cached, not in bytes_in_use; larder_validate() == 0;
+ *      memalign(64) takes a kept span too, memalign(4096) does not;
  *   2. a span whose old pages reach 60 KiB is not handed out for 20 KiB (it would keep 40 KiB of
  *      old pages behind the block: segment.c's tails), and is for 50 KiB; a span left by a
  *      realloc that could not grow it in place is kept with its own bound (validation);
@@ -22,6 +23,7 @@
  * Under another allocator: skipped.
  *
  * usage: alloc_medium_cache */
+#include <malloc.h>
 #include <pthread.h>
 #include <time.h>
 #include <unistd.h>
@@ -188,6 +190,21 @@ int main(void) {
   CHECK(after.medium_bytes_cached == 0);
   CHECK(after.bytes_in_use == live.bytes_in_use);
   free(q);
+
+  /* 1b: aligned requests: 64 bytes is served by a kept span (its block is 256 bytes past a
+   * 64 KiB boundary), 4 KiB is not (it needs a block placed at a page) */
+  p = malloc(40 * KiB);
+  REQUIRE(p != NULL);
+  free(p);
+  unsigned char *aligned = memalign(64, 40 * KiB);
+  CHECK_MSG(aligned == p && (uintptr_t)aligned % 64 == 0, "memalign(64): %p, kept %p", (void *)aligned, (void *)p);
+  free(aligned);
+  unsigned char *paged = memalign(4096, 40 * KiB);
+  REQUIRE(paged != NULL);
+  CHECK_MSG(paged != p && (uintptr_t)paged % 4096 == 0, "memalign(4096): %p, kept %p", (void *)paged, (void *)p);
+  free(paged);
+  CHECK(api.validate() == 0);
+  api.trim(0);
 
   /* 2: a span with 60 KiB of old pages is not handed out for 20 KiB, and is for 50 KiB */
   api.trim(0);
