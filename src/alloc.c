@@ -531,7 +531,7 @@ static void *aligned_alloc_pow2(size_t alignment, size_t size) {
   /* A kept medium span's block starts where malloc's does, LD_SB_HEADER rounded past its
    * S-aligned start: aligned enough for any alignment that divides that (Rust's 64-byte
    * over-aligned vectors, cache-line buffers). */
-  if (ld_round_up(LD_SB_HEADER, LD_MIN_ALIGN) % alignment == 0) {
+  if (LD_MEDIUM_OFFSET % alignment == 0) {
     void *p = ld_cache_medium_alloc(heap, size);
     if (p) return api_result(p, saved);
   }

@@ -793,14 +793,14 @@ size_t  ld_large_bytes_cached(void);
 size_t  ld_large_bytes_cached_dirty(void); /* cached spans not yet purged, read without the lock */
 /* A medium span freed by the calling thread: marked freed with a CAS (of two frees of it at
  * once, one is reported as a double free; a later one finds it freed: alloc.c, free_span) and
- * taken out of the counts. Returns how far its resident pages may reach if the thread may keep
- * it in its cache (cache.c), or 0 if it is on the list of tails (segment.c) and must go back to
- * its segment at once (ld_segment_kept_reach). */
-size_t  ld_medium_retire(sb_t *span);
+ * taken out of the counts. Then kept by the thread (cache.c) or released. */
+void    ld_medium_retire(sb_t *span);
 /* A retired span back to its segment. */
 void    ld_medium_release(sb_t *span);
-/* The bytes from a medium span's start a malloc of `size` bytes touches (its chunks: that
- * rounded up to S), as ld_large_alloc places it. */
+/* Where malloc's block starts in a medium span (ld_large_alloc: the header rounded up to the
+ * alignment), and the bytes from the span's start a malloc of `size` bytes touches (its
+ * chunks: that rounded up to S). */
+#define LD_MEDIUM_OFFSET ld_round_up(LD_SB_HEADER, LD_MIN_ALIGN)
 size_t  ld_medium_touch(size_t size);
 /* A retired span, resident up to `reach` bytes, handed out again for a malloc of `size`
  * bytes, whose chunks and touch (ld_medium_touch) it fits without keeping old pages more than

@@ -260,23 +260,21 @@ void *ld_large_alloc(size_t size, size_t align, size_t *dirty) {
   return user;
 }
 
-size_t ld_medium_retire(sb_t *span) {
+void ld_medium_retire(sb_t *span) {
   uint8_t kind = LD_KIND_MEDIUM;
   if (!__atomic_compare_exchange_n(&span->kind, &kind, LD_KIND_FREED, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
     ld_fatal_bad_free("double free", span->data);
   medium_count(-(int64_t)span->map_bytes, -(int64_t)span->usable);
-  return ld_segment_kept_reach(span);
 }
 
 void ld_medium_release(sb_t *span) {
   ld_segment_free(span, span->map_bytes / ld_sb_size, (size_t)(span->data - (char *)span) + span->usable);
 }
 
-#define MEDIUM_OFFSET ld_round_up(LD_SB_HEADER, LD_MIN_ALIGN) /* malloc's data, as ld_large_alloc places it */
-size_t ld_medium_touch(size_t size) { return ld_round_up(MEDIUM_OFFSET + size, ld_os_page_size()); }
+size_t ld_medium_touch(size_t size) { return ld_round_up(LD_MEDIUM_OFFSET + size, ld_os_page_size()); }
 
 void *ld_medium_reuse(sb_t *span, size_t reach, size_t size) {
-  size_t offset = MEDIUM_OFFSET, need = ld_medium_touch(size);
+  size_t offset = LD_MEDIUM_OFFSET, need = ld_medium_touch(size);
   if (need > reach) ld_segment_retouch(span, need);
   span_init(span, (char *)span + offset, LD_KIND_MEDIUM);
   span->usable = need - offset; /* as medium_alloc's */
