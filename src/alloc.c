@@ -84,7 +84,7 @@ void *larder_malloc(size_t size) {
   if (LD_LIKELY(size <= LD_SMALL_LIMIT)) {
     LD_BUSY_INC(heap); /* in the bins (cache.c: the purge may empty an idle thread's) */
     atomic_signal_fence(memory_order_seq_cst);
-    ld_bin_t *bin = heap->bin_of[(size + 15) >> 4];
+    ld_bin_t *bin = (ld_bin_t *)((char *)heap + heap->bin_of[(size + 15) >> 4]);
     uintptr_t n = bin->count;
     if (LD_LIKELY(n != 0)) {
       ld_block_t *b = bin->slots[n - 1];

@@ -35,7 +35,7 @@ static uint32_t bin_span(unsigned c) { return ld_class_capacity[c] * ld_class_si
 /* malloc's table from (size + 15) / 16 to the bins (the purge points it elsewhere for a while). */
 static void bin_of_set(heap_t *heap) {
   for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++)
-    __atomic_store_n(&heap->bin_of[g], &heap->bins[ld_class_of_granule[g]], __ATOMIC_RELAXED);
+    __atomic_store_n(&heap->bin_of[g], ld_bin_offset(ld_class_of_granule[g]), __ATOMIC_RELAXED);
 }
 static void bin_setup(ld_bin_t *bin, unsigned c) {
   uint32_t size = ld_class_size[c];
@@ -678,8 +678,8 @@ static void medium_cache_validate(heap_t *heap, int *violations) {
  * fast paths take no lock and no atomic operation, so the two meet as the remote buffer's
  * owner and the purge do (above): the owner marks itself in bins_busy around everything that
  * touches its bins (a plain store at each end, on a line free writes anyway), the purge
- * sets bins_draining, turns the fast paths away from the bins (malloc's bin_of entries point
- * to the heap's empty bin, free's span check fails), and fences every thread with
+ * sets bins_draining, turns the fast paths away from the bins (malloc's bin_of entries name
+ * the heap's empty bin, free's span check fails), and fences every thread with
  * membarrier(). If the owner is then not marked, it is not in its bins and cannot enter
  * them: a fast path started after the fence finds the bins turned away and takes its slow
  * path, which waits in ld_cache_enter until the purge is done. Then the bins are flushed
@@ -714,7 +714,7 @@ void ld_cache_wait_for_purge(heap_t *heap) {
 }
 
 static void bins_turn_away(heap_t *heap, uint64_t classes) {
-  for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++) __atomic_store_n(&heap->bin_of[g], &heap->bins[LD_CLASS_LARGE], __ATOMIC_RELAXED);
+  for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++) __atomic_store_n(&heap->bin_of[g], ld_bin_offset(LD_CLASS_LARGE), __ATOMIC_RELAXED);
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
     if (classes >> c & 1) __atomic_store_n(&heap->bins[c].span, 0, __ATOMIC_RELAXED);
 }

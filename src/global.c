@@ -19,7 +19,9 @@ typedef struct sb_list_s {
   size_t count;
 } sb_list_t;
 
-heap_t ld_global_heap = {.is_global = true};
+/* Zero-initialised (in .bss, not .data): a 256 KB heap_t with an initialiser would be 256 KB of
+ * the library file, mapped and partly faulted in by every process that loads it. */
+heap_t ld_global_heap;
 
 static struct {
   ld_lock_t lock;

@@ -31,9 +31,15 @@
 /* The heap every thread starts with: its bins are empty (limit 0) and it owns nothing, so
  * the first malloc and free of a thread take the slow paths, which make the real heap. */
 sb_t ld_sb_none;
-heap_t ld_heap_empty = {.current = {[0 ... LD_CLASS_COUNT] = &ld_sb_none},
-                        .bin_of = {[0 ... LD_SMALL_LIMIT / 16] = &ld_heap_empty.bins[LD_CLASS_LARGE]},
-                        .deferred_bin = &ld_bin_none};
+/* Zero-initialised, so in .bss: an initialiser would put its 256 KB in the library's .data,
+ * mapped from the file and partly faulted in by every process (about 200 KB of RSS before
+ * main). Zero is what its fast paths need (bin_of sends every malloc to the empty bins[0], and
+ * its table of owned superblocks is empty); ld_heap_empty_init sets the rest at start-up. */
+heap_t ld_heap_empty;
+void ld_heap_empty_init(void) {
+  for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) ld_heap_empty.current[c] = &ld_sb_none;
+  ld_heap_empty.deferred_bin = &ld_bin_none;
+}
 __thread heap_t *ld_heap_tls __attribute__((tls_model("initial-exec"))) = &ld_heap_empty;
 
 static struct {
@@ -550,7 +556,7 @@ bool ld_heap_release_parked(heap_t *heap) {
 
 void ld_heap_help_idle_owner(heap_t *self, heap_t *owner, uint64_t now) {
   /* Heaps are never unmapped: owner may have given the superblock away since, never gone. */
-  if (!owner || owner == self || owner->is_global || !__atomic_load_n(&owner->live, __ATOMIC_RELAXED)) return;
+  if (!owner || owner == self || owner == &ld_global_heap || !__atomic_load_n(&owner->live, __ATOMIC_RELAXED)) return;
   uint64_t looks = __atomic_load_n(&owner->looks, __ATOMIC_RELAXED);
   bool stuck = false;
   if (self != &ld_heap_empty) {

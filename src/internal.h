@@ -462,7 +462,11 @@ typedef struct heap_s {
   ld_bin_t bins[LD_CLASS_COUNT + 1];   /* first in the heap (ld_owned_entry); [LD_CLASS_LARGE]
                                           stays empty, limit 0 */
   uintptr_t owned[LD_OWNED_SLOTS];     /* ld_owned_entry(sb); written under the heap lock */
-  ld_bin_t *bin_of[LD_SMALL_LIMIT / 16 + 1]; /* (size + 15) / 16 -> its class's bin */
+  /* (size + 15) / 16 -> its class's bin, as the bin's offset in the heap (ld_bin_offset). An
+   * offset, not a pointer, so that a zero table is valid: the empty heap's sends every malloc
+   * to bins[0], which it never fills, and the empty heap can be zero-initialised (.bss): with
+   * pointers it needed an initialiser, which put its 256 KB in the library's .data. */
+  uint32_t bin_of[LD_SMALL_LIMIT / 16 + 1];
   /* The owner is in its bins: counted up and down by the fast paths and the slow paths that
    * touch the bins (ld_cache_enter), so the purge may empty an idle thread's bins (cache.c,
    * ld_cache_drain_idle). Beside the statistics free counts in: no line of its own. */
@@ -548,11 +552,12 @@ typedef struct heap_s {
   struct heap_s *next_orphan;          /* the queue of orphan heaps (heaps.lock) */
   int live;                            /* a thread uses it */
   int orphan_tid;                      /* made after its thread's exit hook ran: that thread's id */
-  bool is_global;                      /* the global heap's owner token */
   bool kept_current;                   /* parked with its classes' current superblocks (heap.c) */
   bool orphan_queued;                  /* in the queue of orphan heaps (heaps.lock) */
 } heap_t;
 
+/* bin_of's entry for bin c */
+#define ld_bin_offset(c) ((uint32_t)(offsetof(heap_t, bins) + (size_t)(c) * sizeof(ld_bin_t)))
 extern heap_t ld_heap_empty;          /* every thread starts here: no blocks, owns nothing */
 extern sb_t ld_sb_none;               /* the current superblock of a class that has none */
 extern __thread heap_t *ld_heap_tls __attribute__((tls_model("initial-exec")));
@@ -589,6 +594,7 @@ bool ld_heap_tidy(heap_t *heap, bool mine);
 #define LD_HELP_AFTER_BATCHES 64
 void ld_heap_help_idle_owner(heap_t *self, heap_t *owner, uint64_t now);
 heap_t *ld_heap_new(bool after_exit_hook);  /* a heap for the calling thread (made or reused) */
+void    ld_heap_empty_init(void);           /* the empty heap's non-zero fields (start-up) */
 void    ld_heap_fraction_changed(void);     /* Hoard's f was set: the groups' boundaries follow */
 /* Thread exit: the heap's empty superblocks go to the global heap, and the heap with the rest
  * waits (parked) for the next new thread; true if it still holds superblocks. */

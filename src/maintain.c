@@ -72,6 +72,7 @@ void ld_maintain_init(void) {
   }
   init_running_here = 1;
   int saved_errno = errno;
+  ld_heap_empty_init();
   ld_options_init();
   ld_sb_size = (size_t)ld_options.superblock_size;
   ld_sb_shift = (unsigned)__builtin_ctzll(ld_sb_size);

@@ -24,3 +24,17 @@ add_test(NAME floors
           --table ${PROJECT_SOURCE_DIR}/src/floors.txt --nm ${LARDER_FLOORS_NM}
           $<TARGET_FILE:larder_static>)
 set_tests_properties(floors PROPERTIES LABELS structure TIMEOUT 60)
+
+# data-size: the shared libraries carry little initialised writable data (scripts/check-data-size.py):
+# a big object with an initialiser lands in .data, mapped from the file and partly resident in
+# every process that loads the library (liblarder had two 256 KB heaps there: about 250 KB of
+# RSS before main). Its own tests: tests/python/test_data_size_check.py.
+set(larder_data_size_libs $<TARGET_FILE:larder_shared>)
+foreach(lib larder_hardened_shared larder_pool_preload)
+  if(TARGET ${lib})
+    list(APPEND larder_data_size_libs $<TARGET_FILE:${lib}>)
+  endif()
+endforeach()
+add_test(NAME data-size
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/check-data-size.py ${larder_data_size_libs})
+set_tests_properties(data-size PROPERTIES LABELS structure TIMEOUT 60)
