@@ -17,7 +17,9 @@
 #define LD_PUBLIC __attribute__((visibility("default")))
 
 LD_PUBLIC void *malloc(size_t size) { return larder_malloc(size); }
-LD_PUBLIC void free(void *p) { larder_free(p); }
+/* flatten: free is larder_free's fast path itself, not a jump to it (one instruction a free;
+ * malloc's is inlined without asking, being shorter). */
+LD_PUBLIC __attribute__((flatten)) void free(void *p) { larder_free(p); }
 LD_PUBLIC void *calloc(size_t n, size_t size) { return larder_calloc(n, size); }
 LD_PUBLIC void *realloc(void *p, size_t size) { return larder_realloc(p, size); }
 LD_PUBLIC void *reallocarray(void *p, size_t n, size_t size) { return larder_reallocarray(p, n, size); }
