@@ -607,11 +607,18 @@ bool ld_cache_medium_free(heap_t *heap, sb_t *span) {
   ld_lock(&heap->lock);
   while (heap->medium_cached == LD_MEDIUM_CACHE_SPANS || (size_t)heap->medium_cached_bytes + span->map_bytes > bound)
     old[n_old++] = medium_cache_remove(heap, 0);
+  bool first = heap->medium_cached == 0;
   heap->medium_cache[heap->medium_cached] = (ld_medium_kept_t){span, (uint32_t)span->map_bytes, (uint32_t)reach};
   LD_OWNER_SET(heap->medium_cached, heap->medium_cached + 1);
   LD_OWNER_SET(heap->medium_cached_bytes, heap->medium_cached_bytes + (int64_t)span->map_bytes);
   ld_unlock(&heap->lock);
   for (unsigned i = 0; i < n_old; i++) ld_medium_release(old[i]); /* outside the heap's lock */
+  /* The purge must come back for it: this free may poll nothing (alloc.c, span_poll_due), and
+   * a purge run that found this thread idle with nothing kept set no deadline at all, so a
+   * thread that then froze with spans kept held them for good (found in review: one malloc,
+   * an idle spell, a free, no call after). While spans stay kept, every purge run that finds
+   * the thread busy sets the next deadline itself (ld_cache_holds). */
+  if (first) ld_due_note(ld_os_now_coarse_ns());
   return true;
 }
 

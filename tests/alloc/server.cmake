@@ -41,6 +41,13 @@ endif()
 # each thread keeps the medium spans it frees: reuse, the tails' rule, bounds, thread exit,
 # idle threads and unused caches given back; 2 threads churn 20-60 KiB blocks, checked
 alloc_test(alloc_medium_cache SOURCES alloc/medium_cache.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
+# a span kept by a thread that then makes no call goes back by the purge thread alone, even
+# when the purge had found nothing to do just before (it set no deadline)
+alloc_test(alloc_medium_cache_quiet SOURCES alloc/medium_cache_quiet.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
+if(ALLOC_HAVE_LARDER)
+  set_property(TEST alloc_medium_cache_quiet alloc_medium_cache_quiet.preload APPEND PROPERTY ENVIRONMENT
+               "LARDER_PURGE_DELAY_MS=100;LARDER_PURGE_THREAD=1")
+endif()
 # realloc growth to 256 MiB in 800 KB steps, and a loop of 5-25 MiB buffers: page faults
 alloc_test(alloc_realloc_growth SOURCES alloc/realloc_growth.c PRELOAD TIMEOUT 120)
 # 256 MiB peak over 4 threads, all freed (half remotely), threads idle: RSS <= live + 16 MiB
