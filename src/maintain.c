@@ -180,6 +180,11 @@ static void idle_at_lower(uint64_t *idle_at, const heap_t *h) {
 }
 
 static size_t purge_run_locked(uint64_t now, bool all) {
+  /* The deadline is consumed as the run starts, not as it ends: work noted while the run looks
+   * (a span kept, a run freed after the run read the segments' expiry) lowers it again and
+   * waits for the next run, where a store at the end would have overwritten its note, and in
+   * a process that then makes no call that memory stayed for good. */
+  atomic_store_explicit(&ld_due_ns, UINT64_MAX, memory_order_relaxed);
   heap_t *mine = ld_heap_tls;
   bool busy = false;
   uint64_t idle_at = UINT64_MAX; /* when the next thread that holds blocks will have been idle a delay */
@@ -223,7 +228,6 @@ static size_t purge_run_locked(uint64_t now, bool all) {
   if ((t = ld_large_next_expiry()) && t < next) next = t;
   if (busy && now + purge_delay_ns() < next) next = now + purge_delay_ns();
   if (idle_at < next) next = idle_at;
-  atomic_store_explicit(&ld_due_ns, UINT64_MAX, memory_order_relaxed);
   ld_due_lower_to(next);
   return released;
 }
