@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Checks that a shared library carries little initialised writable data.
+"""Checks that a library carries little initialised writable data.
 
-    check-data-size.py [--max-bytes N] LIB.so...
+    check-data-size.py [--max-bytes N] LIB...
+
+LIB is a shared library or a static archive (whose members' sections are added up: linked into
+a program, they land in its own .data, with the same cost).
 
 Why: a library's initialised writable data (.data, .data.rel.ro, .got, ...) is mapped from its
 file, private; the pages the dynamic linker relocates or the program reads are faulted in, each
