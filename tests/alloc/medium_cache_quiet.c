@@ -11,7 +11,8 @@
  * within 30 purge delays. validate() must pass after.
  *
  * The registration sets LARDER_PURGE_THREAD=1 (the purge thread from the first allocation: this
- * process maps far less than the default threshold) and LARDER_PURGE_DELAY_MS=100.
+ * process maps far less than the default threshold) and LARDER_PURGE_DELAY_MS=250: long enough
+ * for the main thread to see the span kept before the purge may take it, on a loaded machine.
  * Under another allocator: skipped.
  *
  * usage: alloc_medium_cache_quiet */
@@ -22,7 +23,7 @@
 #include "alloc_util.h"
 
 #define KiB ((size_t)1 << 10)
-#define DELAY_MS 100
+#define DELAY_MS 250
 
 static int to_worker[2], from_worker[2];
 

@@ -46,7 +46,7 @@ alloc_test(alloc_medium_cache SOURCES alloc/medium_cache.c PRELOAD TIMEOUT 60 LI
 alloc_test(alloc_medium_cache_quiet SOURCES alloc/medium_cache_quiet.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
 if(ALLOC_HAVE_LARDER)
   set_property(TEST alloc_medium_cache_quiet alloc_medium_cache_quiet.preload APPEND PROPERTY ENVIRONMENT
-               "LARDER_PURGE_DELAY_MS=100;LARDER_PURGE_THREAD=1")
+               "LARDER_PURGE_DELAY_MS=250;LARDER_PURGE_THREAD=1")
 endif()
 # realloc growth to 256 MiB in 800 KB steps, and a loop of 5-25 MiB buffers: page faults
 alloc_test(alloc_realloc_growth SOURCES alloc/realloc_growth.c PRELOAD TIMEOUT 120)
