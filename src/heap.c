@@ -36,8 +36,12 @@ sb_t ld_sb_none;
  * main). Zero is what its fast paths need (bin_of sends every malloc to the empty bins[0], and
  * its table of owned superblocks is empty); ld_heap_empty_init sets the rest at start-up. */
 heap_t ld_heap_empty;
+/* The statistics read every heap's current superblocks: never a NULL one. */
+static void heap_current_none(heap_t *heap) {
+  for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) heap->current[c] = &ld_sb_none;
+}
 void ld_heap_empty_init(void) {
-  for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) ld_heap_empty.current[c] = &ld_sb_none;
+  heap_current_none(&ld_heap_empty);
   ld_heap_empty.deferred_bin = &ld_bin_none;
 }
 __thread heap_t *ld_heap_tls __attribute__((tls_model("initial-exec"))) = &ld_heap_empty;
@@ -636,8 +640,7 @@ static heap_t *heap_new_locked(bool after_exit_hook, size_t *examined) {
     if (ld_os_map(bytes, &mem) != 0) return NULL;
     heap = mem;
     ld_lock_reset(&heap->lock);
-    /* The statistics read every heap's current superblocks: never a NULL one. */
-    for (unsigned c = 0; c <= LD_CLASS_COUNT; c++) heap->current[c] = &ld_sb_none;
+    heap_current_none(heap);
     heap->next_heap = heaps.heaps;
     __atomic_store_n(&heaps.heaps, heap, __ATOMIC_RELEASE); /* the purge walks without the lock */
   }
