@@ -16,22 +16,14 @@
  * Under another allocator: skipped.
  *
  * usage: alloc_medium_cache_quiet */
-#include <pthread.h>
-#include <time.h>
-#include <unistd.h>
+#include "server_util.h" /* first: it defines _GNU_SOURCE */
 
-#include "alloc_util.h"
+#include <pthread.h>
 
 #define KiB ((size_t)1 << 10)
 #define DELAY_MS 250
 
 static int to_worker[2], from_worker[2];
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
 
 static void send_byte(int fd) {
   char c = 1;
@@ -67,7 +59,7 @@ int main(void) {
   pthread_t t;
   REQUIRE(pthread_create(&t, NULL, worker, NULL) == 0);
   wait_byte(from_worker[0]);
-  sleep_ms(5 * DELAY_MS);
+  srv_sleep_ms(5 * DELAY_MS);
   larder_stats_t before = alloc_stats(&api);
   send_byte(to_worker[1]);
   wait_byte(from_worker[0]);
@@ -77,7 +69,7 @@ int main(void) {
   long waited = 0;
   size_t cached = kept.medium_bytes_cached;
   while (cached > 0 && waited < 30 * DELAY_MS) {
-    sleep_ms(DELAY_MS / 2);
+    srv_sleep_ms(DELAY_MS / 2);
     waited += DELAY_MS / 2;
     cached = alloc_stats(&api).medium_bytes_cached;
   }

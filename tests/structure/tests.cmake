@@ -25,11 +25,11 @@ add_test(NAME floors
           $<TARGET_FILE:larder_static>)
 set_tests_properties(floors PROPERTIES LABELS structure TIMEOUT 60)
 
-# data-size: the libraries carry little initialised writable data (scripts/check-data-size.py; for
-# liblarder.a it lands in the program's own .data):
-# a big object with an initialiser lands in .data, mapped from the file and partly resident in
-# every process that loads the library (liblarder had two 256 KB heaps there: about 250 KB of
-# RSS before main). Its own tests: tests/python/test_data_size_check.py.
+# data-size: the libraries carry little initialised writable data (scripts/check-data-size.py). A
+# big object with an initialiser lands in .data, mapped from the file and partly resident in every
+# process that loads the library, or in the program's own .data for liblarder.a (liblarder had two
+# 256 KB heaps there: about 250 KB of RSS before main). Its own tests:
+# tests/python/test_data_size_check.py.
 set(larder_data_size_libs $<TARGET_FILE:larder_shared>)
 foreach(lib larder_static larder_hardened_shared larder_debug larder_pool_preload)
   if(TARGET ${lib})
