@@ -48,6 +48,13 @@ if(ALLOC_HAVE_LARDER)
   set_property(TEST alloc_medium_cache_quiet alloc_medium_cache_quiet.preload APPEND PROPERTY ENVIRONMENT
                "LARDER_PURGE_DELAY_MS=250;LARDER_PURGE_THREAD=1")
 endif()
+# a forked child gives back the caches (bins, remote batches, kept medium spans) of the
+# parent's other threads, which it does not have, through its own calls
+alloc_test(alloc_fork_other_caches SOURCES alloc/fork_other_caches.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
+if(ALLOC_HAVE_LARDER)
+  set_property(TEST alloc_fork_other_caches alloc_fork_other_caches.preload APPEND PROPERTY ENVIRONMENT
+               "LARDER_PURGE_DELAY_MS=100")
+endif()
 # realloc growth to 256 MiB in 800 KB steps, and a loop of 5-25 MiB buffers: page faults
 alloc_test(alloc_realloc_growth SOURCES alloc/realloc_growth.c PRELOAD TIMEOUT 120)
 # 256 MiB peak over 4 threads, all freed (half remotely), threads idle: RSS <= live + 16 MiB
