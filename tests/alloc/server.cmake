@@ -20,11 +20,8 @@ alloc_test(alloc_prodcons_pingpong SOURCES alloc/prodcons_pingpong.c PRELOAD TIM
 alloc_test(alloc_medium_churn SOURCES alloc/medium_churn.c PRELOAD TIMEOUT 180)
 # free memory that churn keeps coalescing with is purged all the same (issue 15): 3 MiB freed,
 # then one 1 MiB block churned at the front of that run for 15 purge delays: <= 1.5 MiB dirty
-alloc_test(alloc_purge_under_churn SOURCES alloc/purge_under_churn.c PRELOAD TIMEOUT 60)
-if(ALLOC_HAVE_LARDER)
-  set_property(TEST alloc_purge_under_churn alloc_purge_under_churn.preload APPEND PROPERTY ENVIRONMENT
-               "LARDER_PURGE_DELAY_MS=100")
-endif()
+alloc_test(alloc_purge_under_churn SOURCES alloc/purge_under_churn.c PRELOAD TIMEOUT 60
+           ENV LARDER_PURGE_DELAY_MS=100)
 # a medium block grows in place over a dirty free run and the clean one after it (issue 15)
 alloc_test(alloc_medium_realloc_in_place SOURCES alloc/medium_realloc_in_place.c PRELOAD TIMEOUT 30)
 # no old page stays resident past a long-lived medium block's end: 20 KiB after 60 KiB purged
@@ -33,34 +30,26 @@ alloc_test(alloc_medium_realloc_in_place SOURCES alloc/medium_realloc_in_place.c
 # after 1.5 s idle RSS <= 1.3 x live + 16 MiB
 alloc_test(alloc_medium_tails SOURCES alloc/medium_tails.c PRELOAD TIMEOUT 60)
 # tails purged while 3 threads realloc, check and free their medium blocks: no byte lost
-alloc_test(alloc_medium_tails_race SOURCES alloc/medium_tails_race.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
-if(ALLOC_HAVE_LARDER)
-  set_property(TEST alloc_medium_tails_race alloc_medium_tails_race.preload APPEND PROPERTY ENVIRONMENT
-               "LARDER_PURGE_DELAY_MS=1")
-endif()
+alloc_test(alloc_medium_tails_race SOURCES alloc/medium_tails_race.c PRELOAD TIMEOUT 60 LIBS Threads::Threads
+           ENV LARDER_PURGE_DELAY_MS=1)
 # each thread keeps the medium spans it frees: reuse, the tails' rule, bounds, thread exit,
 # idle threads and unused caches given back; 2 threads churn 20-60 KiB blocks, checked
 alloc_test(alloc_medium_cache SOURCES alloc/medium_cache.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
 # a span kept by a thread that then makes no call goes back by the purge thread alone, even
 # when the purge had found nothing to do just before (it set no deadline)
-alloc_test(alloc_medium_cache_quiet SOURCES alloc/medium_cache_quiet.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
-if(ALLOC_HAVE_LARDER)
-  set_property(TEST alloc_medium_cache_quiet alloc_medium_cache_quiet.preload APPEND PROPERTY ENVIRONMENT
-               "LARDER_PURGE_DELAY_MS=250;LARDER_PURGE_THREAD=1")
-endif()
+alloc_test(alloc_medium_cache_quiet SOURCES alloc/medium_cache_quiet.c PRELOAD TIMEOUT 60 LIBS Threads::Threads
+           ENV LARDER_PURGE_DELAY_MS=250 LARDER_PURGE_THREAD=1)
 # a forked child gives back the caches (bins, remote batches, kept medium spans) of the
 # parent's other threads, which it does not have, through its own calls
-alloc_test(alloc_fork_other_caches SOURCES alloc/fork_other_caches.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
-if(ALLOC_HAVE_LARDER)
-  set_property(TEST alloc_fork_other_caches alloc_fork_other_caches.preload APPEND PROPERTY ENVIRONMENT
-               "LARDER_PURGE_DELAY_MS=100")
-endif()
+alloc_test(alloc_fork_other_caches SOURCES alloc/fork_other_caches.c PRELOAD TIMEOUT 60 LIBS Threads::Threads
+           ENV LARDER_PURGE_DELAY_MS=100)
 # realloc growth to 256 MiB in 800 KB steps, and a loop of 5-25 MiB buffers: page faults
 alloc_test(alloc_realloc_growth SOURCES alloc/realloc_growth.c PRELOAD TIMEOUT 120)
 # 256 MiB peak over 4 threads, all freed (half remotely), threads idle: RSS <= live + 16 MiB
 # within 3 purge delays, again after the threads exit; live + 2 MiB after malloc_trim(0).
 # This registration: the background purge thread, and no allocation call while idle.
-alloc_test(alloc_idle_return SOURCES alloc/idle_return.c PRELOAD TIMEOUT 120 ARGS thread)
+alloc_test(alloc_idle_return SOURCES alloc/idle_return.c PRELOAD TIMEOUT 120 ARGS thread
+           ENV LARDER_PURGE_DELAY_MS=200 LARDER_PURGE_THREAD=1)
 # The same in every process shape with the default settings (issue 15): a single-threaded loop
 # with idle helper threads, and a worker forked from a process whose purge thread runs.
 alloc_test(alloc_idle_return_loop SOURCES alloc/idle_return_shapes.c PRELOAD TIMEOUT 60 ARGS loop LIBS Threads::Threads)
@@ -72,9 +61,6 @@ if(ALLOC_HAVE_LARDER)
 endif()
 
 if(ALLOC_HAVE_LARDER)
-  set(SRV_PURGE_THREAD_ENV "LARDER_PURGE_DELAY_MS=200;LARDER_PURGE_THREAD=1")
-  set_property(TEST alloc_idle_return alloc_idle_return.preload APPEND PROPERTY ENVIRONMENT
-               ${SRV_PURGE_THREAD_ENV})
   # A 64-byte malloc/free pair every 50 ms, with the default settings: those calls stay on the
   # fast path, which reads no clock, so what gives the memory back is the purge thread that
   # starts by default once the process maps 16 MiB (docs/allocator.md, "Returning memory").

@@ -10,10 +10,12 @@ else()
   set(ALLOC_HAVE_LARDER OFF)
 endif()
 
-# alloc_test(NAME SOURCES ... [PRELOAD] [DEBUG] [TIMEOUT s] [ARGS ...] [LIBS ...])
+# alloc_test(NAME SOURCES ... [PRELOAD] [DEBUG] [TIMEOUT s] [ARGS ...] [LIBS ...] [ENV VAR=value ...])
 # DEBUG links larder_debug (the static build with extra checks) instead of larder_static.
+# ENV: larder's settings for this test and its .preload twin (not for the glibc build, which
+# skips what they tune).
 function(alloc_test name)
-  cmake_parse_arguments(A "PRELOAD;DEBUG" "TIMEOUT" "SOURCES;ARGS;LIBS" ${ARGN})
+  cmake_parse_arguments(A "PRELOAD;DEBUG" "TIMEOUT" "SOURCES;ARGS;LIBS;ENV" ${ARGN})
   set(extra)
   if(A_TIMEOUT)
     list(APPEND extra TIMEOUT ${A_TIMEOUT})
@@ -35,8 +37,13 @@ function(alloc_test name)
     target_compile_definitions(${name} PRIVATE LARDER_TEST_GLIBC=1)
   endif()
   set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS alloc)
+  set(tests ${name})
   if(ALLOC_HAVE_LARDER AND A_PRELOAD)
     set_tests_properties(${name}.preload PROPERTIES SKIP_RETURN_CODE 77 LABELS alloc)
+    list(APPEND tests ${name}.preload)
+  endif()
+  if(ALLOC_HAVE_LARDER AND A_ENV)
+    set_property(TEST ${tests} APPEND PROPERTY ENVIRONMENT ${A_ENV})
   endif()
 endfunction()
 
