@@ -80,19 +80,20 @@ typedef struct larder_stats_s {
   size_t bytes_cached;           /* free blocks waiting in threads' caches (not in bytes_in_use) */
   size_t bytes_remote_pending;   /* freed by other threads, not yet seen by their owners (not in use) */
   size_t cache_flushes;          /* batches of blocks returned from caches to superblocks */
-  size_t remote_batches;         /* batches of remote frees handed over: one CAS each */
-  size_t remote_announcements;   /* of those, the first since the owner looked: one more CAS */
+  size_t remote_batches;         /* batches of remote frees handed over: one atomic operation each */
+  size_t remote_announcements;   /* of those, ones that announced their superblock: one more CAS each */
   size_t purge_thread_starts;    /* times the purge thread was started (it ends when idle) */
   size_t idle_bins_emptied;      /* threads' caches emptied by the purge after a delay without a call */
   size_t parked_heaps_taken;     /* exited threads' heaps taken whole, superblocks and all, by new threads */
   size_t parked_heaps_released;  /* exited threads' heaps no new thread took within a purge delay: emptied */
   size_t heaps_examined;         /* heaps looked at to find new threads' heaps (at most 5 per thread) */
-  size_t refill_pending_examined; /* superblocks with remote frees announced, looked at by refills (at most 64 each) */
+  size_t refill_pending_examined; /* messages of remote frees and announced superblocks looked at by refills (at most 64 of each per refill) */
   size_t remote_hinted;           /* blocks freed by other threads whose lines a refill prefetched from their freers' hints */
   size_t medium_tails_purged;     /* bytes of old pages purged past medium spans that lived a purge delay */
   /* medium spans threads keep to reuse (LARDER_MEDIUM_CACHE_KB) */
   size_t medium_cache_hits;       /* medium mallocs served from the thread's kept spans */
   size_t medium_bytes_cached;     /* kept spans' chunks (in bytes_cached and bytes_held) */
+  size_t remote_inbox_full;       /* batches that found their owner's inbox full: onto the superblock's remote list instead */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);

@@ -8,8 +8,10 @@
  *      two plain stores mark the thread as in its bins (bins_busy), so that the purge may
  *      empty the bins of a thread that stopped calling (cache.c, ld_cache_drain_idle).
  *   2. Refill (cache.c ld_cache_refill, heap.c ld_heap_fill): the bin is empty. Under the
- *      heap's own lock, take half a bin of blocks from the superblock the class draws from:
- *      its free list, its remote list (frees by other threads, taken whole), untouched blocks;
+ *      heap's own lock, read up to 64 messages of the inbox (batches of other threads' frees,
+ *      each onto its superblock), then take half a bin of blocks from the superblock the class
+ *      draws from: its free list, its batches from the inbox, its remote list (taken whole),
+ *      untouched blocks;
  *      else switch to the fullest superblock of that class the heap holds (Hoard §3.1,
  *      fullness groups: the head of a list, no search). Hoard's accounting (u, a, the
  *      threshold) is applied per batch.
@@ -42,10 +44,10 @@
  *      it displaces goes on: into its superblock's batch (cache.c: 256 slots, 4-way
  *      set-associative, 256 KiB in all), after its own checks (block start, free tag),
  *      inline; else the header's checks, then a free into a superblock the global heap holds
- *      (global.c), or a new batch. A full batch is handed
- *      over with one CAS, and the first batch since the owner looked puts the superblock on
- *      the owner's pending list, unless the owner allocates from it (watched: its next fills
- *      take the list anyway).
+ *      (global.c), or a new batch. A full batch is handed over with one CAS, as a message in
+ *      the owner's inbox (internal.h, ld_message_t), which the owner reads at its next fill.
+ *      A batch that finds the inbox full reads it for the owner (trylock) or, when the owner's
+ *      lock is busy, goes onto its superblock's remote list (a second CAS announces it).
  *      No free waits for a lock (seed 002).
  *   4. Medium and large spans (free_span): a medium span is kept by the thread (cache.c) when
  *      its cache takes it; and pointers that are not larder's (reported).

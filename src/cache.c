@@ -93,15 +93,25 @@ static void batch_hint_write(const ld_remote_slot_t *slot, const sb_t *sb) {
   }
 }
 
-/* Hands slot's batch to its superblock: one CAS; the first batch since the owner looked also
- * announces the superblock to its owner (unless the owner allocates from it), and helps an
- * owner that seems idle. now: the coarse clock, read once by a caller that sends many. */
+/* Hands slot's batch to its superblock's owner: one message in the owner's inbox, one CAS
+ * (internal.h, ld_message_t). A batch that finds the inbox full reads it for the owner
+ * (trylock); when the owner's lock is busy, it goes the way every batch went before: onto the
+ * superblock's remote list with a CAS, and the first batch since the owner looked announces
+ * the superblock to its owner with a second (unless the owner allocates from it). Either way
+ * it helps an owner that seems idle. now: the coarse clock, read once by a caller that sends
+ * many. */
 static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint64_t now) {
   batch_hint_write(slot, sb);
   uint32_t bytes = slot->count * sb->block_size; /* read before the push, as the owner is */
-  /* sb's owner is read before the push: after it, sb may be freed (internal.h) */
+  /* sb's owner is read before the push: after it, sb may be freed (internal.h). A superblock
+   * that changes hands meanwhile has its message forwarded by the owner read here (heap.c). */
   heap_t *owner = atomic_load_explicit(&sb->owner, memory_order_relaxed);
-  bool announce = ld_sb_push_remote_batch(sb, slot->head, slot->tail, slot->count);
+  bool announce = false;
+  if (!ld_inbox_push(owner, sb, slot->head, slot->tail, slot->count) &&
+      !(ld_heap_help_full_inbox(heap, owner) && ld_inbox_push(owner, sb, slot->head, slot->tail, slot->count))) {
+    announce = ld_sb_push_remote_batch(sb, slot->head, slot->tail, slot->count);
+    if (heap != &ld_heap_empty) LD_STAT_INC(heap, remote_inbox_full);
+  }
   if (heap != &ld_heap_empty) {
     LD_STAT_INC(heap, remote_batches);
     /* counted per batch; the statistics add the bytes still in the buffer (heap.c) */

@@ -5,8 +5,8 @@
  * span, and are purged by age.
  *
  * Superblocks with room wait in a list per class; full ones (from exited threads) in one list,
- * until frees into them are announced on the global heap's pending list, as for any heap. So
- * taking a superblock looks at one list head, never at every superblock held.
+ * until frees into them reach the global heap's inbox or are announced on its pending list, as
+ * for any heap. So taking a superblock looks at one list head, never at every superblock held.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -34,7 +34,10 @@ static struct {
 
 void ld_global_lock(void) { ld_lock(&global.lock); }
 void ld_global_unlock(void) { ld_unlock(&global.lock); }
-void ld_global_reinit_lock(void) { ld_lock_reset(&global.lock); }
+void ld_global_reinit_lock(void) {
+  ld_lock_reset(&global.lock);
+  ld_inbox_after_fork(&ld_global_heap);
+}
 
 static void list_push(sb_list_t *list, sb_t *sb) {
   sb->prev = NULL;
@@ -113,6 +116,19 @@ bool ld_global_free(sb_t *sb, ld_block_t *b) {
  * pending_taken, still announced (heap.c, heap_process_pending_some, says why). */
 #define GLOBAL_PENDING_PER_TAKE 64u
 static void global_tidy_locked(uint32_t most) {
+  ld_message_t m;
+  for (uint32_t n = 0; n < most && n < LD_INBOX_SLOTS && ld_inbox_take(&ld_global_heap, &m); n++) {
+    if (!m.count) continue;
+    sb_t *sb = ld_sb_of(m.head);
+    if (atomic_load_explicit(&sb->owner, memory_order_acquire) != &ld_global_heap) {
+      ld_sb_forward_message(sb, &m); /* taken by a heap after the freer read its owner */
+      continue;
+    }
+    ld_sb_put_message(sb, &m, true);
+    global.u -= (int64_t)m.count * sb->block_size;
+    global.taken_bytes += (size_t)m.count * sb->block_size;
+    refile_after_frees(sb);
+  }
   sb_t *sb = global.pending_taken;
   for (uint32_t n = 0; n < most; n++) {
     if (!sb && !(sb = ld_sb_pending_take(&ld_global_heap))) break;
@@ -128,6 +144,13 @@ static void global_tidy_locked(uint32_t most) {
     sb = next;
   }
   global.pending_taken = sb;
+}
+
+bool ld_global_try_tidy(uint32_t most) {
+  if (!ld_trylock(&global.lock)) return false;
+  global_tidy_locked(most);
+  ld_global_unlock();
+  return true;
 }
 
 void ld_global_tidy(void) {

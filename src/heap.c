@@ -9,9 +9,10 @@
  * The front end (cache.c) talks to a heap in batches only: ld_heap_fill moves free blocks
  * from the heap's superblocks into the thread's cache, ld_heap_return moves them back, and
  * Hoard's accounting (u, a, the threshold) is applied per batch. Frees by other threads arrive
- * on the superblocks' remote lists (a CAS per batch); the first batch since the owner last
- * looked puts the superblock on the heap's pending list, so a fill collects only the
- * superblocks on it, whatever the number the heap holds.
+ * as messages in the heap's inbox (a CAS per batch: internal.h, ld_message_t), or, when it is
+ * full, on the superblocks' remote lists, where the first batch since the owner last looked
+ * puts the superblock on the heap's pending list; a fill reads a bounded part of both,
+ * whatever the number of superblocks the heap holds.
  *
  * The heap lock guards everything here. The owner takes it in its slow paths, uncontended;
  * another thread takes it with trylock to tidy an idle heap (ld_heap_tidy, from the purge) or
@@ -286,9 +287,48 @@ static void heap_release_classes(heap_t *heap, uint64_t classes) {
  * there stays announced, so it is neither given back to the segments nor announced again
  * (which would rewrite its link). */
 #define PENDING_PER_CALL 64u
+/* The inbox's messages, `most` at most (each a batch of up to LD_REMOTE_BATCH blocks): each
+ * batch goes on its superblock's inbox list (the fill that reaches it prefetches its blocks
+ * from its hint: superblock.c), or on to the superblock's new owner. */
+#define INBOX_GROUP 16u
+static uint64_t heap_process_inbox(heap_t *heap, uint32_t most, uint32_t *taken) {
+  uint64_t classes = 0;
+  uint32_t n = 0;
+  for (;;) {
+    /* A group of messages is taken first and the lines each batch's put writes (its first and
+     * last blocks, last written by the freer's core) asked for together: the puts then find
+     * them arriving instead of waiting for each in turn. */
+    ld_message_t group[INBOX_GROUP];
+    unsigned k = 0;
+    for (; k < INBOX_GROUP && n + k < most && ld_inbox_take(heap, &group[k]); k++) {
+      ld_prefetch_for_write(group[k].head);
+      ld_prefetch_for_write((char *)ld_sb_of(group[k].head) + group[k].tail_offset);
+    }
+    n += k;
+    for (unsigned i = 0; i < k; i++) {
+      const ld_message_t *m = &group[i];
+      if (!m->count) continue; /* (a fork's) */
+      sb_t *sb = ld_sb_of(m->head);
+      if (atomic_load_explicit(&sb->owner, memory_order_acquire) != heap) {
+        ld_sb_forward_message(sb, m); /* given away after the freer read its owner */
+        continue;
+      }
+      ld_sb_put_message(sb, m, false);
+      heap_count_remote(heap, sb, m->count);
+      heap_regroup(heap, sb);
+      classes |= (uint64_t)1 << sb->size_class;
+    }
+    if (k < INBOX_GROUP) break;
+  }
+  *taken = n;
+  return classes;
+}
+
+/* The inbox's messages and the pending list's superblocks, `most` of each at most. */
 static uint64_t heap_process_pending_some(heap_t *heap, uint32_t most, uint32_t *looked) {
   sb_t *sb = heap->pending_taken;
-  uint64_t classes = 0;
+  uint32_t messages;
+  uint64_t classes = heap_process_inbox(heap, most < LD_INBOX_SLOTS ? most : LD_INBOX_SLOTS, &messages);
   uint32_t n = 0;
   for (; n < most; n++) {
     if (!sb && !(sb = ld_sb_pending_take(heap))) break;
@@ -306,7 +346,7 @@ static uint64_t heap_process_pending_some(heap_t *heap, uint32_t most, uint32_t 
     sb = next;
   }
   heap->pending_taken = sb;
-  if (looked) *looked = n;
+  if (looked) *looked = messages + n;
   return classes;
 }
 static uint64_t heap_process_pending(heap_t *heap) { return heap_process_pending_some(heap, UINT32_MAX, NULL); }
@@ -542,6 +582,11 @@ bool ld_heap_tidy(heap_t *heap, bool mine) {
   else if (!ld_trylock(&heap->lock)) return false;
   /* once a purge delay (maintain.c) */
   if (__atomic_load_n(&heap->live, __ATOMIC_RELAXED)) heap_give_empty_locked(heap);
+  /* a heap no thread uses: batches sent to it after its thread left (their freers read the
+   * owner just before) are counted, or forwarded to their superblocks' owners now, not when
+   * a new thread takes the heap; a parked heap's classes whose u fell meet Hoard's threshold
+   * again (the validation walk checks parked heaps) */
+  else heap_release_classes(heap, heap_process_pending(heap));
   heap_unlock(heap);
   return true;
 }
@@ -577,6 +622,18 @@ void ld_heap_help_idle_owner(heap_t *self, heap_t *owner, uint64_t now) {
   if (self != &ld_heap_empty) LD_STAT_INC(self, free_lock_acquisitions);
   heap_release_classes(owner, heap_process_pending_some(owner, PENDING_PER_CALL, NULL));
   ld_unlock(&owner->lock);
+}
+
+bool ld_heap_help_full_inbox(heap_t *self, heap_t *owner) {
+  if (owner == &ld_global_heap) {
+    if (!ld_global_try_tidy(PENDING_PER_CALL)) return false;
+  } else {
+    if (!ld_trylock(&owner->lock)) return false;
+    heap_release_classes(owner, heap_process_pending_some(owner, PENDING_PER_CALL, NULL));
+    ld_unlock(&owner->lock);
+  }
+  if (self != &ld_heap_empty) LD_STAT_INC(self, free_lock_acquisitions);
+  return true;
 }
 
 /* ---- heap lifecycle ---- */
@@ -782,8 +839,12 @@ void ld_heaps_lock_all(void) {
 }
 void ld_heaps_unlock_all(bool reinit) {
   for (heap_t *h = heaps.heaps; h; h = h->next_heap) {
-    if (reinit) ld_lock_reset(&h->lock);
-    else ld_unlock(&h->lock);
+    if (reinit) {
+      ld_lock_reset(&h->lock);
+      ld_inbox_after_fork(h);
+    } else {
+      ld_unlock(&h->lock);
+    }
   }
   if (reinit) ld_lock_reset(&heaps.lock);
   else ld_unlock(&heaps.lock);
@@ -902,6 +963,8 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
       VIOLATION("heap %p: owned-table slot %u names %p, not a class-%u superblock of this heap\n", (void *)heap, i, (void *)sb, cls);
   }
   if (held != heap->superblocks_held) VIOLATION("heap %p: holds %zu superblocks, counted %zu\n", (void *)heap, held, heap->superblocks_held);
+  if (ld_inbox_waiting(heap) > LD_INBOX_SLOTS)
+    VIOLATION("heap %p: inbox holds %u messages, more than its %d slots\n", (void *)heap, ld_inbox_waiting(heap), LD_INBOX_SLOTS);
 }
 
 /* The calling thread's heap (brought up to date first, as its next slow path would) and every

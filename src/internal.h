@@ -118,7 +118,9 @@ enum { LD_KIND_SMALL = 1, LD_KIND_LARGE = 2, LD_KIND_LARGE_CACHED = 3, LD_KIND_M
 
 /* The remote list head of a superblock, one 64-bit word so that one CAS pushes a whole batch
  * of frees and says how many it holds (issue "front end": the owner learns the count without
- * walking blocks another core wrote):
+ * walking blocks another core wrote). Batches go to the owner's inbox (ld_message_t) first;
+ * this list takes those that find it full, and the owner's forwarding of a message whose
+ * superblock changed hands:
  *   bit 0          announced: the superblock waits on its owner's pending list;
  *   bits 1..24     blocks on the list;
  *   bit 25         watched: the superblock is its owner's current one for its class, which the
@@ -134,6 +136,7 @@ enum { LD_KIND_SMALL = 1, LD_KIND_LARGE = 2, LD_KIND_LARGE_CACHED = 3, LD_KIND_M
 #define LD_REMOTE_HEAD_SHIFT 26
 
 struct heap_s;
+struct ld_message_s;
 
 typedef struct sb_s {
   /* first cache line: set when the superblock is formatted, then only read; remote freers
@@ -151,10 +154,14 @@ typedef struct sb_s {
   size_t usable;               /* spans: bytes usable from data */
   /* second cache line: the owner's, under its heap lock (spans: the cache's) */
   _Alignas(LD_CACHE_LINE) ld_block_t *free_list; /* free blocks, each tagged */
-  int32_t used;                /* carved blocks not on free_list and not counted in
-                                  remote_seen: handed out, in a thread's cache, or freed by
+  int32_t used;                /* carved blocks not on free_list or inbox_list and not counted
+                                  in remote_seen: handed out, in a thread's cache, or freed by
                                   another thread since the owner last looked */
   int32_t remote_seen;         /* blocks on the remote list already taken out of used */
+  ld_block_t *inbox_list;      /* batches taken from the owner's inbox (ld_sb_put_message),
+                                  chained as on the remote list, hints and all, so that the fill
+                                  that reaches them prefetches each batch's blocks at once */
+  int32_t inbox_count;         /* blocks on inbox_list */
   char *bump;                  /* blocks below this have been carved; above, untouched */
   uint8_t group;               /* LD_GROUP_*: changes as blocks come and go, so not on the first line */
   struct sb_s *next, *prev;    /* links in a fullness group, a global list, the large cache */
@@ -253,10 +260,11 @@ static inline bool ld_sb_is_block_start(const sb_t *sb, const void *p) {
 /* superblock.c */
 void ld_classes_init(void);
 void ld_sb_format(sb_t *sb, unsigned cls);
-/* Takes up to `want` free blocks of sb into out[]: its free list, then its remote list (taken
- * whole with one exchange once the free list is empty: it becomes the free list, no walk),
- * then untouched blocks carved at the bump pointer (a page at a time). Each block read is
- * checked (its tag, the list's length). Returns how many; used grows by that many. Owner. */
+/* Takes up to `want` free blocks of sb into out[]: its free list, then the batches taken from
+ * the owner's inbox, then its remote list (taken whole with one exchange: it becomes the free
+ * list, no walk), each prefetched from its hints as it becomes the free list, then untouched
+ * blocks carved at the bump pointer (a page at a time). Each block read is checked (its tag,
+ * the list's length). Returns how many; used grows by that many. Owner. */
 unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_accounted, uint64_t *hinted);
 /* Puts a chain of n blocks of sb (head..tail, linked, tagged) back on its free list; used
  * shrinks by n. Owner, under its lock. */
@@ -287,6 +295,24 @@ void ld_sb_announce(sb_t *sb);
  * under its lock (heap.c, global.c: a bounded part at a time, the rest kept in pending_taken). */
 sb_t *ld_sb_pending_take(struct heap_s *owner);
 bool ld_sb_is_announced(const sb_t *sb);
+/* Sends a batch (head..tail, n blocks of sb, linked and tagged) to owner's inbox: one CAS.
+ * false: the inbox is full, nothing was done. */
+bool ld_inbox_push(struct heap_s *owner, sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n);
+/* Takes the oldest published message of heap's inbox into *out; false: none (or the next one
+ * is claimed and not yet written). The caller holds heap's lock. */
+bool ld_inbox_take(struct heap_s *heap, struct ld_message_s *out);
+/* The consumer's part for a message: its batch goes on sb's inbox_list (sb the caller owns,
+ * under its lock) or, for the global heap's superblocks (global: under its lock), on the free
+ * list; used falls by its count. A count larger than used means a block was freed twice. */
+void ld_sb_put_message(sb_t *sb, const struct ld_message_s *m, bool global);
+/* A message whose superblock changed hands after its freer read the owner: the batch goes
+ * onto sb's remote list, announced to its owner now (the path a full inbox takes). */
+void ld_sb_forward_message(sb_t *sb, const struct ld_message_s *m);
+/* A fork child: slots that threads of the parent claimed and never wrote are published empty,
+ * so that the child's reads go past them. */
+void ld_inbox_after_fork(struct heap_s *heap);
+/* The messages waiting (validation, statistics). */
+uint32_t ld_inbox_waiting(const struct heap_s *heap);
 void ld_sb_validate(const sb_t *sb, const struct heap_s *owner, int *violations);
 
 /* ---- statistics, per heap, merged on demand (stats.c) ----
@@ -303,12 +329,13 @@ typedef struct ld_stats_s {
   size_t large_allocs, large_cache_hits, medium_allocs, medium_cache_hits;
   size_t refills, flushes, superblocks_examined, free_lock_acquisitions;
   size_t remote_batches, remote_announcements; /* the remote free path's atomic operations */
+  size_t remote_inbox_full;     /* batches that found their owner's inbox full (the remote list) */
   size_t remote_sent_bytes;     /* freed by this thread into other heaps' superblocks */
   size_t remote_taken_bytes;    /* taken by this heap from its superblocks' remote lists */
   size_t parked_heaps_taken;    /* an exited thread's heap taken whole by a new thread */
   size_t parked_heaps_released; /* a parked heap's superblocks given to the global heap by the purge */
   size_t heaps_examined;        /* heaps looked at to find a new thread's (constant per thread) */
-  size_t refill_pending_examined; /* announced superblocks refills looked at (at most 64 each) */
+  size_t refill_pending_examined; /* messages and announced superblocks refills looked at (at most 64 of each per refill) */
   size_t remote_hinted;           /* remote-list blocks whose lines a refill prefetched from hints */
 } ld_stats_t;
 
@@ -374,7 +401,8 @@ static inline uintptr_t ld_owned_entry(const sb_t *sb) {
 }
 
 /* Frees of blocks other heaps own wait in a small buffer, one batch per superblock, and are
- * handed over with one CAS per batch (snmalloc's message passing is the model; seed 002's
+ * handed over with one CAS per batch, as a message in the owner's inbox (snmalloc's message
+ * passing is the model; seed 002's
  * point: no free waits for a lock). A batch goes when it reaches LD_REMOTE_BATCH blocks or
  * LD_REMOTE_BATCH_BYTES, when its slot is wanted by another superblock, when the whole buffer
  * holds more than LD_REMOTE_PENDING_BYTES (then the largest batch of the set a free lands in),
@@ -441,6 +469,31 @@ static inline unsigned ld_batch_hint_room(uint32_t block_size) {
 static inline unsigned ld_remote_set(const sb_t *sb) {
   return (unsigned)(((uintptr_t)sb >> ld_sb_shift) & (LD_REMOTE_SLOTS / LD_REMOTE_WAYS - 1)) * LD_REMOTE_WAYS;
 }
+
+/* A heap's inbox (issue 17: at most one atomic operation per batch of remote frees). A batch
+ * goes to its superblock's owner as one message in the owner's inbox, a bounded ring that many
+ * threads write and one reads (Vyukov's bounded queue): the freer claims a slot with one CAS on
+ * the ring's tail and publishes it with a plain release store; whoever holds the owner's lock
+ * takes messages in order with no atomic operation at all, and puts each batch on its
+ * superblock's free list with the count the message carries (no block is walked). Before,
+ * a batch went onto its superblock's remote list with a CAS, and the first since the owner
+ * looked put the superblock on the owner's pending list with a second; that path stays for a
+ * batch that finds the inbox full, and for the owner's forwarding of a message whose
+ * superblock changed hands in flight. A slot's `turn` is its sequence number less its index,
+ * so that a zeroed heap's inbox is empty and ready: free for the pass's writer at
+ * L x LD_INBOX_SLOTS, published at that plus one, free for the next pass at (L + 1) x
+ * LD_INBOX_SLOTS (16 bits wrap harmlessly: a writer is never more than a pass ahead). 256
+ * messages of at most LD_REMOTE_BATCH_BYTES each: an owner that stops reading is helped by its
+ * freers long before (LD_HELP_AFTER_BATCHES). */
+#define LD_INBOX_SLOTS 256
+typedef struct ld_message_s {
+  ld_block_t *head;          /* the batch's first block (its chain runs to the tail) */
+  uint32_t tail_offset;      /* its last block, from its superblock */
+  uint16_t count;            /* blocks; 0: a slot a fork left claimed and unwritten */
+  _Atomic(uint16_t) turn;    /* see above */
+} ld_message_t;
+_Static_assert(sizeof(ld_message_t) == 16, "four messages to a cache line");
+_Static_assert(LD_REMOTE_BATCH <= UINT16_MAX, "a message's count");
 
 /* ---- heaps (heap.c) ---- */
 /* Hoard's u and a are kept per size class, as its proof bounds them (seed 004 §4.1): a heap
@@ -538,9 +591,13 @@ typedef struct heap_s {
                                           alloc.c before it calls down: the heap's "now") */
   uint64_t looks;                      /* times the owner looked at its pending frees */
   sb_t *pending_taken;                 /* taken from `pending`, not yet looked at (heap.c) */
+  uint32_t inbox_head;                 /* the next message to take (under `lock`) */
   /* Superblocks with frees waiting (announced), pushed by any thread with a CAS. Its own
    * cache line: remote freers write it, the owner reads it on every refill. */
   _Alignas(LD_CACHE_LINE) _Atomic(sb_t *) pending;
+  /* The inbox's tail, claimed by remote freers with a CAS and read by nobody else: on a line
+   * of its own, it stays in the cache of a thread that sends many batches. */
+  _Alignas(LD_CACHE_LINE) _Atomic(uint32_t) inbox_tail;
   /* Guards the heap proper: taken by the owner in its slow paths (uncontended), and with
    * trylock by another thread that tidies an idle heap. */
   _Alignas(LD_CACHE_LINE) ld_lock_t lock;
@@ -556,6 +613,7 @@ typedef struct heap_s {
    * counters, the heap proper), which then share 3 pages instead of 5.
    * Each slot's superblock (NULL: the slot is empty), apart from the slots so that a free
    * finds its batch reading one line, a set's four superblocks. */
+  _Alignas(64) ld_message_t inbox[LD_INBOX_SLOTS]; /* batches of other threads' frees */
   _Alignas(64) sb_t *remote_sb[LD_REMOTE_SLOTS];
   ld_remote_slot_t remote[LD_REMOTE_SLOTS];
 } heap_t;
@@ -597,6 +655,10 @@ bool ld_heap_tidy(heap_t *heap, bool mine);
  * threshold applied (trylock; never waits). */
 #define LD_HELP_AFTER_BATCHES 64
 void ld_heap_help_idle_owner(heap_t *self, heap_t *owner, uint64_t now);
+/* A batch found owner's inbox full (owner: any heap, the global heap included): the freer
+ * reads PENDING_PER_CALL of its messages for it, under its lock taken with trylock (never a
+ * wait). false: the lock was busy, nothing done. */
+bool ld_heap_help_full_inbox(heap_t *self, heap_t *owner);
 heap_t *ld_heap_new(bool after_exit_hook);  /* a heap for the calling thread (made or reused) */
 void    ld_heap_empty_init(void);           /* the empty heap's non-zero fields (start-up) */
 void    ld_heap_fraction_changed(void);     /* Hoard's f was set: the groups' boundaries follow */
@@ -727,7 +789,8 @@ sb_t   *ld_global_take(heap_t *heap, unsigned cls);
 /* Gives sb (detached from its heap) to the global heap. Global lock held. Empty superblocks
  * go straight back to the segments. */
 void    ld_global_put_locked(sb_t *sb);
-void    ld_global_tidy(void);   /* collects announced frees of superblocks it holds */
+void    ld_global_tidy(void);   /* collects announced frees of superblocks it holds, and its inbox */
+bool    ld_global_try_tidy(uint32_t most); /* the same for `most` of each, if its lock is free */
 /* A free of b (checked, tagged), a block of sb, which the global heap holds: onto sb's free
  * list under the global lock, as Hoard frees into heap 0 (seed 004 §3), if the lock is free
  * (no free waits for one: seed 002) and sb is still the global heap's. false: nothing done,

@@ -68,7 +68,8 @@ void ld_classes_init(void) {
 
 void ld_sb_format(sb_t *sb, unsigned cls) {
   uint32_t bs = ld_class_size[cls];
-  sb->free_list = NULL;
+  sb->free_list = sb->inbox_list = NULL;
+  sb->inbox_count = 0;
   LD_OWNER_SET(sb->used, 0);
   sb->remote_seen = 0;
   LD_OWNER_SET(sb->block_size, bs);
@@ -180,7 +181,7 @@ static uint64_t remote_prefetch(sb_t *sb, const ld_block_t *head, uint64_t total
 
 unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_accounted, uint64_t *hinted) {
   unsigned n = 0;
-  for (int pass = 0; pass < 2 && n < want; pass++) {
+  for (int pass = 0; pass < 3 && n < want; pass++) {
     int32_t listed = sb_listed_blocks(sb);
     unsigned start = n;
     /* The walk stops after `listed` blocks: a list that goes on past them has a block on it
@@ -203,7 +204,14 @@ unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_
                         b);
     sb->free_list = b;
     LD_OWNER_SET(sb->used, sb->used + (int32_t)(n - start));
-    if (n == want || pass == 1) break;
+    if (n == want || pass == 2) break;
+    if (sb->inbox_list) { /* the free list is empty: the batches from the inbox become it */
+      sb->free_list = sb->inbox_list;
+      *hinted += remote_prefetch(sb, sb->free_list, (uint64_t)sb->inbox_count);
+      sb->inbox_list = NULL;
+      sb->inbox_count = 0;
+      continue;
+    }
     /* The free list is empty: the remote list becomes it, taken whole (the announced flag
      * stays with whoever holds sb on a pending list, the watched flag with the owner). */
     uint64_t old = atomic_load_explicit(&sb->remote, memory_order_relaxed);
@@ -291,7 +299,106 @@ sb_t *ld_sb_pending_take(struct heap_s *owner) {
   return atomic_exchange_explicit(&owner->pending, NULL, memory_order_acquire);
 }
 
+/* ---- the inbox (internal.h, ld_message_t) ---- */
+
+static inline uint16_t inbox_pass(uint32_t pos) { return (uint16_t)(pos & ~(uint32_t)(LD_INBOX_SLOTS - 1)); }
+
+bool ld_inbox_push(struct heap_s *owner, sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n) {
+  uint32_t pos = atomic_load_explicit(&owner->inbox_tail, memory_order_relaxed);
+  for (;;) {
+    ld_message_t *m = &owner->inbox[pos & (LD_INBOX_SLOTS - 1)];
+    /* acquire: the reader's copy of the message this slot held a pass ago is done */
+    int16_t ahead = (int16_t)(uint16_t)(atomic_load_explicit(&m->turn, memory_order_acquire) - inbox_pass(pos));
+    if (ahead == 0) {
+      if (atomic_compare_exchange_weak_explicit(&owner->inbox_tail, &pos, pos + 1, memory_order_relaxed, memory_order_relaxed)) {
+        m->head = head;
+        m->tail_offset = (uint32_t)((char *)tail - (char *)sb);
+        m->count = (uint16_t)n;
+        /* release: the batch's links and tags, written by this thread, go with it */
+        atomic_store_explicit(&m->turn, (uint16_t)(inbox_pass(pos) + 1), memory_order_release);
+        return true;
+      }
+    } else if (ahead < 0) {
+      return false; /* the slot still holds the message of a pass ago: full */
+    } else {
+      pos = atomic_load_explicit(&owner->inbox_tail, memory_order_relaxed); /* taken meanwhile */
+    }
+  }
+}
+
+bool ld_inbox_take(struct heap_s *heap, ld_message_t *out) {
+  uint32_t pos = heap->inbox_head;
+  ld_message_t *m = &heap->inbox[pos & (LD_INBOX_SLOTS - 1)];
+  if (atomic_load_explicit(&m->turn, memory_order_acquire) != (uint16_t)(inbox_pass(pos) + 1)) return false;
+  out->head = m->head;
+  out->tail_offset = m->tail_offset;
+  out->count = m->count;
+  atomic_store_explicit(&m->turn, (uint16_t)(inbox_pass(pos) + LD_INBOX_SLOTS), memory_order_release);
+  heap->inbox_head = pos + 1;
+  return true;
+}
+
+uint32_t ld_inbox_waiting(const struct heap_s *heap) {
+  return atomic_load_explicit(&((struct heap_s *)heap)->inbox_tail, memory_order_acquire) - heap->inbox_head;
+}
+
+void ld_inbox_after_fork(struct heap_s *heap) {
+  uint32_t tail = atomic_load_explicit(&heap->inbox_tail, memory_order_relaxed);
+  for (uint32_t pos = heap->inbox_head; pos != tail; pos++) {
+    ld_message_t *m = &heap->inbox[pos & (LD_INBOX_SLOTS - 1)];
+    if (atomic_load_explicit(&m->turn, memory_order_relaxed) != inbox_pass(pos)) continue; /* published */
+    /* claimed by a thread the child does not have: its batch is still in that thread's buffer,
+     * which the child's purge sends (cache.c) */
+    m->count = 0;
+    atomic_store_explicit(&m->turn, (uint16_t)(inbox_pass(pos) + 1), memory_order_relaxed);
+  }
+}
+
+void ld_sb_put_message(sb_t *sb, const ld_message_t *m, bool global) {
+  if (LD_UNLIKELY((int32_t)m->count > sb->used)) ld_fatal_bad_free("double free (more blocks freed than in use) in the superblock", sb);
+  ld_block_t *tail = (ld_block_t *)((char *)sb + m->tail_offset);
+#ifdef LARDER_HARDENED
+  /* the tail's link is about to be written over: a write after free into it is caught here,
+   * as the walk catches one into any other block of the batch */
+  if (ld_next(tail) != NULL || !ld_block_is_free(tail)) ld_fatal_corrupt_list(sb, tail);
+#endif
+  if (global) { /* no fill walks it soon: the next heap that takes sb does */
+    ld_sb_put_chain(sb, m->head, tail, (int32_t)m->count);
+    return;
+  }
+  /* in front of the batches taken before, linked as a push onto the remote list links them */
+  ld_block_t *below = sb->inbox_list;
+  ld_set_next(tail, below);
+  if (ld_batch_hint_room(sb->block_size)) ((ld_batch_hint_t *)m->head)->next_batch = below ? ld_batch_offset(sb, below) : 0;
+  sb->inbox_list = m->head;
+  sb->inbox_count += m->count;
+  LD_OWNER_SET(sb->used, sb->used - (int32_t)m->count);
+}
+
+void ld_sb_forward_message(sb_t *sb, const ld_message_t *m) {
+  if (ld_sb_push_remote_batch(sb, m->head, (ld_block_t *)((char *)sb + m->tail_offset), m->count)) ld_sb_announce(sb);
+}
+
 #define VIOLATION(...) (ld_message("larder: validate: " __VA_ARGS__), (*violations)++)
+
+/* Walks one of sb's lists of free blocks (each a carved block start, tagged), counting them
+ * into *count; false: the walk could not go on (a link out of place, or a cycle). */
+static bool list_validate(const sb_t *sb, const ld_block_t *head, const char *name, size_t carved, size_t *count,
+                          int *violations) {
+  for (const ld_block_t *b = head; b; b = ld_next(b)) {
+    uintptr_t off = (uintptr_t)b - (uintptr_t)sb->data;
+    if ((char *)b < sb->data || (char *)b >= sb->bump || off % sb->block_size) {
+      VIOLATION("superblock %p: %s entry %p is not a carved block\n", (const void *)sb, name, (const void *)b);
+      return false;
+    }
+    if (!ld_block_is_free(b)) VIOLATION("superblock %p: free block %p lost its tag\n", (const void *)sb, (const void *)b);
+    if (++*count > carved) {
+      VIOLATION("superblock %p: %s longer than the carved blocks (a cycle?)\n", (const void *)sb, name);
+      return false;
+    }
+  }
+  return true;
+}
 
 /* Checks one superblock's lists and counts; `owner` is who must own it. The remote list is
  * not walked (other threads push onto it); its count is checked against what the owner saw. */
@@ -307,19 +414,13 @@ void ld_sb_validate(const sb_t *sb, const heap_t *owner, int *violations) {
   size_t carved = (size_t)(sb->bump - sb->data) / sb->block_size; /* a division: checks ld_sb_carved */
   if (sb->divisor_magic != UINT64_MAX / sb->block_size + 1 || ld_sb_carved(sb) != carved)
     VIOLATION("superblock %p: divisor magic wrong\n", (const void *)sb);
-  size_t free_count = 0;
-  for (const ld_block_t *b = sb->free_list; b; b = ld_next(b)) {
-    uintptr_t off = (uintptr_t)b - (uintptr_t)sb->data;
-    if ((char *)b < sb->data || (char *)b >= sb->bump || off % sb->block_size) {
-      VIOLATION("superblock %p: free-list entry %p is not a carved block\n", (const void *)sb, (const void *)b);
-      return;
-    }
-    if (!ld_block_is_free(b)) VIOLATION("superblock %p: free block %p lost its tag\n", (const void *)sb, (const void *)b);
-    if (++free_count > carved) {
-      VIOLATION("superblock %p: free list longer than the carved blocks (a cycle?)\n", (const void *)sb);
-      return;
-    }
-  }
+  size_t free_count = 0, inbox_walked = 0;
+  if (!list_validate(sb, sb->free_list, "free list", carved, &free_count, violations) ||
+      !list_validate(sb, sb->inbox_list, "inbox list", carved, &inbox_walked, violations))
+    return;
+  if (inbox_walked != (size_t)sb->inbox_count)
+    VIOLATION("superblock %p: inbox list holds %zu blocks, counted %d\n", (const void *)sb, inbox_walked, sb->inbox_count);
+  free_count += inbox_walked;
   uint64_t word = atomic_load_explicit(&((sb_t *)sb)->remote, memory_order_acquire);
   if (sb->remote_seen < 0 || (uint64_t)sb->remote_seen > remote_count(word))
     VIOLATION("superblock %p: %d remote frees seen, the list holds %llu\n", (const void *)sb, sb->remote_seen,

@@ -16,6 +16,17 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/addrmap.c)
   set_tests_properties(alloc_addrmap_unit PROPERTIES LABELS alloc TIMEOUT 120)
 endif()
 
+# ---- the inbox of remote frees, unit-tested against liblarder.a with its internal header ----
+if(TARGET larder_static)
+  add_executable(alloc_inbox_unit alloc/inbox_unit.c)
+  set_target_properties(alloc_inbox_unit PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${LARDER_TEST_DIR})
+  target_include_directories(alloc_inbox_unit PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src
+                             ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(alloc_inbox_unit PRIVATE larder_static Threads::Threads)
+  add_test(NAME alloc_inbox_unit COMMAND alloc_inbox_unit)
+  set_tests_properties(alloc_inbox_unit PROPERTIES LABELS alloc TIMEOUT 120)
+endif()
+
 # ---- misuse of pointers: static, stack, foreign mmap, wild; double and interior frees;
 # realloc of freed blocks (each in a child; message with the address and SIGABRT) ----
 alloc_test(alloc_misuse_pointers SOURCES alloc/misuse_pointers.c PRELOAD TIMEOUT 120)
