@@ -107,8 +107,9 @@ static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint6
    * that changes hands meanwhile has its message forwarded by the owner read here (heap.c). */
   heap_t *owner = atomic_load_explicit(&sb->owner, memory_order_relaxed);
   bool announce = false;
-  if (!ld_inbox_push(owner, sb, slot->head, slot->tail, slot->count) &&
-      !(ld_heap_help_full_inbox(heap, owner) && ld_inbox_push(owner, sb, slot->head, slot->tail, slot->count))) {
+  heap_t *self = heap == &ld_heap_empty ? NULL : heap; /* (the empty heap is every thread's) */
+  if (!ld_inbox_push(owner, sb, slot->head, slot->tail, slot->count, self) &&
+      !(ld_heap_help_full_inbox(heap, owner) && ld_inbox_push(owner, sb, slot->head, slot->tail, slot->count, self))) {
     announce = ld_sb_push_remote_batch(sb, slot->head, slot->tail, slot->count);
     if (heap != &ld_heap_empty) LD_STAT_INC(heap, remote_inbox_full);
   }

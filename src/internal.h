@@ -296,8 +296,9 @@ void ld_sb_announce(sb_t *sb);
 sb_t *ld_sb_pending_take(struct heap_s *owner);
 bool ld_sb_is_announced(const sb_t *sb);
 /* Sends a batch (head..tail, n blocks of sb, linked and tagged) to owner's inbox: one CAS.
- * false: the inbox is full, nothing was done. */
-bool ld_inbox_push(struct heap_s *owner, sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n);
+ * false: the inbox is full, nothing was done. self: the sending thread's heap, which keeps the
+ * owner's head as last read (NULL: none to keep). */
+bool ld_inbox_push(struct heap_s *owner, sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n, struct heap_s *self);
 /* Takes the oldest published message of heap's inbox into *out; false: none (or the next one
  * is claimed and not yet written). The caller holds heap's lock. */
 bool ld_inbox_take(struct heap_s *heap, struct ld_message_s *out);
@@ -472,25 +473,28 @@ static inline unsigned ld_remote_set(const sb_t *sb) {
 
 /* A heap's inbox (issue 17: at most one atomic operation per batch of remote frees). A batch
  * goes to its superblock's owner as one message in the owner's inbox, a bounded ring that many
- * threads write and one reads (Vyukov's bounded queue): the freer claims a slot with one CAS on
- * the ring's tail and publishes it with a plain release store; whoever holds the owner's lock
- * takes messages in order with no atomic operation at all, and puts each batch on its
- * superblock's free list with the count the message carries (no block is walked). Before,
- * a batch went onto its superblock's remote list with a CAS, and the first since the owner
- * looked put the superblock on the owner's pending list with a second; that path stays for a
- * batch that finds the inbox full, and for the owner's forwarding of a message whose
- * superblock changed hands in flight. A slot's `turn` is its sequence number less its index,
- * so that a zeroed heap's inbox is empty and ready: free for the pass's writer at
- * L x LD_INBOX_SLOTS, published at that plus one, free for the next pass at (L + 1) x
- * LD_INBOX_SLOTS (16 bits wrap harmlessly: a writer is never more than a pass ahead). 256
- * messages of at most LD_REMOTE_BATCH_BYTES each: an owner that stops reading is helped by its
- * freers long before (LD_HELP_AFTER_BATCHES). */
+ * threads write and one reads: the freer claims a slot with one CAS on the ring's tail and
+ * publishes it with a plain release store of its sequence number; whoever holds the owner's
+ * lock takes messages in order with no atomic operation at all, and puts each batch on its
+ * superblock's inbox list with the count the message carries (no block is walked). The reader
+ * writes nothing in the slots: it publishes how far it has read (inbox_head, a line of its
+ * own), and a writer claims a slot only once the reader is past that slot's message of the
+ * pass before, which it learns from the head it saw last (heap_t, inbox_seen_*) and reads
+ * again only when that is a whole ring behind. So a message costs the slot's line moving to
+ * the reader and back, and nothing else shared. Before, a batch went onto its superblock's
+ * remote list with a CAS, and the first since the owner looked put the superblock on the
+ * owner's pending list with a second; that path stays for a batch that finds the inbox full
+ * with the owner's lock busy, and for the forwarding of a message whose superblock changed
+ * hands in flight. A slot's seq is its position plus one (16 bits, which wrap harmlessly: a
+ * slot's number one pass before differs by 256), so a zeroed heap's inbox is empty and ready.
+ * 256 messages of at most LD_REMOTE_BATCH_BYTES each: an owner that stops reading is helped by
+ * its freers long before (LD_HELP_AFTER_BATCHES). */
 #define LD_INBOX_SLOTS 256
 typedef struct ld_message_s {
   ld_block_t *head;          /* the batch's first block (its chain runs to the tail) */
   uint32_t tail_offset;      /* its last block, from its superblock */
   uint16_t count;            /* blocks; 0: a slot a fork left claimed and unwritten */
-  _Atomic(uint16_t) turn;    /* see above */
+  _Atomic(uint16_t) seq;     /* (uint16_t)(position + 1) once written: see above */
 } ld_message_t;
 _Static_assert(sizeof(ld_message_t) == 16, "four messages to a cache line");
 _Static_assert(LD_REMOTE_BATCH <= UINT16_MAX, "a message's count");
@@ -560,6 +564,8 @@ typedef struct heap_s {
    * empty. */
   void *slow_frees[LD_SLOW_FREES];
   uint32_t slow_free_next;             /* the slot the next one takes (wraps) */
+  struct heap_s *inbox_seen_owner;     /* the heap whose inbox this thread last wrote to, */
+  uint32_t inbox_seen_head;            /* and its inbox_head as read then (superblock.c) */
   struct heap_s *help_owner;           /* the heap this thread last sent batches to, */
   uint64_t help_looks;                 /* its `looks` then, */
   uint32_t help_batches;               /* and the batches sent since (ld_heap_help_idle_owner) */
@@ -591,13 +597,15 @@ typedef struct heap_s {
                                           alloc.c before it calls down: the heap's "now") */
   uint64_t looks;                      /* times the owner looked at its pending frees */
   sb_t *pending_taken;                 /* taken from `pending`, not yet looked at (heap.c) */
-  uint32_t inbox_head;                 /* the next message to take (under `lock`) */
   /* Superblocks with frees waiting (announced), pushed by any thread with a CAS. Its own
    * cache line: remote freers write it, the owner reads it on every refill. */
   _Alignas(LD_CACHE_LINE) _Atomic(sb_t *) pending;
   /* The inbox's tail, claimed by remote freers with a CAS and read by nobody else: on a line
    * of its own, it stays in the cache of a thread that sends many batches. */
   _Alignas(LD_CACHE_LINE) _Atomic(uint32_t) inbox_tail;
+  /* The next message to take, written by the reader (under `lock`) and read by writers once a
+   * ring of messages at most: a line of its own. */
+  _Alignas(LD_CACHE_LINE) _Atomic(uint32_t) inbox_head;
   /* Guards the heap proper: taken by the owner in its slow paths (uncontended), and with
    * trylock by another thread that tidies an idle heap. */
   _Alignas(LD_CACHE_LINE) ld_lock_t lock;

@@ -301,56 +301,63 @@ sb_t *ld_sb_pending_take(struct heap_s *owner) {
 
 /* ---- the inbox (internal.h, ld_message_t) ---- */
 
-static inline uint16_t inbox_pass(uint32_t pos) { return (uint16_t)(pos & ~(uint32_t)(LD_INBOX_SLOTS - 1)); }
-
-bool ld_inbox_push(struct heap_s *owner, sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n) {
+bool ld_inbox_push(struct heap_s *owner, sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n, struct heap_s *self) {
+  uint32_t seen;
+  if (self && self->inbox_seen_owner == owner) {
+    seen = self->inbox_seen_head;
+  } else {
+    seen = atomic_load_explicit(&owner->inbox_head, memory_order_acquire);
+    if (self) self->inbox_seen_owner = owner, self->inbox_seen_head = seen;
+  }
   uint32_t pos = atomic_load_explicit(&owner->inbox_tail, memory_order_relaxed);
   for (;;) {
-    ld_message_t *m = &owner->inbox[pos & (LD_INBOX_SLOTS - 1)];
-    /* acquire: the reader's copy of the message this slot held a pass ago is done */
-    int16_t ahead = (int16_t)(uint16_t)(atomic_load_explicit(&m->turn, memory_order_acquire) - inbox_pass(pos));
-    if (ahead == 0) {
-      if (atomic_compare_exchange_weak_explicit(&owner->inbox_tail, &pos, pos + 1, memory_order_relaxed, memory_order_relaxed)) {
-        m->head = head;
-        m->tail_offset = (uint32_t)((char *)tail - (char *)sb);
-        m->count = (uint16_t)n;
-        /* release: the batch's links and tags, written by this thread, go with it */
-        atomic_store_explicit(&m->turn, (uint16_t)(inbox_pass(pos) + 1), memory_order_release);
-        return true;
-      }
-    } else if (ahead < 0) {
-      return false; /* the slot still holds the message of a pass ago: full */
-    } else {
-      pos = atomic_load_explicit(&owner->inbox_tail, memory_order_relaxed); /* taken meanwhile */
+    if (pos - seen >= LD_INBOX_SLOTS) {
+      /* the head seen is a ring behind: read it again (acquire: the reader is done with the
+       * message the slot held a pass ago) */
+      seen = atomic_load_explicit(&owner->inbox_head, memory_order_acquire);
+      if (self) self->inbox_seen_head = seen;
+      /* the tail again, after the head: never behind it */
+      pos = atomic_load_explicit(&owner->inbox_tail, memory_order_relaxed);
+      if (pos - seen >= LD_INBOX_SLOTS) return false; /* full */
     }
+    if (atomic_compare_exchange_weak_explicit(&owner->inbox_tail, &pos, pos + 1, memory_order_relaxed, memory_order_relaxed))
+      break;
   }
+  ld_message_t *m = &owner->inbox[pos & (LD_INBOX_SLOTS - 1)];
+  m->head = head;
+  m->tail_offset = (uint32_t)((char *)tail - (char *)sb);
+  m->count = (uint16_t)n;
+  /* release: the batch's links and tags, written by this thread, go with it */
+  atomic_store_explicit(&m->seq, (uint16_t)(pos + 1), memory_order_release);
+  return true;
 }
 
 bool ld_inbox_take(struct heap_s *heap, ld_message_t *out) {
-  uint32_t pos = heap->inbox_head;
+  uint32_t pos = atomic_load_explicit(&heap->inbox_head, memory_order_relaxed); /* the reader's own */
   ld_message_t *m = &heap->inbox[pos & (LD_INBOX_SLOTS - 1)];
-  if (atomic_load_explicit(&m->turn, memory_order_acquire) != (uint16_t)(inbox_pass(pos) + 1)) return false;
+  if (atomic_load_explicit(&m->seq, memory_order_acquire) != (uint16_t)(pos + 1)) return false;
   out->head = m->head;
   out->tail_offset = m->tail_offset;
   out->count = m->count;
-  atomic_store_explicit(&m->turn, (uint16_t)(inbox_pass(pos) + LD_INBOX_SLOTS), memory_order_release);
-  heap->inbox_head = pos + 1;
+  /* release: the copy above is done before a writer may claim the slot again */
+  atomic_store_explicit(&heap->inbox_head, pos + 1, memory_order_release);
   return true;
 }
 
 uint32_t ld_inbox_waiting(const struct heap_s *heap) {
-  return atomic_load_explicit(&((struct heap_s *)heap)->inbox_tail, memory_order_acquire) - heap->inbox_head;
+  struct heap_s *h = (struct heap_s *)heap;
+  return atomic_load_explicit(&h->inbox_tail, memory_order_acquire) - atomic_load_explicit(&h->inbox_head, memory_order_acquire);
 }
 
 void ld_inbox_after_fork(struct heap_s *heap) {
   uint32_t tail = atomic_load_explicit(&heap->inbox_tail, memory_order_relaxed);
-  for (uint32_t pos = heap->inbox_head; pos != tail; pos++) {
+  for (uint32_t pos = atomic_load_explicit(&heap->inbox_head, memory_order_relaxed); pos != tail; pos++) {
     ld_message_t *m = &heap->inbox[pos & (LD_INBOX_SLOTS - 1)];
-    if (atomic_load_explicit(&m->turn, memory_order_relaxed) != inbox_pass(pos)) continue; /* published */
+    if (atomic_load_explicit(&m->seq, memory_order_relaxed) == (uint16_t)(pos + 1)) continue; /* written */
     /* claimed by a thread the child does not have: its batch is still in that thread's buffer,
      * which the child's purge sends (cache.c) */
     m->count = 0;
-    atomic_store_explicit(&m->turn, (uint16_t)(inbox_pass(pos) + 1), memory_order_relaxed);
+    atomic_store_explicit(&m->seq, (uint16_t)(pos + 1), memory_order_relaxed);
   }
 }
 

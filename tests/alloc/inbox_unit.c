@@ -7,7 +7,8 @@
  *                     tail, count); the 257th push fails and changes nothing; one take makes
  *                     room for one push;
  *   wrap              70,000 passes of the ring's 256 slots, one message at a time and in
- *                     bursts: the 16-bit turns wrap (65,536) and nothing is lost or repeated;
+ *                     bursts: the 16-bit sequence numbers wrap (65,536) and nothing is lost or
+ *                     repeated;
  *   fork holes        a slot claimed and never written (a thread of the parent that a fork
  *                     left behind) stops the reader; ld_inbox_after_fork publishes it empty
  *                     (count 0) and the messages after it come through;
@@ -25,13 +26,14 @@
 
 #include <pthread.h>
 
-static heap_t ring_heap; /* zeroed: an empty inbox, ready */
+static heap_t ring_heap;   /* zeroed: an empty inbox, ready */
+static heap_t writer_heap; /* main's pushes keep the head they saw here */
 static _Alignas(65536) char fake_sb[65536];
 
 static ld_block_t *block_at(unsigned i) { return (ld_block_t *)(fake_sb + 1024 + 16 * (i % 2048)); }
 
 static bool push(unsigned i, unsigned count) {
-  return ld_inbox_push(&ring_heap, (sb_t *)fake_sb, block_at(i), block_at(i + 1), count);
+  return ld_inbox_push(&ring_heap, (sb_t *)fake_sb, block_at(i), block_at(i + 1), count, &writer_heap);
 }
 static bool take_expect(unsigned i, unsigned count) {
   ld_message_t m;
@@ -84,12 +86,13 @@ static void check_fork_holes(void) {
 }
 
 enum { WRITERS = 4, PER_WRITER = 200000 };
+static heap_t heaps[WRITERS]; /* each writer's, for the head it saw */
 static void *writer(void *arg) {
   unsigned w = (unsigned)(uintptr_t)arg;
   for (unsigned i = 0; i < PER_WRITER; i++) {
     /* the writer and its sequence number, in the head's place (nothing reads through it) */
     ld_block_t *head = (ld_block_t *)(((uintptr_t)w << 40) | ((uintptr_t)i << 4));
-    while (!ld_inbox_push(&ring_heap, (sb_t *)fake_sb, head, block_at(0), 1)) sched_yield();
+    while (!ld_inbox_push(&ring_heap, (sb_t *)fake_sb, head, block_at(0), 1, &heaps[w])) sched_yield();
   }
   return NULL;
 }
