@@ -373,10 +373,14 @@ void ld_sb_put_message(sb_t *sb, const ld_message_t *m, bool global) {
     ld_sb_put_chain(sb, m->head, tail, (int32_t)m->count);
     return;
   }
-  /* in front of the batches taken before, linked as a push onto the remote list links them */
+  /* In front of the batches taken before, linked as a push onto the remote list links them.
+   * The first needs no link (its chain ends at its tail, and the prefetch stops after it), so
+   * an owner that reads each batch as it comes writes neither of its lines here. */
   ld_block_t *below = sb->inbox_list;
-  ld_set_next(tail, below);
-  if (ld_batch_hint_room(sb->block_size)) ((ld_batch_hint_t *)m->head)->next_batch = below ? ld_batch_offset(sb, below) : 0;
+  if (below) {
+    ld_set_next(tail, below);
+    if (ld_batch_hint_room(sb->block_size)) ((ld_batch_hint_t *)m->head)->next_batch = ld_batch_offset(sb, below);
+  }
   sb->inbox_list = m->head;
   sb->inbox_count += m->count;
   LD_OWNER_SET(sb->used, sb->used - (int32_t)m->count);
