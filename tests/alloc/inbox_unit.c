@@ -19,7 +19,11 @@
  *                     rest, whose freers cannot take the lock to help, go by the superblocks'
  *                     remote lists, announced (remote_inbox_full and remote_announcements at
  *                     least 104); once main lets go, its statistics count every block back
- *                     (bytes_remote_pending 0) and the validation walk passes.
+ *                     (bytes_remote_pending 0) and the validation walk passes;
+ *   forwarded         a batch of two of main's blocks sent to another thread's inbox (as a
+ *                     freer that read the owner just before the superblock changed hands
+ *                     would): read there, it goes on to main by the superblock's remote list,
+ *                     the validation walk passes, and main's mallocs hand both blocks out again.
  */
 #include "alloc_util.h"
 #include "internal.h"
@@ -178,11 +182,62 @@ static void check_inbox_full(void) {
   CHECK(api.validate() == 0);
 }
 
+/* ---- a message for a superblock its reader does not own ---- */
+static pthread_barrier_t other_ready, other_done;
+static heap_t *other_heap;
+static void *other_thread(void *arg) {
+  (void)arg;
+  void *volatile p = malloc(64); /* a heap of its own */
+  free(p);
+  other_heap = ld_heap_tls;
+  pthread_barrier_wait(&other_ready);
+  pthread_barrier_wait(&other_done); /* alive, its heap its own, while main works */
+  return NULL;
+}
+static void check_forwarded(void) {
+  alloc_api_t api = alloc_api();
+  char *a = malloc(64), *b = NULL;
+  REQUIRE(a != NULL);
+  sb_t *sb = ld_sb_of(a);
+  for (int i = 0; i < 1000 && !b; i++) { /* a second block of the same superblock */
+    char *q = malloc(64);
+    if (q && ld_sb_of(q) == sb) b = q;
+  }
+  REQUIRE(b != NULL && atomic_load(&sb->owner) == ld_heap_tls);
+  REQUIRE(pthread_barrier_init(&other_ready, NULL, 2) == 0 && pthread_barrier_init(&other_done, NULL, 2) == 0);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, other_thread, NULL) == 0);
+  pthread_barrier_wait(&other_ready);
+  /* a batch b -> a, as a freer's buffer makes one: linked, tagged */
+  ld_block_t *ba = (ld_block_t *)a, *bb = (ld_block_t *)b;
+  ld_set_next(ba, NULL);
+  ba->tag = ld_tag(ba);
+  ld_set_next(bb, ba);
+  bb->tag = ld_tag(bb);
+  CHECK(ld_inbox_push(other_heap, sb, bb, ba, 2, NULL));
+  CHECK_MSG(ld_heap_help_full_inbox(&ld_heap_empty, other_heap), "the other heap's lock was busy");
+  CHECK_MSG(ld_inbox_waiting(other_heap) == 0, "the message is still in the other heap's inbox");
+  CHECK(api.validate() == 0);
+  bool got_a = false, got_b = false;
+  for (int i = 0; i < 100000 && !(got_a && got_b); i++) {
+    char *q = malloc(64);
+    got_a |= q == a;
+    got_b |= q == b;
+  }
+  printf("inbox_unit: a batch sent to a heap that does not own its superblock came back to main: %s\n",
+         got_a && got_b ? "both blocks" : "not all");
+  CHECK_MSG(got_a && got_b, "the forwarded blocks never came back (%d, %d)", got_a, got_b);
+  CHECK(api.validate() == 0);
+  pthread_barrier_wait(&other_done);
+  pthread_join(t, NULL);
+}
+
 int main(void) {
   check_order_and_bound();
   check_wrap();
   check_fork_holes();
   check_many_writers();
   check_inbox_full();
+  check_forwarded();
   return check_done();
 }
