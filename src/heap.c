@@ -327,8 +327,8 @@ static uint64_t heap_process_inbox(heap_t *heap, uint32_t most, uint32_t *taken)
 /* The inbox's messages and the pending list's superblocks, `most` of each at most. */
 static uint64_t heap_process_pending_some(heap_t *heap, uint32_t most, uint32_t *looked) {
   sb_t *sb = heap->pending_taken;
-  uint32_t messages;
-  uint64_t classes = heap_process_inbox(heap, most < LD_INBOX_SLOTS ? most : LD_INBOX_SLOTS, &messages);
+  uint32_t messages = 0;
+  uint64_t classes = ld_inbox_ready(heap) ? heap_process_inbox(heap, most < LD_INBOX_SLOTS ? most : LD_INBOX_SLOTS, &messages) : 0;
   uint32_t n = 0;
   for (; n < most; n++) {
     if (!sb && !(sb = ld_sb_pending_take(heap))) break;

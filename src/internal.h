@@ -632,6 +632,13 @@ extern heap_t ld_heap_empty;          /* every thread starts here: no blocks, ow
 extern sb_t ld_sb_none;               /* the current superblock of a class that has none */
 extern __thread heap_t *ld_heap_tls __attribute__((tls_model("initial-exec")));
 
+/* Whether the inbox's next message is written (the reader's check before it takes any: a fill
+ * that finds none pays two loads). Under heap's lock. */
+static inline bool ld_inbox_ready(heap_t *heap) {
+  uint32_t pos = atomic_load_explicit(&heap->inbox_head, memory_order_relaxed);
+  return atomic_load_explicit(&heap->inbox[pos & (LD_INBOX_SLOTS - 1)].seq, memory_order_relaxed) == (uint16_t)(pos + 1);
+}
+
 /* Fills bin cls of the calling thread's heap with up to `want` blocks (the heap's pending
  * frees first, then its superblocks, the global heap, a new superblock) and raises the bin's
  * count by as many. Returns how many (0: out of memory, errno ENOMEM). Takes the heap's lock. */
