@@ -275,18 +275,6 @@ static void heap_release_classes(heap_t *heap, uint64_t classes) {
 
 /* ---- pending frees ---- */
 
-/* Accounts for the frees announced on heap's pending list: each superblock's remote count
- * leaves u (the blocks stay on its remote list until a fill takes them, with no walk). Heap
- * lock held. Returns the classes whose u went down. The list, taken whole with one exchange,
- * may hold as many superblocks as the heap has (a consumer that frees into every superblock
- * of its producer), each a cold header: a fill, a flush or a freer's help looks at
- * PENDING_PER_CALL of them and leaves the rest in pending_taken for the next. That keeps pace
- * with a producer's frees coming back (a fill brings at most 61 blocks, and each remote batch
- * announces at most one superblock); a burst waits at most until the purge's tidy, which,
- * like the statistics, a thread's exit and heap reuse, looks at all. A superblock waiting
- * there stays announced, so it is neither given back to the segments nor announced again
- * (which would rewrite its link). */
-#define PENDING_PER_CALL 64u
 /* The inbox's messages, `most` at most (each a batch of up to LD_REMOTE_BATCH blocks): each
  * batch goes on its superblock's inbox list (the fill that reaches it prefetches its blocks
  * from its hint: superblock.c), or on to the superblock's new owner. */
@@ -295,9 +283,9 @@ static uint64_t heap_process_inbox(heap_t *heap, uint32_t most, uint32_t *taken)
   uint64_t classes = 0;
   uint32_t n = 0;
   for (;;) {
-    /* A group of messages is taken first and the lines each batch's put writes (its first and
-     * last blocks, last written by the freer's core) asked for together: the puts then find
-     * them arriving instead of waiting for each in turn. */
+    /* A group of messages is taken first and the lines of each batch's first and last blocks
+     * (last written by the freer's core; a put writes them when another batch is there before
+     * it, and the fill reads the first) asked for together, not waited for in turn. */
     ld_message_t group[INBOX_GROUP];
     unsigned k = 0;
     for (; k < INBOX_GROUP && n + k < most && ld_inbox_take(heap, &group[k]); k++) {
@@ -324,7 +312,19 @@ static uint64_t heap_process_inbox(heap_t *heap, uint32_t most, uint32_t *taken)
   return classes;
 }
 
-/* The inbox's messages and the pending list's superblocks, `most` of each at most. */
+/* The inbox's messages (above), then the frees announced on heap's pending list (batches
+ * that found the inbox full): each superblock's remote count leaves u (the blocks stay on its
+ * remote list until a fill takes them, with no walk). Heap lock held. Returns the classes whose u went down. The list, taken whole with one exchange,
+ * may hold as many superblocks as the heap has (a consumer that frees into every superblock
+ * of its producer), each a cold header: a fill, a flush or a freer's help looks at
+ * PENDING_PER_CALL of them and leaves the rest in pending_taken for the next. That keeps pace
+ * with a producer's frees coming back (a fill brings at most 61 blocks, and each remote batch
+ * announces at most one superblock); a burst waits at most until the purge's tidy, which,
+ * like the statistics, a thread's exit and heap reuse, looks at all. A superblock waiting
+ * there stays announced, so it is neither given back to the segments nor announced again
+ * (which would rewrite its link). The inbox's messages and the pending list's superblocks are
+ * looked at `most` of each at most. */
+#define PENDING_PER_CALL 64u
 static uint64_t heap_process_pending_some(heap_t *heap, uint32_t most, uint32_t *looked) {
   sb_t *sb = heap->pending_taken;
   uint32_t messages = 0;
