@@ -34,10 +34,7 @@ static struct {
 
 void ld_global_lock(void) { ld_lock(&global.lock); }
 void ld_global_unlock(void) { ld_unlock(&global.lock); }
-void ld_global_reinit_lock(void) {
-  ld_lock_reset(&global.lock);
-  ld_inbox_after_fork(&ld_global_heap);
-}
+void ld_global_reinit_lock(void) { ld_lock_reset(&global.lock); }
 
 static void list_push(sb_list_t *list, sb_t *sb) {
   sb->prev = NULL;
@@ -118,13 +115,8 @@ bool ld_global_free(sb_t *sb, ld_block_t *b) {
 static void global_tidy_locked(uint32_t most) {
   ld_message_t m;
   for (uint32_t n = 0; n < most && n < LD_INBOX_SLOTS && ld_inbox_take(&ld_global_heap, &m); n++) {
-    if (!m.count) continue;
-    sb_t *sb = ld_sb_of(m.head);
-    if (atomic_load_explicit(&sb->owner, memory_order_acquire) != &ld_global_heap) {
-      ld_sb_forward_message(sb, &m); /* taken by a heap after the freer read its owner */
-      continue;
-    }
-    ld_sb_put_message(sb, &m, true);
+    sb_t *sb = ld_sb_deliver_message(&ld_global_heap, &m);
+    if (!sb) continue;
     global.u -= (int64_t)m.count * sb->block_size;
     global.taken_bytes += (size_t)m.count * sb->block_size;
     refile_after_frees(sb);

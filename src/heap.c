@@ -290,19 +290,13 @@ static uint64_t heap_process_inbox(heap_t *heap, uint32_t most, uint32_t *taken)
     unsigned k = 0;
     for (; k < INBOX_GROUP && n + k < most && ld_inbox_take(heap, &group[k]); k++) {
       ld_prefetch_for_write(group[k].head);
-      ld_prefetch_for_write((char *)ld_sb_of(group[k].head) + group[k].tail_offset);
+      ld_prefetch_for_write(ld_message_tail(&group[k]));
     }
     n += k;
     for (unsigned i = 0; i < k; i++) {
-      const ld_message_t *m = &group[i];
-      if (!m->count) continue; /* (a fork's) */
-      sb_t *sb = ld_sb_of(m->head);
-      if (atomic_load_explicit(&sb->owner, memory_order_acquire) != heap) {
-        ld_sb_forward_message(sb, m); /* given away after the freer read its owner */
-        continue;
-      }
-      ld_sb_put_message(sb, m, false);
-      heap_count_remote(heap, sb, m->count);
+      sb_t *sb = ld_sb_deliver_message(heap, &group[i]);
+      if (!sb) continue;
+      heap_count_remote(heap, sb, group[i].count);
       heap_regroup(heap, sb);
       classes |= (uint64_t)1 << sb->size_class;
     }
@@ -328,7 +322,7 @@ static uint64_t heap_process_inbox(heap_t *heap, uint32_t most, uint32_t *taken)
 static uint64_t heap_process_pending_some(heap_t *heap, uint32_t most, uint32_t *looked) {
   sb_t *sb = heap->pending_taken;
   uint32_t messages = 0;
-  uint64_t classes = ld_inbox_ready(heap) ? heap_process_inbox(heap, most < LD_INBOX_SLOTS ? most : LD_INBOX_SLOTS, &messages) : 0;
+  uint64_t classes = ld_inbox_next(heap) ? heap_process_inbox(heap, most < LD_INBOX_SLOTS ? most : LD_INBOX_SLOTS, &messages) : 0;
   uint32_t n = 0;
   for (; n < most; n++) {
     if (!sb && !(sb = ld_sb_pending_take(heap))) break;

@@ -158,7 +158,7 @@ typedef struct sb_s {
                                   in remote_seen: handed out, in a thread's cache, or freed by
                                   another thread since the owner last looked */
   int32_t remote_seen;         /* blocks on the remote list already taken out of used */
-  ld_block_t *inbox_list;      /* batches taken from the owner's inbox (ld_sb_put_message),
+  ld_block_t *inbox_list;      /* batches taken from the owner's inbox (ld_sb_deliver_message),
                                   chained as on the remote list, hints and all, so that the fill
                                   that reaches them prefetches each batch's blocks at once */
   int32_t inbox_count;         /* blocks on inbox_list */
@@ -302,13 +302,13 @@ bool ld_inbox_push(struct heap_s *owner, sb_t *sb, ld_block_t *head, ld_block_t 
 /* Takes the oldest published message of heap's inbox into *out; false: none (or the next one
  * is claimed and not yet written). The caller holds heap's lock. */
 bool ld_inbox_take(struct heap_s *heap, struct ld_message_s *out);
-/* The consumer's part for a message: its batch goes on sb's inbox_list (sb the caller owns,
- * under its lock) or, for the global heap's superblocks (global: under its lock), on the free
- * list; used falls by its count. A count larger than used means a block was freed twice. */
-void ld_sb_put_message(sb_t *sb, const struct ld_message_s *m, bool global);
-/* A message whose superblock changed hands after its freer read the owner: the batch goes
- * onto sb's remote list, announced to its owner now (the path a full inbox takes). */
-void ld_sb_forward_message(sb_t *sb, const struct ld_message_s *m);
+/* The reader's part for a message it took from reader's inbox (reader: a heap or the global
+ * heap, whose lock the caller holds). Its superblock, if reader owns it: the batch joins the
+ * superblock's inbox_list and used falls by its count (a count larger than used means a block
+ * was freed twice), for the caller to account. NULL: the slot a fork left empty, or a
+ * superblock that changed hands after its freer read the owner, whose batch goes on by the
+ * superblock's remote list, announced to its owner now (the path a full inbox takes). */
+sb_t *ld_sb_deliver_message(struct heap_s *reader, const struct ld_message_s *m);
 /* A fork child: slots that threads of the parent claimed and never wrote are published empty,
  * so that the child's reads go past them. */
 void ld_inbox_after_fork(struct heap_s *heap);
@@ -497,6 +497,10 @@ typedef struct ld_message_s {
   _Atomic(uint16_t) seq;     /* (uint16_t)(position + 1) once written: see above */
 } ld_message_t;
 _Static_assert(sizeof(ld_message_t) == 16, "four messages to a cache line");
+/* A message's last block, from its first and its offset. */
+static inline ld_block_t *ld_message_tail(const ld_message_t *m) {
+  return (ld_block_t *)((char *)ld_sb_of(m->head) + m->tail_offset);
+}
 _Static_assert(LD_REMOTE_BATCH <= UINT16_MAX, "a message's count");
 
 /* ---- heaps (heap.c) ---- */
@@ -632,11 +636,13 @@ extern heap_t ld_heap_empty;          /* every thread starts here: no blocks, ow
 extern sb_t ld_sb_none;               /* the current superblock of a class that has none */
 extern __thread heap_t *ld_heap_tls __attribute__((tls_model("initial-exec")));
 
-/* Whether the inbox's next message is written (the reader's check before it takes any: a fill
- * that finds none pays two loads). Under heap's lock. */
-static inline bool ld_inbox_ready(heap_t *heap) {
-  uint32_t pos = atomic_load_explicit(&heap->inbox_head, memory_order_relaxed);
-  return atomic_load_explicit(&heap->inbox[pos & (LD_INBOX_SLOTS - 1)].seq, memory_order_relaxed) == (uint16_t)(pos + 1);
+/* The inbox's next message if its writer has published it, else NULL (acquire: what the
+ * writer wrote before, the batch's links and tags, is seen). Two loads: a fill that finds none
+ * pays no more. The reader's (under heap's lock). */
+static inline ld_message_t *ld_inbox_next(heap_t *heap) {
+  uint32_t pos = atomic_load_explicit(&heap->inbox_head, memory_order_relaxed); /* the reader's own */
+  ld_message_t *m = &heap->inbox[pos & (LD_INBOX_SLOTS - 1)];
+  return atomic_load_explicit(&m->seq, memory_order_acquire) == (uint16_t)(pos + 1) ? m : NULL;
 }
 
 /* Fills bin cls of the calling thread's heap with up to `want` blocks (the heap's pending

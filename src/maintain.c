@@ -512,6 +512,7 @@ static void fork_child(void) {
    * thread: one starts when enough memory waits, as in any process. */
   ld_segment_unlock(true);
   ld_global_reinit_lock();
+  ld_inbox_after_fork(&ld_global_heap); /* (the heaps': ld_heaps_unlock_all) */
   ld_large_unlock(true);
   ld_heaps_unlock_all(true);
   pthread_mutex_init(&thread_lock, NULL);

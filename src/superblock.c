@@ -333,14 +333,14 @@ bool ld_inbox_push(struct heap_s *owner, sb_t *sb, ld_block_t *head, ld_block_t 
 }
 
 bool ld_inbox_take(struct heap_s *heap, ld_message_t *out) {
-  uint32_t pos = atomic_load_explicit(&heap->inbox_head, memory_order_relaxed); /* the reader's own */
-  ld_message_t *m = &heap->inbox[pos & (LD_INBOX_SLOTS - 1)];
-  if (atomic_load_explicit(&m->seq, memory_order_acquire) != (uint16_t)(pos + 1)) return false;
+  ld_message_t *m = ld_inbox_next(heap);
+  if (!m) return false;
   out->head = m->head;
   out->tail_offset = m->tail_offset;
   out->count = m->count;
   /* release: the copy above is done before a writer may claim the slot again */
-  atomic_store_explicit(&heap->inbox_head, pos + 1, memory_order_release);
+  atomic_store_explicit(&heap->inbox_head, atomic_load_explicit(&heap->inbox_head, memory_order_relaxed) + 1,
+                        memory_order_release);
   return true;
 }
 
@@ -361,18 +361,20 @@ void ld_inbox_after_fork(struct heap_s *heap) {
   }
 }
 
-void ld_sb_put_message(sb_t *sb, const ld_message_t *m, bool global) {
+sb_t *ld_sb_deliver_message(struct heap_s *reader, const ld_message_t *m) {
+  if (!m->count) return NULL; /* (a fork's) */
+  sb_t *sb = ld_sb_of(m->head);
+  ld_block_t *tail = ld_message_tail(m);
+  if (atomic_load_explicit(&sb->owner, memory_order_acquire) != reader) {
+    if (ld_sb_push_remote_batch(sb, m->head, tail, m->count)) ld_sb_announce(sb);
+    return NULL;
+  }
   if (LD_UNLIKELY((int32_t)m->count > sb->used)) ld_fatal_bad_free("double free (more blocks freed than in use) in the superblock", sb);
-  ld_block_t *tail = (ld_block_t *)((char *)sb + m->tail_offset);
 #ifdef LARDER_HARDENED
-  /* the tail's link is about to be written over: a write after free into it is caught here,
-   * as the walk catches one into any other block of the batch */
+  /* the tail's link may be written over below: a write after free into it is caught here, as
+   * the walk catches one into any other block of the batch */
   if (ld_next(tail) != NULL || !ld_block_is_free(tail)) ld_fatal_corrupt_list(sb, tail);
 #endif
-  if (global) { /* no fill walks it soon: the next heap that takes sb does */
-    ld_sb_put_chain(sb, m->head, tail, (int32_t)m->count);
-    return;
-  }
   /* In front of the batches taken before, linked as a push onto the remote list links them.
    * The first needs no link (its chain ends at its tail, and the prefetch stops after it), so
    * an owner that reads each batch as it comes writes neither of its lines here. */
@@ -384,10 +386,7 @@ void ld_sb_put_message(sb_t *sb, const ld_message_t *m, bool global) {
   sb->inbox_list = m->head;
   sb->inbox_count += m->count;
   LD_OWNER_SET(sb->used, sb->used - (int32_t)m->count);
-}
-
-void ld_sb_forward_message(sb_t *sb, const ld_message_t *m) {
-  if (ld_sb_push_remote_batch(sb, m->head, (ld_block_t *)((char *)sb + m->tail_offset), m->count)) ld_sb_announce(sb);
+  return sb;
 }
 
 #define VIOLATION(...) (ld_message("larder: validate: " __VA_ARGS__), (*violations)++)
