@@ -368,11 +368,10 @@ static LD_NOINLINE void free_remote_append(heap_t *heap, sb_t *sb, void *p) {
   if (ld_cache_append_and_leave(heap, sb, p)) free_remote_sent(heap);
 }
 
-/* A remote free past the ring: its batch open in the thread's buffer (joined inline), full
- * (appended and sent), or none (free_checked opens one, or frees into a superblock the global
- * heap holds). */
-static inline void free_joining(heap_t *heap, sb_t *sb, void *p) {
-  int joined = ld_cache_free_remote_batched(heap, sb, p); /* sb has a batch here: checked then */
+/* A remote free past the ring, after its join (ld_cache_join_held): joined its batch open in
+ * the thread's buffer (inline), the batch full (appended and sent), or none (free_checked
+ * opens one, or frees into a superblock the global heap holds). */
+static inline void free_joined(heap_t *heap, sb_t *sb, void *p, int joined) {
   if (LD_LIKELY(joined == LD_JOIN_DONE)) return;
   if (joined == LD_JOIN_APPEND) {
     free_remote_append(heap, sb, p);
@@ -392,7 +391,8 @@ static inline void free_joining(heap_t *heap, sb_t *sb, void *p) {
  * from their header, are freed at once, never kept waiting. A function of its own, so that
  * free_slow saves no registers. */
 static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
-  if (!ld_cache_has_batch(heap, sb)) {
+  unsigned slot = ld_cache_batch_slot(heap, sb);
+  if (slot == LD_REMOTE_SLOTS) {
     if (LD_UNLIKELY(!ld_addrmap_contains_header(p))) not_owned("free", p);
     uintptr_t offset = (uintptr_t)p - (uintptr_t)sb;
     if (LD_UNLIKELY(!(offset & (offset - 1)))) {
@@ -402,9 +402,12 @@ static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
   }
   __builtin_prefetch(sb);
   ld_prefetch_for_write(p);
-  p = ld_cache_defer_slow_free(heap, p);
+  /* p waits with its batch's slot; the one it displaces comes out with its own, the thread
+   * still in its remote buffer, so that the join neither looks for the slot nor enters again */
+  p = ld_cache_defer_slow_free(heap, p, slot, &slot);
   if (!p) return;
-  free_joining(heap, ld_sb_of(p), p);
+  sb = ld_sb_of(p);
+  free_joined(heap, sb, p, ld_cache_join_held(heap, sb, p, slot));
 }
 #endif
 
@@ -419,7 +422,7 @@ static LD_NOINLINE void free_slow(void *p, heap_t *heap) {
     return;
   }
 #endif
-  free_joining(heap, sb, p);
+  free_joined(heap, sb, p, ld_cache_free_remote_batched(heap, sb, p));
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -256,37 +256,31 @@ bool ld_cache_free_remote(heap_t *heap, sb_t *sb, ld_block_t *b) {
   return ld_cache_append_and_leave(heap, sb, b);
 }
 
-/* The common remote free: sb's batch is in its set (one line of remote_sb read) and stays
- * under its bounds and the buffer's; the block joins it with a dozen stores to the thread's
- * own lines and no call. A superblock with a batch here was checked when the batch opened
- * (the ownership map, its header's magic and kind: free_slow), and stays a small superblock
- * of its class while the batch holds blocks of it, which count as used: so the block's own
- * checks are all that is left, and the ownership map, a header line and a call are saved
- * (callgrind: 135 -> ~100 instructions per remote free). The tags are read after
- * remote_enter: the purge clears them when it sends an idle thread's batches.
- * Every call it makes is its last (the checks' reports never return; a batch that must go,
- * and a purge at work on the buffer, are the caller's to finish): so it needs no register
- * saved, where one call in the middle cost 8 instructions on every remote free.
- * LD_JOIN_DONE: b joined; LD_JOIN_NONE: sb has no batch here (nothing done); LD_JOIN_APPEND:
- * b is checked, tagged and counted, and the caller finishes with ld_cache_append_and_leave. */
-int ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p) {
-  if (heap == &ld_heap_empty) return LD_JOIN_NONE; /* its buffer is never used: remote_append */
-  LD_OWNER_SET(heap->remote_busy, 1);
-  atomic_signal_fence(memory_order_seq_cst); /* the purge's membarrier makes this a fence */
-  unsigned set = ld_remote_set(sb);
-  sb_t *const *tags = &heap->remote_sb[set];
-  unsigned w = 0;
-  while (w < LD_REMOTE_WAYS && tags[w] != sb) w++;
-  /* the purge at work on the buffer: the full path waits for it (ld_cache_free_remote) */
-  if (w == LD_REMOTE_WAYS || LD_UNLIKELY(__atomic_load_n(&heap->remote_draining, __ATOMIC_ACQUIRE))) {
-    remote_leave(heap);
-    return LD_JOIN_NONE;
+/* The common remote free: sb's batch is in its set (one line of remote_sb read, or the slot
+ * the ring remembered) and stays under its bounds and the buffer's; the block joins it with a
+ * dozen stores to the thread's own lines and no call. A superblock with a batch here was
+ * checked when the batch opened (the ownership map, its header's magic and kind: free_slow),
+ * and stays a small superblock of its class while the batch holds blocks of it, which count as
+ * used: so the block's own checks are all that is left, and the ownership map, a header line
+ * and a call are saved (callgrind: 135 -> ~100 instructions per remote free). The caller is in
+ * the buffer (remote_busy set, no purge at work on it: remote_enter), so the tags read here
+ * are not being cleared by a purge sending an idle thread's batches.
+ * Every call it makes is its last (the checks' reports never return; a batch that must go is
+ * the caller's to finish): so it needs no register saved, where one call in the middle cost 8
+ * instructions on every remote free. */
+static inline int join_held(heap_t *heap, sb_t *sb, void *p, unsigned i) {
+  if (i >= LD_REMOTE_SLOTS || heap->remote_sb[i] != sb) { /* the ring's hint is stale */
+    i = ld_cache_batch_slot(heap, sb);
+    if (i == LD_REMOTE_SLOTS) {
+      remote_leave(heap);
+      return LD_JOIN_NONE;
+    }
   }
   ld_block_t *b = p;
   ld_check_small_free(sb, p); /* (p has left the ring: alloc.c, free_deferring) */
   b->tag = ld_tag(b);
   LD_STAT_INC(heap, remote_frees);
-  ld_remote_slot_t *slot = &heap->remote[set + w];
+  ld_remote_slot_t *slot = &heap->remote[i];
   uint32_t size = sb->block_size;
   if (LD_LIKELY(slot->count + 1 < slot->full && heap->remote_bytes + size <= LD_REMOTE_PENDING_BYTES)) {
     batch_append(heap, slot, sb, b); /* a batch in the set has a tail already */
@@ -294,6 +288,14 @@ int ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p) {
     return LD_JOIN_DONE;
   }
   return LD_JOIN_APPEND;
+}
+/* (each of the two entries has its own copy, so that free_deferring's, its one caller, is
+ * inlined there: a call cost 7 instructions a remote free) */
+int ld_cache_join_held(heap_t *heap, sb_t *sb, void *p, unsigned slot) { return join_held(heap, sb, p, slot); }
+int ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p) {
+  if (heap == &ld_heap_empty) return LD_JOIN_NONE; /* its buffer is never used: remote_append */
+  remote_enter(heap);
+  return join_held(heap, sb, p, LD_REMOTE_SLOTS);
 }
 
 static void remote_send_all(heap_t *heap) {
@@ -394,7 +396,7 @@ static void *take_slow_free(heap_t *heap) {
   return NULL;
 }
 
-void *ld_cache_defer_slow_free(heap_t *heap, void *p) {
+void *ld_cache_defer_slow_free(heap_t *heap, void *p, unsigned slot, unsigned *old_slot) {
   remote_enter(heap);
   void **ring = heap->slow_frees;
   for (unsigned i = 0; i < LD_SLOW_FREES; i++)
@@ -402,7 +404,9 @@ void *ld_cache_defer_slow_free(heap_t *heap, void *p) {
   unsigned i = heap->slow_free_next++ % LD_SLOW_FREES;
   void *old = ring[i];
   ring[i] = p;
-  remote_leave(heap);
+  *old_slot = heap->slow_free_slots[i];
+  heap->slow_free_slots[i] = (uint16_t)slot;
+  if (!old) remote_leave(heap); /* else the caller joins old to its batch, still in the buffer */
   return old;
 }
 

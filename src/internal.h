@@ -567,6 +567,7 @@ typedef struct heap_s {
    * protocol (remote_busy), as the purge settles them for an idle owner (cache.c). NULL:
    * empty. */
   void *slow_frees[LD_SLOW_FREES];
+  uint16_t slow_free_slots[LD_SLOW_FREES]; /* each one's batch slot when it came (a hint) */
   uint32_t slow_free_next;             /* the slot the next one takes (wraps) */
   struct heap_s *inbox_seen_owner;     /* the heap whose inbox this thread last wrote to, */
   uint32_t inbox_seen_head;            /* and its inbox_head as read then (superblock.c) */
@@ -753,20 +754,25 @@ void    ld_cache_settle_deferred(heap_t *heap);
 /* The same from outside the bins (realloc, the process's exit, a thread's statistics): enters
  * them if a free waits; the slow frees waiting (heap_t, slow_frees) are taken as well. */
 void    ld_cache_settle_deferred_now(heap_t *heap);
-/* free_slow's p joins the thread's ring of slow frees (its lines are being prefetched); the
- * one it displaces, if any, is returned for the caller to free now. A pointer already in the
- * ring is reported as a double free. */
-void   *ld_cache_defer_slow_free(heap_t *heap, void *p);
+/* free_slow's p joins the thread's ring of slow frees (its lines are being prefetched), with
+ * `slot`, where its superblock's batch was in the remote buffer (LD_REMOTE_SLOTS: none; a hint,
+ * looked at again when p leaves the ring). The free it displaces, if any, is returned with its
+ * slot in *old_slot, and the caller is left in the remote buffer (remote_busy: it finishes with
+ * ld_cache_join_held); NULL: none, and the buffer is left. A pointer already in the ring is
+ * reported as a double free. */
+void   *ld_cache_defer_slow_free(heap_t *heap, void *p, unsigned slot, unsigned *old_slot);
 /* Every slow free waiting is taken (the owner, in its bins: before a refill). */
 void    ld_cache_settle_slow_frees(heap_t *heap);
-/* Whether sb has a batch in heap's remote buffer: a look outside the buffer's protocol (the
- * purge may be sending the batches of an idle thread), so only a hint. A superblock with a
- * batch was checked when the batch opened; free_deferring skips the ownership map for it. */
-static inline bool ld_cache_has_batch(const heap_t *heap, const sb_t *sb) {
+/* The slot of sb's batch in heap's remote buffer, LD_REMOTE_SLOTS if it has none: a look
+ * outside the buffer's protocol (the purge may be sending the batches of an idle thread), so
+ * only a hint. A superblock with a batch was checked when the batch opened; free_deferring
+ * skips the ownership map for it. */
+static inline unsigned ld_cache_batch_slot(const heap_t *heap, const sb_t *sb) {
   unsigned set = ld_remote_set(sb);
+#pragma GCC unroll 4
   for (unsigned w = 0; w < LD_REMOTE_WAYS; w++)
-    if (LD_READ(heap->remote_sb[set + w]) == sb) return true;
-  return false;
+    if (LD_READ(heap->remote_sb[set + w]) == sb) return set + w;
+  return LD_REMOTE_SLOTS;
 }
 /* Checks the thread's own remote buffer (a validation walk: maintain.c). */
 void    ld_cache_validate(heap_t *heap, int *violations);
@@ -775,11 +781,14 @@ bool    ld_cache_holds(const heap_t *heap);
 /* A free of a block of another heap's superblock sb (checked, tagged) opens a batch for sb
  * in the thread's buffer; true: a batch was sent. */
 bool    ld_cache_free_remote(heap_t *heap, sb_t *sb, ld_block_t *b);
-/* free_slow's first look: the free of p, whose superblock sb (p's mask) already has a batch in
- * the thread's buffer, joins it after the block's own checks. -1: sb has no batch there
- * (nothing done, p not read); 1: a batch was sent; 0: appended. */
-enum { LD_JOIN_DONE, LD_JOIN_NONE, LD_JOIN_APPEND }; /* ld_cache_free_remote_batched's answers */
+/* The free of p, whose superblock sb (p's mask) may have a batch in the thread's buffer,
+ * joins it after the block's own checks. LD_JOIN_DONE: p joined; LD_JOIN_NONE: sb has no batch
+ * there (nothing done, p not read); LD_JOIN_APPEND: p is checked, tagged and counted, and the
+ * caller finishes with ld_cache_append_and_leave. ld_cache_join_held is the same for a caller
+ * already in the remote buffer (ld_cache_defer_slow_free), with a hint of sb's slot. */
+enum { LD_JOIN_DONE, LD_JOIN_NONE, LD_JOIN_APPEND };
 int     ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p);
+int     ld_cache_join_held(heap_t *heap, sb_t *sb, void *p, unsigned slot);
 bool    ld_cache_append_and_leave(heap_t *heap, sb_t *sb, void *p);
 /* The thread's own maintenance: bins unused since the last call give back most of what they
  * hold (as jemalloc's tcache garbage collection does), and the remote buffer is sent. */
