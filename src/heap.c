@@ -308,16 +308,16 @@ static uint64_t heap_process_inbox(heap_t *heap, uint32_t most, uint32_t *taken)
 
 /* The inbox's messages (above), then the frees announced on heap's pending list (batches
  * that found the inbox full): each superblock's remote count leaves u (the blocks stay on its
- * remote list until a fill takes them, with no walk). Heap lock held. Returns the classes whose u went down. The list, taken whole with one exchange,
- * may hold as many superblocks as the heap has (a consumer that frees into every superblock
- * of its producer), each a cold header: a fill, a flush or a freer's help looks at
- * PENDING_PER_CALL of them and leaves the rest in pending_taken for the next. That keeps pace
- * with a producer's frees coming back (a fill brings at most 61 blocks, and each remote batch
- * announces at most one superblock); a burst waits at most until the purge's tidy, which,
- * like the statistics, a thread's exit and heap reuse, looks at all. A superblock waiting
- * there stays announced, so it is neither given back to the segments nor announced again
- * (which would rewrite its link). The inbox's messages and the pending list's superblocks are
- * looked at `most` of each at most. */
+ * remote list until a fill takes them, with no walk). Heap lock held. Returns the classes
+ * whose u went down. The list, taken whole with one exchange, may hold as many superblocks
+ * as the heap has (a consumer that frees into every superblock of its producer), each a cold
+ * header: a fill, a flush or a freer's help looks at PENDING_PER_CALL of them and leaves the
+ * rest in pending_taken for the next. That keeps pace with a producer's frees coming back (a
+ * fill brings at most 61 blocks, and each remote batch announces at most one superblock); a
+ * burst waits at most until the purge's tidy, which, like the statistics, a thread's exit and
+ * heap reuse, looks at all. A superblock waiting there stays announced, so it is neither
+ * given back to the segments nor announced again (which would rewrite its link). The inbox's
+ * messages and the pending list's superblocks are looked at `most` of each at most. */
 #define PENDING_PER_CALL 64u
 static uint64_t heap_process_pending_some(heap_t *heap, uint32_t most, uint32_t *looked) {
   sb_t *sb = heap->pending_taken;
