@@ -15,9 +15,13 @@
 #               the remote free (5 against 10 rounds);
 #   threadtest  bench/threadtest, one thread, 100,000 objects of 8 bytes allocated then freed
 #               (Hoard's threadtest: blocks move between bin and superblock), per pair (10
-#               against 20 rounds).
+#               against 20 rounds);
+#   tt-1000     the same with 20,000 objects of 1,000 bytes, whose bins hold 16 blocks and
+#               move 8 at a time: the refills' and flushes' fixed work shows (10 against 20);
+#   remote-mix  as remote, with sizes drawn from 16 B-1 KiB (remote-free's mix: 64 classes,
+#               so the freer's batches are many and short).
 # Needs valgrind (scripts/install-deps.sh installs it) and a C compiler; builds nothing of
-# larder's: run `make build` first. Takes about a minute per library.
+# larder's: run `make build` first. Takes about a minute per library (70 s here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,12 +68,13 @@ cat > "$work/remote.c" <<'EOF'
 #include <stdlib.h>
 enum { N = 200000 };
 static void *blocks[N];
+static size_t sizes[N];
 static int rounds;
 static pthread_barrier_t made, freed;
 static void *producer(void *arg) {
   (void)arg;
   for (int r = 0; r < rounds; r++) {
-    for (int i = 0; i < N; i++) blocks[i] = malloc(64);
+    for (int i = 0; i < N; i++) blocks[i] = malloc(sizes[i]);
     pthread_barrier_wait(&made);
     pthread_barrier_wait(&freed);
   }
@@ -86,6 +91,12 @@ static void *consumer(void *arg) {
 }
 int main(int argc, char **argv) {
   rounds = atoi(argv[1]);
+  /* argv[2] "mix": sizes 16-1024 from a fixed xorshift sequence; else 64 bytes each */
+  unsigned long long x = 88172645463325252ull;
+  for (int i = 0; i < N; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    sizes[i] = argc > 2 ? 16 + x % 1009 : 64;
+  }
   pthread_barrier_init(&made, NULL, 2);
   pthread_barrier_init(&freed, NULL, 2);
   pthread_t p, c;
@@ -111,11 +122,14 @@ count() {
 # (instructions of the larger run - of the smaller) / extra operations, one decimal
 per_op() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN {printf "%.1f", (b - a) / n}'; }
 
-printf '%-40s %10s %10s %12s\n' library pair remote threadtest
+printf '%-40s %10s %10s %12s %10s %12s\n' library pair remote threadtest tt-1000 remote-mix
 for lib in "${libs[@]}"; do
   pair=$(per_op "$(count "$lib" "$work/pair" 1000000)" "$(count "$lib" "$work/pair" 2000000)" 1000000)
   remote=$(per_op "$(count "$lib" "$work/remote" 5)" "$(count "$lib" "$work/remote" 10)" 1000000)
   tt=$(per_op "$(count "$lib" "$threadtest" -t 1 --iterations 10 --objects 100000 --size 8)" \
               "$(count "$lib" "$threadtest" -t 1 --iterations 20 --objects 100000 --size 8)" 1000000)
-  printf '%-40s %10s %10s %12s\n' "$lib" "$pair" "$remote" "$tt"
+  tt1k=$(per_op "$(count "$lib" "$threadtest" -t 1 --iterations 10 --objects 20000 --size 1000)" \
+                "$(count "$lib" "$threadtest" -t 1 --iterations 20 --objects 20000 --size 1000)" 200000)
+  mix=$(per_op "$(count "$lib" "$work/remote" 5 mix)" "$(count "$lib" "$work/remote" 10 mix)" 1000000)
+  printf '%-40s %10s %10s %12s %10s %12s\n' "$lib" "$pair" "$remote" "$tt" "$tt1k" "$mix"
 done

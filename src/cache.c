@@ -378,9 +378,10 @@ static void send_foreign(heap_t *heap, void **blocks, unsigned n, bool by_purge)
 static void settle_deferred(heap_t *heap, bool by_purge);
 
 static bool slow_frees_waiting(const heap_t *heap) {
-  for (unsigned i = 0; i < LD_SLOW_FREES; i++)
-    if (LD_READ(heap->slow_frees[i])) return true;
-  return false;
+  /* one test, not one per slot: every refill and flush asks (4 branches were 34 instructions) */
+  uintptr_t any = 0;
+  for (unsigned i = 0; i < LD_SLOW_FREES; i++) any |= (uintptr_t)LD_READ(heap->slow_frees[i]);
+  return any != 0;
 }
 
 /* One slow free out of the ring (NULL: none), under the remote buffer's protocol: the owner's
