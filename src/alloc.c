@@ -10,7 +10,8 @@
  *   2. Refill (cache.c ld_cache_refill, heap.c ld_heap_fill): the bin is empty. Under the
  *      heap's own lock, read up to 64 messages of the inbox (batches of other threads' frees,
  *      each onto its superblock), then take half a bin of blocks from the superblock the class
- *      draws from: its free list, its batches from the inbox, its remote list (taken whole),
+ *      draws from: its free list, its batches from the inbox (whole, from their hints, their
+ *      blocks unread, when the hints check out: superblock.c), its remote list (taken whole),
  *      untouched blocks;
  *      else switch to the fullest superblock of that class the heap holds (Hoard §3.1,
  *      fullness groups: the head of a list, no search). Hoard's accounting (u, a, the

@@ -89,6 +89,7 @@ static void batch_hint_write(const ld_remote_slot_t *slot, const sb_t *sb) {
     hint->count = (uint16_t)left;
     hint->last = slot->offsets[0];
     memcpy(hint->after_first, &slot->offsets[count - 1 - first - n], n * sizeof(uint16_t));
+    hint->check = ld_batch_hint_check(hint, n);
     if (left - 1 <= room) return;
   }
 }

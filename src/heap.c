@@ -416,12 +416,14 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
       heap_watch_current(heap, sb);
     }
     LD_STAT_INC(heap, superblocks_examined);
-    int32_t before = sb->used, remote = 0;
-    uint64_t hinted = 0;
-    n += ld_sb_take_blocks(sb, bin->slots + bin->count + n, want - n, &remote, &hinted);
-    LD_STAT_ADD(heap, remote_hinted, hinted);
+    int32_t before = sb->used;
+    ld_take_counts_t took = {0, 0, 0, false};
+    n += ld_sb_take_blocks(sb, bin->slots + bin->count + n, want - n, bin->limit - bin->count - n, &took);
+    LD_STAT_ADD(heap, remote_hinted, took.hinted);
+    LD_STAT_ADD(heap, remote_hint_taken, took.hint_taken);
     LD_OWNER_ADD(heap->u[cls], (int64_t)(sb->used - before) * sb->block_size);
-    if (remote) LD_STAT_ADD(heap, remote_taken_bytes, (size_t)remote * sb->block_size);
+    if (took.remote_accounted) LD_STAT_ADD(heap, remote_taken_bytes, (size_t)took.remote_accounted * sb->block_size);
+    if (took.short_of_room) break; /* sb has more, in a batch the bin had no room for */
     if (n < want) { /* sb has nothing left: it waits in its group until frees come back */
       heap_unwatch_current(heap, sb);
       heap_group_insert(heap, sb);

@@ -261,11 +261,18 @@ static inline bool ld_sb_is_block_start(const sb_t *sb, const void *p) {
 void ld_classes_init(void);
 void ld_sb_format(sb_t *sb, unsigned cls);
 /* Takes up to `want` free blocks of sb into out[]: its free list, then the batches taken from
- * the owner's inbox, then its remote list (taken whole with one exchange: it becomes the free
- * list, no walk), each prefetched from its hints as it becomes the free list, then untouched
- * blocks carved at the bump pointer (a page at a time). Each block read is checked (its tag,
- * the list's length). Returns how many; used grows by that many. Owner. */
-unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, int32_t *remote_accounted, uint64_t *hinted);
+ * the owner's inbox (whole batches from their hints where the hints hold, which may bring up
+ * to `most`; else walked), then its remote list (taken whole with one exchange: it becomes the
+ * free list, no walk), each prefetched from its hints as it becomes the free list, then
+ * untouched blocks carved at the bump pointer (a page at a time). Each block read is checked
+ * (its tag, the list's length). Returns how many; used grows by that many. Owner. */
+typedef struct ld_take_counts_s {
+  int32_t remote_accounted; /* remote-list blocks taken out of used here */
+  uint64_t hinted;          /* blocks whose lines were prefetched from batch hints */
+  uint64_t hint_taken;      /* of those, taken in whole batches from their hints, unread */
+  bool short_of_room;       /* fewer than asked, with blocks left: the next batch would not fit */
+} ld_take_counts_t;
+unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, unsigned most, ld_take_counts_t *counts);
 /* Puts a chain of n blocks of sb (head..tail, linked, tagged) back on its free list; used
  * shrinks by n. Owner, under its lock. */
 static inline void ld_sb_put_chain(sb_t *sb, ld_block_t *head, ld_block_t *tail, int32_t n) {
@@ -338,6 +345,7 @@ typedef struct ld_stats_s {
   size_t heaps_examined;        /* heaps looked at to find a new thread's (constant per thread) */
   size_t refill_pending_examined; /* messages and announced superblocks refills looked at (at most 64 of each per refill) */
   size_t remote_hinted;           /* remote-list blocks whose lines a refill prefetched from hints */
+  size_t remote_hint_taken;       /* of those, taken in whole batches from their hints (superblock.c) */
 } ld_stats_t;
 
 #ifdef LARDER_STATS
@@ -433,9 +441,12 @@ typedef struct ld_remote_slot_s { /* its superblock: heap->remote_sb */
  * freer knew: the batch's length, its last block and as many of the blocks after the first as
  * the block has room for (offsets from the superblock in 16-byte units; a longer batch goes on
  * in the first block listed: cache.c, batch_hint_write). The owner reads it
- * when it takes the remote list and prefetches those blocks all at once (superblock.c). The
- * chain stays the truth: a hint is only ever used to prefetch, so a wrong one costs time,
- * never correctness. Blocks of 16 bytes have no room; nor does the hardened build use hints
+ * when it takes the remote list and prefetches those blocks all at once (superblock.c). On the
+ * remote list the chain stays the truth: a hint is only used to prefetch, so a wrong one costs
+ * time, never correctness. A batch from the inbox is taken whole from its hints, without
+ * reading its other blocks (superblock.c, take_hinted), only when every hint block's check
+ * (a keyed sum of what it lists) holds and every place listed is a block of the superblock;
+ * else it is walked. Blocks of 16 bytes have no room; nor does the hardened build use hints
  * (its links are checked as they are followed, a hint's are not). */
 typedef struct ld_batch_hint_s {
   ld_block_t *next;
@@ -445,6 +456,7 @@ typedef struct ld_batch_hint_s {
    * is also its last block's link; written with the push (superblock.c), so that the owner's
    * prefetch goes from batch to batch reading one line of each, not two */
   uint16_t next_batch;
+  uint16_t check; /* ld_batch_hint_check of count, last and the places listed */
   uint16_t after_first[];
 } ld_batch_hint_t;
 _Static_assert(sizeof(ld_batch_hint_t) == 24, "a hint leaves (size - 24) / 2 offsets of room");
@@ -458,6 +470,18 @@ static inline unsigned ld_batch_hint_room(uint32_t block_size) {
 #else
   return block_size >= 32 && ld_sb_size <= ((size_t)1 << 20) ? (block_size - (uint32_t)sizeof(ld_batch_hint_t)) / 2 : 0;
 #endif
+}
+/* A hint block's check: a Fletcher sum of its count, its last block and the n places it lists,
+ * keyed by the process's free key, so that a write after free over a hint (bytes 16 on of a
+ * free block, which no tag covers) is seen before the hint is trusted with addresses. Two
+ * additions a place; written by the freer (cache.c), checked by the owner (superblock.c). */
+static inline uint16_t ld_batch_hint_check(const ld_batch_hint_t *hint, unsigned n) {
+  uint32_t a = (uint32_t)ld_free_key ^ hint->count, b = (uint32_t)(ld_free_key >> 32) ^ hint->last;
+  for (unsigned i = 0; i < n; i++) {
+    a += hint->after_first[i];
+    b += a;
+  }
+  return (uint16_t)(a ^ (a >> 16) ^ (b << 3) ^ (b >> 13));
 }
 /* The buffer is set-associative: a superblock's batch may sit in any of the LD_REMOTE_WAYS
  * slots of its set. A thread that frees blocks of many size classes in turn (a consumer of
