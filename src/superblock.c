@@ -286,7 +286,7 @@ unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, unsigned most, l
     sb->free_list = remote_head(sb, old);
     counts->hinted += remote_prefetch(sb, sb->free_list, count);
   }
-  if (n < want) {
+  if (n < want && !counts->short_of_room) { /* (short of room: free blocks wait; carve none) */
     unsigned carved = sb_carve(sb, out + n, want - n);
     LD_OWNER_SET(sb->used, sb->used + (int32_t)carved);
     n += carved;

@@ -28,6 +28,14 @@ if(TARGET larder_static)
   # purge run that judged main idle (no slow call for a delay, on a loaded machine) would wait
   # for that lock in an exiting sender that main joins.
   set_tests_properties(alloc_inbox_unit PROPERTIES LABELS alloc TIMEOUT 120 ENVIRONMENT "LARDER_PURGE_DELAY_MS=60000")
+  # a fill short of room for a whole hinted batch carves nothing (the same internal access)
+  add_executable(alloc_hint_room alloc/hint_room.c)
+  set_target_properties(alloc_hint_room PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${LARDER_TEST_DIR})
+  target_include_directories(alloc_hint_room PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src
+                             ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(alloc_hint_room PRIVATE larder_static Threads::Threads)
+  add_test(NAME alloc_hint_room COMMAND alloc_hint_room)
+  set_tests_properties(alloc_hint_room PROPERTIES LABELS alloc TIMEOUT 60 ENVIRONMENT "LARDER_PURGE_DELAY_MS=60000")
 endif()
 
 # ---- misuse of pointers: static, stack, foreign mmap, wild; double and interior frees;
