@@ -16,26 +16,23 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/addrmap.c)
   set_tests_properties(alloc_addrmap_unit PROPERTIES LABELS alloc TIMEOUT 120)
 endif()
 
-# ---- the inbox of remote frees, unit-tested against liblarder.a with its internal header ----
+# ---- unit tests against liblarder.a with the library's internal header ----
+# A long purge delay for each: the inbox test holds main's heap lock while its senders run and
+# exit, and a purge run that judged main idle (no slow call for a delay, on a loaded machine)
+# would wait for that lock in an exiting sender that main joins; the hint test sets a fill up
+# by hand, which a purge run between would undo.
+function(alloc_internal_test name source)
+  add_executable(${name} ${source})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${LARDER_TEST_DIR})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src
+                             ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(${name} PRIVATE larder_static Threads::Threads)
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES LABELS alloc TIMEOUT 120 ENVIRONMENT "LARDER_PURGE_DELAY_MS=60000")
+endfunction()
 if(TARGET larder_static)
-  add_executable(alloc_inbox_unit alloc/inbox_unit.c)
-  set_target_properties(alloc_inbox_unit PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${LARDER_TEST_DIR})
-  target_include_directories(alloc_inbox_unit PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src
-                             ${CMAKE_CURRENT_SOURCE_DIR})
-  target_link_libraries(alloc_inbox_unit PRIVATE larder_static Threads::Threads)
-  add_test(NAME alloc_inbox_unit COMMAND alloc_inbox_unit)
-  # A long purge delay: the test holds main's heap lock while its senders run and exit, and a
-  # purge run that judged main idle (no slow call for a delay, on a loaded machine) would wait
-  # for that lock in an exiting sender that main joins.
-  set_tests_properties(alloc_inbox_unit PROPERTIES LABELS alloc TIMEOUT 120 ENVIRONMENT "LARDER_PURGE_DELAY_MS=60000")
-  # a fill short of room for a whole hinted batch carves nothing (the same internal access)
-  add_executable(alloc_hint_room alloc/hint_room.c)
-  set_target_properties(alloc_hint_room PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${LARDER_TEST_DIR})
-  target_include_directories(alloc_hint_room PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src
-                             ${CMAKE_CURRENT_SOURCE_DIR})
-  target_link_libraries(alloc_hint_room PRIVATE larder_static Threads::Threads)
-  add_test(NAME alloc_hint_room COMMAND alloc_hint_room)
-  set_tests_properties(alloc_hint_room PROPERTIES LABELS alloc TIMEOUT 60 ENVIRONMENT "LARDER_PURGE_DELAY_MS=60000")
+  alloc_internal_test(alloc_inbox_unit alloc/inbox_unit.c) # the inbox of remote frees
+  alloc_internal_test(alloc_hint_room alloc/hint_room.c)   # a fill short of room for a whole hinted batch
 endif()
 
 # ---- misuse of pointers: static, stack, foreign mmap, wild; double and interior frees;
