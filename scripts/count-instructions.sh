@@ -21,7 +21,7 @@
 #   remote-mix  as remote, with sizes drawn from 16 B-1 KiB (remote-free's mix: 64 classes,
 #               so the freer's batches are many and short).
 # Needs valgrind (scripts/install-deps.sh installs it) and a C compiler; builds nothing of
-# larder's: run `make build` first. Takes about a minute per library (70 s here).
+# larder's: run `make build` first. Takes about 35 s per library here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -260,18 +260,19 @@ static inline bool ld_sb_is_block_start(const sb_t *sb, const void *p) {
 /* superblock.c */
 void ld_classes_init(void);
 void ld_sb_format(sb_t *sb, unsigned cls);
-/* Takes up to `want` free blocks of sb into out[]: its free list, then the batches taken from
- * the owner's inbox (whole batches from their hints where the hints hold, which may bring up
- * to `most`; else walked), then its remote list (taken whole with one exchange: it becomes the
- * free list, no walk), each prefetched from its hints as it becomes the free list, then
- * untouched blocks carved at the bump pointer (a page at a time). Each block read is checked
- * (its tag, the list's length). Returns how many; used grows by that many. Owner. */
+/* What a take counted, for the heap's statistics and accounting (ld_sb_take_blocks). */
 typedef struct ld_take_counts_s {
   int32_t remote_accounted; /* remote-list blocks taken out of used here */
   uint64_t hinted;          /* blocks whose lines were prefetched from batch hints */
   uint64_t hint_taken;      /* of those, taken in whole batches from their hints, unread */
   bool short_of_room;       /* fewer than asked, with blocks left: the next batch would not fit */
 } ld_take_counts_t;
+/* Takes up to `want` free blocks of sb into out[]: its free list, then the batches taken from
+ * the owner's inbox (whole batches from their hints where the hints hold, which may bring up
+ * to `most`; else walked), then its remote list (taken whole with one exchange: it becomes the
+ * free list, no walk), each prefetched from its hints as it becomes the free list, then
+ * untouched blocks carved at the bump pointer (a page at a time). Each block read is checked
+ * (its tag, the list's length). Returns how many; used grows by that many. Owner. */
 unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, unsigned most, ld_take_counts_t *counts);
 /* Puts a chain of n blocks of sb (head..tail, linked, tagged) back on its free list; used
  * shrinks by n. Owner, under its lock. */
