@@ -946,20 +946,36 @@ void    ld_large_unlock(bool reinit);
  * appears (ld_due_note) and return; alloc.c's slow paths and the purge thread compare it with
  * the clock and run the purge (maintain.c). Takes no lock, so it may be called anywhere. */
 extern _Atomic uint64_t ld_due_ns;
+extern _Atomic uint64_t ld_purge_delay_ns; /* LARDER_PURGE_DELAY_MS in ns (maintain.c keeps it) */
 static inline void ld_due_lower_to(uint64_t t) {
   uint64_t cur = atomic_load_explicit(&ld_due_ns, memory_order_relaxed);
   while (t < cur && !atomic_compare_exchange_weak_explicit(&ld_due_ns, &cur, t, memory_order_relaxed, memory_order_relaxed)) {
   }
 }
-static inline void ld_due_note(uint64_t now) { ld_due_lower_to(now + (uint64_t)ld_options.purge_delay_ms * 1000000u); }
+static inline void ld_due_note(uint64_t now) { ld_due_lower_to(now + atomic_load_explicit(&ld_purge_delay_ns, memory_order_relaxed)); }
 
 /* ---- maintenance (maintain.c), entered from alloc.c, stats.c, wrappers.c, its thread ---- */
 void    ld_maintain_init(void);                 /* start-up, once (any thread, any time) */
 heap_t *ld_maintain_thread_heap(void);          /* the calling thread's heap, made on first use */
 /* From the slow paths, with the coarse clock: runs the purge when due and the thread's own
  * cache trim now and then; allocating: the caller is an allocation (not a free), where the
- * purge thread may be started. */
-void    ld_maintain_poll(heap_t *heap, uint64_t now, bool allocating);
+ * purge thread may be started. Nothing is due on nearly every call, so that test is inline
+ * (four loads, no call: a refill or flush of 8 blocks paid about 45 instructions for the
+ * call that found nothing); ld_maintain_poll_slow acts. */
+extern _Atomic uint64_t ld_purge_thread_wake_ns; /* when the purge thread means to wake */
+extern _Atomic int ld_purge_thread_running;
+void    ld_maintain_poll_slow(heap_t *heap, uint64_t now, bool allocating);
+static inline void ld_maintain_poll(heap_t *heap, uint64_t now, bool allocating) {
+  uint64_t due = atomic_load_explicit(&ld_due_ns, memory_order_relaxed);
+  /* (no deadline at all: the slow path sets one, for a thread that may stop calling; a
+   * deadline before the purge thread's wake: the slow path wakes it) */
+  if (LD_LIKELY(now < due && due != UINT64_MAX &&
+                due >= atomic_load_explicit(&ld_purge_thread_wake_ns, memory_order_relaxed) &&
+                now - heap->last_maintenance_ns < atomic_load_explicit(&ld_purge_delay_ns, memory_order_relaxed) &&
+                (!allocating || atomic_load_explicit(&ld_purge_thread_running, memory_order_relaxed))))
+    return;
+  ld_maintain_poll_slow(heap, now, allocating);
+}
 void    ld_maintain_debug_validate(heap_t *heap); /* LARDER_DEBUG: at a bounded rate */
 int     ld_maintain_trim(void);
 int     ld_maintain_validate(void);

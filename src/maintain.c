@@ -37,6 +37,8 @@
 #include <sys/types.h>
 
 _Atomic uint64_t ld_due_ns = UINT64_MAX;
+_Atomic uint64_t ld_purge_delay_ns = 1000u * 1000000u; /* LARDER_PURGE_DELAY_MS, in ns: set at start and by larder_option_set */
+_Atomic int ld_purge_thread_running; /* 0 none, 1 running */
 _Atomic unsigned ld_options_epoch = 1;
 _Atomic size_t ld_validations;
 
@@ -48,7 +50,7 @@ static __thread int thread_exit_ran;  /* larder's thread-exit hook has run in th
 
 static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER; /* the purge thread's sleep */
 static pthread_cond_t thread_wake;
-static _Atomic uint64_t thread_wake_ns = UINT64_MAX; /* when the purge thread means to wake */
+_Atomic uint64_t ld_purge_thread_wake_ns = UINT64_MAX; /* when the purge thread means to wake */
 
 static void fork_prepare(void);
 static void fork_parent(void);
@@ -57,7 +59,10 @@ static void thread_exit(void *arg);
 static void purge_thread_start_if_wanted(void);
 static void purge_thread_nudge(uint64_t now);
 
-static uint64_t purge_delay_ns(void) { return (uint64_t)ld_options.purge_delay_ms * 1000000u; }
+static uint64_t purge_delay_ns(void) { return atomic_load_explicit(&ld_purge_delay_ns, memory_order_relaxed); }
+static void purge_delay_changed(void) {
+  atomic_store_explicit(&ld_purge_delay_ns, (uint64_t)ld_options.purge_delay_ms * 1000000u, memory_order_relaxed);
+}
 
 /* ---- start-up ---- */
 
@@ -79,6 +84,7 @@ void ld_maintain_init(void) {
   ld_sb_mask = ~(uintptr_t)(ld_sb_size - 1);
   ld_small_max = ld_sb_size / 4 < LD_SMALL_LIMIT ? ld_sb_size / 4 : LD_SMALL_LIMIT;
   ld_options_freeze();
+  purge_delay_changed();
   ld_classes_init();
   ld_heap_fraction_changed();
   if (ld_addrmap_init(ld_sb_size) != 0) ld_message("larder: the ownership map could not be made; bad pointers may fault\n");
@@ -156,7 +162,7 @@ static void thread_exit(void *arg) {
   bool parked = ld_heap_park(heap);
   uint64_t now = ld_os_now_coarse_ns();
   if (parked) ld_due_note(now);
-  ld_maintain_poll(&ld_heap_empty, now, true);
+  ld_maintain_poll_slow(&ld_heap_empty, now, true);
   purge_thread_nudge(now);
   errno = saved_errno;
 }
@@ -243,7 +249,9 @@ static ssize_t purge_run_once(uint64_t now) {
   return (ssize_t)bytes;
 }
 
-void ld_maintain_poll(heap_t *heap, uint64_t now, bool allocating) {
+/* internal.h's ld_maintain_poll found something to do, or could not tell: the same tests,
+ * each acted on. */
+void ld_maintain_poll_slow(heap_t *heap, uint64_t now, bool allocating) {
   if (allocating) purge_thread_start_if_wanted();
   uint64_t due_ns = atomic_load_explicit(&ld_due_ns, memory_order_relaxed);
   /* A thread that stops calling after this is looked at by a purge run within a delay (its
@@ -255,8 +263,8 @@ void ld_maintain_poll(heap_t *heap, uint64_t now, bool allocating) {
   }
   /* Work became due before the purge thread means to wake: wake it (no lock is needed to
    * signal, and a signal lost to a thread not yet waiting costs at most one sleep). */
-  if (LD_UNLIKELY(due_ns < atomic_load_explicit(&thread_wake_ns, memory_order_relaxed))) {
-    atomic_store_explicit(&thread_wake_ns, due_ns, memory_order_relaxed);
+  if (LD_UNLIKELY(due_ns < atomic_load_explicit(&ld_purge_thread_wake_ns, memory_order_relaxed))) {
+    atomic_store_explicit(&ld_purge_thread_wake_ns, due_ns, memory_order_relaxed);
     pthread_cond_signal(&thread_wake);
   }
   bool due = now >= due_ns;
@@ -309,7 +317,6 @@ int ld_maintain_trim(void) {
 #define PURGE_THREAD_SLEEP_MS 1000u
 #define PURGE_THREAD_NUDGED_MS 10u
 
-static _Atomic int thread_state;   /* 0 none, 1 running */
 static _Atomic int thread_stop;
 static _Atomic int thread_nudged;  /* quick checks left: a thread just left it nearly alone */
 static pthread_t thread_id;
@@ -335,7 +342,7 @@ static void *purge_thread_main(void *arg) {
       /* The program is gone: what it freed goes back now, and a signal sent to the process
        * while every thread blocked it is delivered as it would have been. */
       ld_maintain_trim();
-      atomic_store_explicit(&thread_state, 0, memory_order_release);
+      atomic_store_explicit(&ld_purge_thread_running, 0, memory_order_release);
       pthread_sigmask(SIG_SETMASK, program_mask, NULL);
       return NULL;
     }
@@ -347,20 +354,20 @@ static void *purge_thread_main(void *arg) {
     }
     uint64_t wait_ns = due > now ? due - now : 0;
     if (wait_ns > sleep_ms * 1000000u) wait_ns = sleep_ms * 1000000u;
-    atomic_store_explicit(&thread_wake_ns, now + wait_ns, memory_order_relaxed);
+    atomic_store_explicit(&ld_purge_thread_wake_ns, now + wait_ns, memory_order_relaxed);
     pthread_mutex_lock(&thread_lock);
     if (!atomic_load_explicit(&thread_stop, memory_order_relaxed)) ld_os_cond_wait_ns(&thread_wake, &thread_lock, wait_ns);
     pthread_mutex_unlock(&thread_lock);
   }
-  atomic_store_explicit(&thread_state, 0, memory_order_release);
+  atomic_store_explicit(&ld_purge_thread_running, 0, memory_order_release);
   return NULL;
 }
 
 static void purge_thread_start(void) {
-  if (atomic_load_explicit(&thread_state, memory_order_relaxed) || atomic_load_explicit(&thread_stop, memory_order_relaxed))
+  if (atomic_load_explicit(&ld_purge_thread_running, memory_order_relaxed) || atomic_load_explicit(&thread_stop, memory_order_relaxed))
     return;
   int expected = 0;
-  if (!atomic_compare_exchange_strong(&thread_state, &expected, 1)) return;
+  if (!atomic_compare_exchange_strong(&ld_purge_thread_running, &expected, 1)) return;
   int saved_errno = errno;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -389,7 +396,7 @@ static void purge_thread_start(void) {
 
 /* From the slow paths of allocations (never frees: above), thread exits and public calls. */
 static void purge_thread_start_if_wanted(void) {
-  if (LD_LIKELY(atomic_load_explicit(&thread_state, memory_order_relaxed))) return;
+  if (LD_LIKELY(atomic_load_explicit(&ld_purge_thread_running, memory_order_relaxed))) return;
   if (ld_options.purge_thread == 1 ||
       (ld_options.purge_thread == 2 && ld_os_mapped_bytes() >= (size_t)ld_options.purge_thread_mb << 20))
     purge_thread_start();
@@ -400,7 +407,7 @@ static void purge_thread_start_if_wanted(void) {
  * once per PURGE_THREAD_NUDGED_MS. */
 static void purge_thread_nudge(uint64_t now) {
   static _Atomic uint64_t last_nudge_ns;
-  if (!atomic_load_explicit(&thread_state, memory_order_relaxed)) return;
+  if (!atomic_load_explicit(&ld_purge_thread_running, memory_order_relaxed)) return;
   uint64_t last = atomic_load_explicit(&last_nudge_ns, memory_order_relaxed);
   if (now - last < (uint64_t)PURGE_THREAD_NUDGED_MS * 1000000u ||
       !atomic_compare_exchange_strong(&last_nudge_ns, &last, now))
@@ -421,12 +428,12 @@ __attribute__((destructor)) static void maintain_unload(void) {
     pthread_key_delete(heap_key);
   }
   atomic_store_explicit(&thread_stop, 1, memory_order_relaxed);
-  if (!atomic_load_explicit(&thread_state, memory_order_acquire)) return;
+  if (!atomic_load_explicit(&ld_purge_thread_running, memory_order_acquire)) return;
   if (pthread_equal(pthread_self(), thread_id)) return; /* exit() called from the thread itself */
   pthread_mutex_lock(&thread_lock);
   pthread_cond_signal(&thread_wake);
   pthread_mutex_unlock(&thread_lock);
-  for (int i = 0; i < 2000 && atomic_load_explicit(&thread_state, memory_order_acquire); i++) ld_os_sleep_ms(1);
+  for (int i = 0; i < 2000 && atomic_load_explicit(&ld_purge_thread_running, memory_order_acquire); i++) ld_os_sleep_ms(1);
 }
 
 void ld_maintain_purge_stats(ld_purge_stats_t *out) {
@@ -517,7 +524,7 @@ static void fork_child(void) {
   ld_heaps_unlock_all(true);
   pthread_mutex_init(&thread_lock, NULL);
   ld_os_cond_init(&thread_wake);
-  atomic_store_explicit(&thread_state, 0, memory_order_relaxed);
+  atomic_store_explicit(&ld_purge_thread_running, 0, memory_order_relaxed);
   atomic_store_explicit(&purge_running, 0, memory_order_relaxed);
 }
 
@@ -561,6 +568,7 @@ int larder_option_set(const char *name, const char *value) {
   ld_maintain_init();
   if (ld_option_set(name, value) != 0) return -1;
   ld_heap_fraction_changed();
+  purge_delay_changed();
   atomic_fetch_add(&ld_options_epoch, 1);
   /* The bins' limits follow the options at the thread's next heap; the heaps' groups and
    * thresholds at their next slow path (heap.c, heap_check_options). */
