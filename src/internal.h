@@ -417,15 +417,17 @@ static inline uintptr_t ld_owned_entry(const sb_t *sb) {
  * LD_REMOTE_BATCH_BYTES, when its slot is wanted by another superblock, when the whole buffer
  * holds more than LD_REMOTE_PENDING_BYTES (then the largest batch of the set a free lands in),
  * at the thread's next maintenance, and at thread exit. A thread's buffer thus holds at most
- * LD_REMOTE_PENDING_BYTES plus one block. 256 slots (64 sets of 4; 40 KiB of the heap, its
+ * LD_REMOTE_PENDING_BYTES plus one block. 1,024 slots (256 sets of 4; 160 KiB of the heap, its
  * pages touched as slots are used): a thread that frees into many superblocks at random
- * (churn-remote, 10^5 live blocks of 256 B each: 400 superblocks) sent batches of 1.5 blocks
- * with 64 slots and 3.1 with 256, and a consumer of remote-free's 16 B-1 KiB mix spent 0.70x
- * the CPU per free. */
-#define LD_REMOTE_SLOTS 256
+ * (churn-remote, 10^5 live blocks of 256 B each: 400 superblocks per owner) sent batches of
+ * 1.5 blocks with 64 slots, 2.5 with 256 and a 256 KiB bound, 3.7 with 1,024 and 256 KiB, and
+ * 4.6 with 1,024 and 512 KiB (1.14-1.16x the operations per CPU-second of 256 slots; 1 MiB:
+ * 7.4 and 1.20-1.23x, at twice the blocks a thread may keep from their owners); a consumer of
+ * remote-free's 16 B-1 KiB mix spent 0.70x the CPU per free with 256 slots that it spent with 64. */
+#define LD_REMOTE_SLOTS 1024
 #define LD_REMOTE_BATCH 64
 #define LD_REMOTE_BATCH_BYTES 16384
-#define LD_REMOTE_PENDING_BYTES 262144
+#define LD_REMOTE_PENDING_BYTES 524288
 _Static_assert(LD_REMOTE_SLOTS % 64 == 0, "remote_open: a bit per slot, 64 to a word");
 typedef struct ld_remote_slot_s { /* its superblock: heap->remote_sb */
   ld_block_t *head, *tail;
