@@ -148,11 +148,6 @@ static void remote_send_open(heap_t *heap) {
     }
 }
 
-/* The bytes slot i's batch holds (its blocks are all of its superblock's size). */
-static uint32_t slot_bytes(const heap_t *heap, unsigned i) {
-  return heap->remote[i].count ? heap->remote[i].count * heap->remote_sb[i]->block_size : 0;
-}
-
 /* b joins slot's batch (b's superblock's, which has room; the caller sets the tail of a new
  * batch). */
 static inline void batch_append(heap_t *heap, ld_remote_slot_t *slot, const sb_t *sb, ld_block_t *b) {
@@ -162,6 +157,19 @@ static inline void batch_append(heap_t *heap, ld_remote_slot_t *slot, const sb_t
   slot->last_append = ++heap->remote_appends;
   slot->count++;
   LD_OWNER_SET(heap->remote_bytes, heap->remote_bytes + sb->block_size);
+}
+
+/* The first slot holding a batch at or after `from`, round the buffer; the buffer holds one. At
+ * most LD_REMOTE_SLOTS / 64 + 1 words are read. */
+static unsigned next_open_slot(const heap_t *heap, unsigned from) {
+  from %= LD_REMOTE_SLOTS;
+  unsigned word = from / 64;
+  uint64_t bits = heap->remote_open[word] & (~(uint64_t)0 << (from % 64));
+  for (unsigned k = 0; !bits && k < LD_REMOTE_SLOTS / 64; k++) {
+    word = (word + 1) % (LD_REMOTE_SLOTS / 64);
+    bits = heap->remote_open[word];
+  }
+  return word * 64 + (unsigned)__builtin_ctzll(bits);
 }
 
 /* Adds b (tagged) to the batch of its superblock when the common case below does not: sb has
@@ -207,11 +215,13 @@ static LD_NOINLINE bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
   if (slot->count >= slot->full) {
     remote_send(heap, sb, slot), sent = true;
   } else if (heap->remote_bytes > LD_REMOTE_PENDING_BYTES) {
-    /* the buffer holds enough: the set's largest batch goes, the most blocks for one CAS */
-    unsigned largest = set;
-    for (unsigned w = 1; w < LD_REMOTE_WAYS; w++)
-      if (slot_bytes(heap, set + w) > slot_bytes(heap, largest)) largest = set + w;
-    remote_send(heap, heap->remote_sb[largest], &heap->remote[largest]), sent = true;
+    /* the buffer holds enough: the next open batch from the cursor goes, round the buffer, so
+     * that each waits a whole turn and grows meanwhile. (The largest of the free's own set,
+     * before: with 256 sets a set mostly holds one batch, the one just appended to, and a
+     * consumer of 64 classes at once sent 3.1 blocks a batch, against 8.2 with 64 sets.) */
+    unsigned i = next_open_slot(heap, heap->remote_cursor);
+    heap->remote_cursor = i + 1;
+    remote_send(heap, heap->remote_sb[i], &heap->remote[i]), sent = true;
   }
   return sent;
 }

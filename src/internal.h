@@ -580,8 +580,9 @@ typedef struct heap_s {
   uint32_t remote_appends;             /* blocks appended to the buffer (wraps): its clock */
   uint32_t remote_bytes;               /* bytes waiting in remote[] (at most LD_REMOTE_PENDING_BYTES or so) */
   /* the slots holding a batch, a bit each: sending them all (thread exit, trim, the purge)
-   * reads these 32 bytes, not 256 slots on 640 lines (larson-server: 30 batches per exit) */
+   * reads these 128 bytes, not every slot (larson-server: 30 batches per exit) */
   uint64_t remote_open[LD_REMOTE_SLOTS / 64];
+  uint32_t remote_cursor;              /* where the next batch sent for the buffer's bound is looked for */
   int remote_busy;                     /* the owner is in its remote buffer (cache.c) */
   int remote_draining;                 /* the purge is sending an idle owner's batches */
   /* The frees the fast path did not take (another heap's blocks, those that join a batch
