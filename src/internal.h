@@ -415,7 +415,7 @@ static inline uintptr_t ld_owned_entry(const sb_t *sb) {
  * passing is the model; seed 002's
  * point: no free waits for a lock). A batch goes when it reaches LD_REMOTE_BATCH blocks or
  * LD_REMOTE_BATCH_BYTES, when its slot is wanted by another superblock, when the whole buffer
- * holds more than LD_REMOTE_PENDING_BYTES (then the largest batch of the set a free lands in),
+ * holds more than LD_REMOTE_PENDING_BYTES (then the next open batch round the buffer: cache.c),
  * at the thread's next maintenance, and at thread exit. A thread's buffer thus holds at most
  * LD_REMOTE_PENDING_BYTES plus one block. 1,024 slots (256 sets of 4; 160 KiB of the heap, its
  * pages touched as slots are used): a thread that frees into many superblocks at random
@@ -701,8 +701,9 @@ void ld_heap_collect_pending(heap_t *heap);
 bool ld_heap_tidy(heap_t *heap, bool mine);
 /* A batch of remote frees went to owner: an owner that has made no slow-path call for a
  * while, or that has not looked at its pending frees while this thread sent it
- * LD_HELP_AFTER_BATCHES batches, is helped: its pending frees are collected and Hoard's
- * threshold applied (trylock; never waits). */
+ * LD_HELP_AFTER_BATCHES batches, is helped: its inbox is read whole (a constant: at most
+ * LD_INBOX_SLOTS messages), its pending frees collected and Hoard's threshold applied
+ * (trylock; never waits). */
 #define LD_HELP_AFTER_BATCHES 64
 void ld_heap_help_idle_owner(heap_t *self, heap_t *owner, uint64_t now);
 /* A batch found owner's inbox full (owner: any heap, the global heap included): the freer
