@@ -79,7 +79,7 @@ int64_t ld_cache_bytes(const heap_t *heap) {
  * the first block listed, the next in the chain, which lists the `room` after it, and so on:
  * the owner waits for one line per `room` blocks instead of one per block. */
 static void batch_hint_write(const ld_remote_slot_t *slot, const sb_t *sb) {
-  unsigned room = ld_batch_hint_room(sb->block_size);
+  unsigned room = ld_batch_hint_room(slot->block_size);
   if (!room) return;
   unsigned count = slot->count;
   for (unsigned first = 0;; first += room) { /* the hint block's place in the chain */
@@ -103,10 +103,12 @@ static void batch_hint_write(const ld_remote_slot_t *slot, const sb_t *sb) {
  * many. */
 static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint64_t now) {
   batch_hint_write(slot, sb);
-  uint32_t bytes = slot->count * sb->block_size; /* read before the push, as the owner is */
-  /* sb's owner is read before the push: after it, sb may be freed (internal.h). A superblock
-   * that changes hands meanwhile has its message forwarded by the owner read here (heap.c). */
-  heap_t *owner = atomic_load_explicit(&sb->owner, memory_order_relaxed);
+  uint32_t bytes = slot->count * slot->block_size;
+  /* The owner read when the batch opened; sb's header is not read here (after the push sb may
+   * be freed: internal.h). A superblock that changed hands since, or changes hands in flight,
+   * has its message forwarded by that owner (heap.c): while the batch holds blocks of sb they
+   * count as used, so sb stays a superblock of its class. */
+  heap_t *owner = slot->owner;
   bool announce = false;
   heap_t *self = heap == &ld_heap_empty ? NULL : heap; /* (the empty heap is every thread's) */
   if (!ld_inbox_push(owner, sb, slot->head, slot->tail, slot->count, self) &&
@@ -176,7 +178,8 @@ static unsigned next_open_slot(const heap_t *heap, unsigned from) {
  * no batch in its set yet, or the batch or the buffer reaches its bound. true: a batch went. */
 static LD_NOINLINE bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
   if (heap == &ld_heap_empty) { /* no heap could be made: a batch of one */
-    ld_remote_slot_t one = {.head = b, .tail = b, .count = 1, .offsets = {ld_batch_offset(sb, b)}};
+    ld_remote_slot_t one = {.head = b, .tail = b, .owner = atomic_load_explicit(&sb->owner, memory_order_relaxed),
+                            .block_size = sb->block_size, .count = 1, .offsets = {ld_batch_offset(sb, b)}};
     ld_set_next(b, NULL);
     remote_send(heap, sb, &one);
     return true;
@@ -207,6 +210,8 @@ static LD_NOINLINE bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
     ld_due_note(ld_os_now_coarse_ns());
   if (!slot->count) {
     slot->tail = b;
+    slot->owner = atomic_load_explicit(&sb->owner, memory_order_relaxed);
+    slot->block_size = sb->block_size;
     /* the batch's blocks are all of sb's size: its two bounds are one count */
     uint32_t by_bytes = (LD_REMOTE_BATCH_BYTES + sb->block_size - 1) / sb->block_size;
     slot->full = by_bytes < LD_REMOTE_BATCH ? by_bytes : LD_REMOTE_BATCH;
