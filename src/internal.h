@@ -956,12 +956,13 @@ void    ld_large_unlock(bool reinit);
  * the clock and run the purge (maintain.c). Takes no lock, so it may be called anywhere. */
 extern _Atomic uint64_t ld_due_ns;
 extern _Atomic uint64_t ld_purge_delay_ns; /* LARDER_PURGE_DELAY_MS in ns (maintain.c keeps it) */
+static inline uint64_t ld_purge_delay(void) { return atomic_load_explicit(&ld_purge_delay_ns, memory_order_relaxed); }
 static inline void ld_due_lower_to(uint64_t t) {
   uint64_t cur = atomic_load_explicit(&ld_due_ns, memory_order_relaxed);
   while (t < cur && !atomic_compare_exchange_weak_explicit(&ld_due_ns, &cur, t, memory_order_relaxed, memory_order_relaxed)) {
   }
 }
-static inline void ld_due_note(uint64_t now) { ld_due_lower_to(now + atomic_load_explicit(&ld_purge_delay_ns, memory_order_relaxed)); }
+static inline void ld_due_note(uint64_t now) { ld_due_lower_to(now + ld_purge_delay()); }
 
 /* ---- maintenance (maintain.c), entered from alloc.c, stats.c, wrappers.c, its thread ---- */
 void    ld_maintain_init(void);                 /* start-up, once (any thread, any time) */
@@ -980,7 +981,7 @@ static inline void ld_maintain_poll(heap_t *heap, uint64_t now, bool allocating)
    * deadline before the purge thread's wake: the slow path wakes it) */
   if (LD_LIKELY(now < due && due != UINT64_MAX &&
                 due >= atomic_load_explicit(&ld_purge_thread_wake_ns, memory_order_relaxed) &&
-                now - heap->last_maintenance_ns < atomic_load_explicit(&ld_purge_delay_ns, memory_order_relaxed) &&
+                now - heap->last_maintenance_ns < ld_purge_delay() &&
                 (!allocating || atomic_load_explicit(&ld_purge_thread_running, memory_order_relaxed))))
     return;
   ld_maintain_poll_slow(heap, now, allocating);

@@ -388,7 +388,7 @@ void *ld_large_realloc_move(sb_t *span, size_t size) {
 /* Spans idle for the purge delay give their pages back (the header page stays, so the span
  * is reused at once); all: trim, every cached span is unmapped. */
 size_t ld_large_purge(uint64_t now, bool all) {
-  uint64_t delay = (uint64_t)ld_options.purge_delay_ms * 1000000u;
+  uint64_t delay = ld_purge_delay();
   size_t page = ld_os_page_size(), released = 0;
   ld_large_lock();
   if (all) {
@@ -417,7 +417,7 @@ uint64_t ld_large_next_expiry(void) {
   ld_large_lock();
   for (sb_t *s = cache.tail; s; s = s->prev)
     if (!s->purged) {
-      t = s->idle_since_ns + (uint64_t)ld_options.purge_delay_ms * 1000000u;
+      t = s->idle_since_ns + ld_purge_delay();
       break;
     }
   ld_large_unlock(false);

@@ -59,7 +59,6 @@ static void thread_exit(void *arg);
 static void purge_thread_start_if_wanted(void);
 static void purge_thread_nudge(uint64_t now);
 
-static uint64_t purge_delay_ns(void) { return atomic_load_explicit(&ld_purge_delay_ns, memory_order_relaxed); }
 static void purge_delay_changed(void) {
   atomic_store_explicit(&ld_purge_delay_ns, (uint64_t)ld_options.purge_delay_ms * 1000000u, memory_order_relaxed);
 }
@@ -177,11 +176,11 @@ static _Atomic size_t thread_runs, thread_bytes, thread_starts, bins_emptied;
  * been idle for the delay (all: everything), and sets the next deadline. */
 /* Another thread's heap whose thread has made no slow call for a purge delay. */
 static bool heap_idle(const heap_t *h, const heap_t *mine, uint64_t now) {
-  return h != mine && now - LD_READ(h->last_slow_ns) >= purge_delay_ns();
+  return h != mine && now - LD_READ(h->last_slow_ns) >= ld_purge_delay();
 }
 /* The next purge run is due when h will have been idle a delay, if not sooner. */
 static void idle_at_lower(uint64_t *idle_at, const heap_t *h) {
-  uint64_t at = LD_READ(h->last_slow_ns) + purge_delay_ns();
+  uint64_t at = LD_READ(h->last_slow_ns) + ld_purge_delay();
   if (at < *idle_at) *idle_at = at;
 }
 
@@ -232,7 +231,7 @@ static size_t purge_run_locked(uint64_t now, bool all) {
   uint64_t next = UINT64_MAX, t;
   if ((t = ld_segment_next_expiry()) && t < next) next = t;
   if ((t = ld_large_next_expiry()) && t < next) next = t;
-  if (busy && now + purge_delay_ns() < next) next = now + purge_delay_ns();
+  if (busy && now + ld_purge_delay() < next) next = now + ld_purge_delay();
   if (idle_at < next) next = idle_at;
   ld_due_lower_to(next);
   return released;
@@ -268,7 +267,7 @@ void ld_maintain_poll_slow(heap_t *heap, uint64_t now, bool allocating) {
     pthread_cond_signal(&thread_wake);
   }
   bool due = now >= due_ns;
-  bool own = heap != &ld_heap_empty && now - heap->last_maintenance_ns >= purge_delay_ns();
+  bool own = heap != &ld_heap_empty && now - heap->last_maintenance_ns >= ld_purge_delay();
   if (LD_LIKELY(!due && !own)) return;
   int saved_errno = errno; /* a successful call leaves errno alone */
   if (own) {

@@ -563,7 +563,7 @@ static size_t run_purge_tail(chunk_t *c, size_t chunks) {
 }
 
 size_t ld_segment_purge(uint64_t now, bool all) {
-  uint64_t delay = (uint64_t)ld_options.purge_delay_ms * 1000000u;
+  uint64_t delay = ld_purge_delay();
   size_t released = 0;
   ld_segment_lock();
   /* Tails of runs in use that have lived the delay: pages past what their users touch. */
@@ -617,7 +617,7 @@ size_t ld_segment_purge(uint64_t now, bool all) {
 }
 
 uint64_t ld_segment_next_expiry(void) {
-  uint64_t delay = (uint64_t)ld_options.purge_delay_ms * 1000000u;
+  uint64_t delay = ld_purge_delay();
   ld_segment_lock();
   uint64_t t = 0;
   if (seg.dirty_tail) {
