@@ -360,61 +360,54 @@ static void *consumer(void *arg) {
   return NULL;
 }
 
-/* The mixed sizes: the producer allocates everything, then waits (alive, so that its
- * superblocks stay its own) while the consumer frees it all in the order allocated, so that
- * what the buffer sees does not depend on how the two threads were scheduled. */
-static pthread_barrier_t mixed_made, mixed_freed;
-static void *mixed_producer(void *arg) {
+/* Held, then freed (the mixed sizes, and the scattered frees below): the producer allocates
+ * held_n blocks, then waits (alive, so that its superblocks stay its own) while the consumer
+ * frees them all, in the order allocated or in a random one, so that what the buffer sees
+ * does not depend on how the two threads were scheduled. */
+static long held_n;
+static size_t held_size;   /* 0: remote_size(i) */
+static bool held_shuffled; /* freed in a random order */
+static pthread_barrier_t held_made, held_freed;
+static void *held_producer(void *arg) {
   (void)arg;
-  for (long i = 0; i < REMOTE_N; i++) atomic_store(&ring[i], malloc(remote_size(i)));
-  pthread_barrier_wait(&mixed_made);
-  pthread_barrier_wait(&mixed_freed);
+  for (long i = 0; i < held_n; i++) atomic_store(&ring[i], malloc(held_size ? held_size : remote_size(i)));
+  pthread_barrier_wait(&held_made);
+  pthread_barrier_wait(&held_freed);
   return NULL;
 }
-static void *mixed_consumer(void *arg) {
+static void *held_consumer(void *arg) {
   (void)arg;
-  pthread_barrier_wait(&mixed_made);
-  for (long i = 0; i < REMOTE_N; i++) free(atomic_exchange(&ring[i], NULL));
-  pthread_barrier_wait(&mixed_freed);
-  return NULL;
-}
-
-/* Scattered: the producer allocates SCATTER_N blocks of 256 B (about 160 superblocks), then
- * waits, alive; the consumer frees them in a random order, so that its frees land on every
- * superblock in turn and no batch fills by itself: its buffer's bound decides what goes. */
-enum { SCATTER_N = 200000, SCATTER_SIZE = 256, SCATTER_LEAST = 6 };
-static pthread_barrier_t scatter_made, scatter_freed;
-static void *scatter_producer(void *arg) {
-  (void)arg;
-  for (long i = 0; i < SCATTER_N; i++) atomic_store(&ring[i], malloc(SCATTER_SIZE));
-  pthread_barrier_wait(&scatter_made);
-  pthread_barrier_wait(&scatter_freed);
-  return NULL;
-}
-static void *scatter_consumer(void *arg) {
-  (void)arg;
-  pthread_barrier_wait(&scatter_made);
+  pthread_barrier_wait(&held_made);
   uint64_t seed = 0x5ca77e4ed5eedull;
-  for (long i = SCATTER_N - 1; i > 0; i--) { /* Fisher-Yates, then the frees in that order */
+  for (long i = held_n - 1; held_shuffled && i > 0; i--) { /* Fisher-Yates, then the frees in that order */
     long j = (long)(alloc_rng(&seed) % (uint64_t)(i + 1));
     void *t = atomic_load(&ring[i]);
     atomic_store(&ring[i], atomic_load(&ring[j]));
     atomic_store(&ring[j], t);
   }
-  for (long i = 0; i < SCATTER_N; i++) free(atomic_exchange(&ring[i], NULL));
-  pthread_barrier_wait(&scatter_freed);
+  for (long i = 0; i < held_n; i++) free(atomic_exchange(&ring[i], NULL));
+  pthread_barrier_wait(&held_freed);
   return NULL;
 }
-static void check_remote_scattered(void) {
-  larder_stats_t before = alloc_stats(&api);
+static void run_held(long n, size_t size, bool shuffled) {
+  held_n = n, held_size = size, held_shuffled = shuffled;
   pthread_t p, c;
-  REQUIRE(pthread_barrier_init(&scatter_made, NULL, 2) == 0 && pthread_barrier_init(&scatter_freed, NULL, 2) == 0);
-  REQUIRE(pthread_create(&p, NULL, scatter_producer, NULL) == 0);
-  REQUIRE(pthread_create(&c, NULL, scatter_consumer, NULL) == 0);
+  REQUIRE(pthread_barrier_init(&held_made, NULL, 2) == 0 && pthread_barrier_init(&held_freed, NULL, 2) == 0);
+  REQUIRE(pthread_create(&p, NULL, held_producer, NULL) == 0);
+  REQUIRE(pthread_create(&c, NULL, held_consumer, NULL) == 0);
   pthread_join(p, NULL);
   pthread_join(c, NULL);
-  pthread_barrier_destroy(&scatter_made);
-  pthread_barrier_destroy(&scatter_freed);
+  pthread_barrier_destroy(&held_made);
+  pthread_barrier_destroy(&held_freed);
+}
+
+/* Scattered: the producer holds SCATTER_N blocks of 256 B (about 800 superblocks); the
+ * consumer frees them in a random order, so that its frees land on every superblock in turn
+ * and no batch fills by itself: its buffer's bounds decide what goes. */
+enum { SCATTER_N = 200000, SCATTER_SIZE = 256, SCATTER_LEAST = 6 };
+static void check_remote_scattered(void) {
+  larder_stats_t before = alloc_stats(&api);
+  run_held(SCATTER_N, SCATTER_SIZE, true);
   larder_stats_t after = alloc_stats(&api);
   size_t frees = after.remote_frees - before.remote_frees;
   size_t batches = after.remote_batches - before.remote_batches;
@@ -429,20 +422,14 @@ static void check_remote_scattered(void) {
 static void check_remote(bool mixed) {
   remote_mixed = mixed;
   larder_stats_t before = alloc_stats(&api);
-  pthread_t p, c;
   if (mixed) {
-    REQUIRE(pthread_barrier_init(&mixed_made, NULL, 2) == 0 && pthread_barrier_init(&mixed_freed, NULL, 2) == 0);
-    REQUIRE(pthread_create(&p, NULL, mixed_producer, NULL) == 0);
-    REQUIRE(pthread_create(&c, NULL, mixed_consumer, NULL) == 0);
+    run_held(REMOTE_N, 0, false);
   } else {
+    pthread_t p, c;
     REQUIRE(pthread_create(&p, NULL, producer, NULL) == 0);
     REQUIRE(pthread_create(&c, NULL, consumer, NULL) == 0);
-  }
-  pthread_join(p, NULL);
-  pthread_join(c, NULL);
-  if (mixed) {
-    pthread_barrier_destroy(&mixed_made);
-    pthread_barrier_destroy(&mixed_freed);
+    pthread_join(p, NULL);
+    pthread_join(c, NULL);
   }
   larder_stats_t after = alloc_stats(&api);
   size_t frees = after.remote_frees - before.remote_frees;
