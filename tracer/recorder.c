@@ -644,7 +644,9 @@ TR_EXPORT void *realloc(void *p, size_t size) {
   if (tls_depth) return real_realloc(p, size);
   uint64_t t = tr_stamp();
   void *q = TR_CALL(real_realloc(p, size));
-  /* a realloc that moves frees p first: stamp it before the call (see the file comment) */
+  /* a realloc that moves frees p: stamp it before the call (see the file comment), which makes
+   * its new block's allocation early by the call's length; the readers resolve the overlap
+   * that can give with another thread's use of that block (trace-format.md) */
   tr_record(LTR_REALLOC, size, 0, p, q, q == p ? tr_stamp() : t);
   return q;
 }

@@ -628,11 +628,11 @@ int main(int argc, char **argv) {
          ",\"trace_peak_live_bytes\":%" PRIu64 ",\"trace_end_live_bytes\":%" PRIu64 ",\"time_s\":%.6f,\"wall_s\":%.6f,\"sampling_s\":%.6f,"
          "\"ops\":%" PRIu64 ",\"ops_per_s\":%.1f,\"trace_ops\":%" PRIu64 ",\"records\":%" PRIu64
          ",\"recorded_threads\":%u,\"objects\":%" PRIu64 ",\"unknown_frees\":%" PRIu64
-         ",\"alloc_of_live\":%" PRIu64 ",\"recorded_failures\":%" PRIu64 ",\"replay_failures\":%" PRIu64
+         ",\"alloc_of_live\":%" PRIu64 ",\"overlaps_resolved\":%" PRIu64 ",\"recorded_failures\":%" PRIu64 ",\"replay_failures\":%" PRIu64
          ",\"bad_alignment\":%" PRIu64 ",\"heap_rss_start_bytes\":%" PRIu64 ",\"heap_rss_end_bytes\":%" PRIu64
          ",\"rss_method_gap_bytes\":%" PRId64 ",\"maxrss_bytes\":%ld,\"samples\":%zu,\"dropped_samples\":%zu}}\n",
          peak_live, peak_sum, tr->peak_live, tr->end_live, time_s, wall, sampling, ops, (double)ops / time_s, tr->nops,
-         tr->records, tr->nthreads, tr->nobjects, tr->unknown_frees, tr->alloc_of_live, tr->failed_allocs,
+         tr->records, tr->nthreads, tr->nobjects, tr->unknown_frees, tr->alloc_of_live, tr->overlaps_resolved, tr->failed_allocs,
          failures, bad_align, heap_start, heap_end, gap, ru.ru_maxrss * 1024L, rp.nsamples, rp.dropped_samples);
   return 0;
 }

@@ -250,6 +250,14 @@ int ltr_load(const char *path, struct ltr_trace *t, char *err, size_t errlen) {
 
   /* pass 1: check every block and record, number the threads */
   struct ltr_map64 threads = {0}, addrs = {0};
+  /* An address allocated again while live in merged order: one call overlapped another
+   * thread's whole use of the address. A realloc that moves is stamped before its call (its
+   * free must sort before another thread's malloc of the old block: recorder.c), so when that
+   * call is preempted, another thread may malloc and free the new block before the realloc
+   * returns it. The displaced object waits here, address -> object, so that both objects are
+   * freed by the frees that follow rather than one becoming an unknown free and the other
+   * live forever. */
+  struct ltr_map64 shadow = {0};
   if (ltr_map_init(&threads, 64)) FAIL("%s: out of memory", path);
   uint32_t tcap = 64;
   t->thread_tid = ltr_map(tcap * sizeof *t->thread_tid);
@@ -326,7 +334,7 @@ int ltr_load(const char *path, struct ltr_trace *t, char *err, size_t errlen) {
   uint32_t *heap = ltr_map((t->nthreads + 1) * sizeof *heap);
   uint64_t *key = ltr_map((t->nthreads + 1) * sizeof *key);
   if (!t->ops || !t->thread_nops || !t->obj_size || !t->obj_thread || !t->obj_pos || !t->obj_addr || !heap || !key ||
-      ltr_map_init(&addrs, 1024))
+      ltr_map_init(&addrs, 1024) || ltr_map_init(&shadow, 16))
     FAIL("%s: out of memory", path);
   uint32_t hn = 0;
   for (uint32_t i = 0; i < t->nthreads; i++)
@@ -348,8 +356,15 @@ int ltr_load(const char *path, struct ltr_trace *t, char *err, size_t errlen) {
     if (op == LTR_FREE || op == LTR_REALLOC || op == LTR_REALLOCARRAY) {
       if (r.addr_in) {
         uint32_t *slot = ltr_map_find(&addrs, r.addr_in);
-        if (slot) o.obj_in = *slot;
-        else t->unknown_frees++;
+        if (slot) {
+          o.obj_in = *slot;
+          /* Two objects hold the address in merged order (see the shadow map above): the
+           * freeing thread's own newer one goes first, else the older one. */
+          uint32_t *older = ltr_map_find(&shadow, r.addr_in);
+          if (older && t->obj_thread[*slot] != ti) o.obj_in = *older;
+        } else {
+          t->unknown_frees++;
+        }
       } else if (op == LTR_FREE) {
         t->null_frees++;
       }
@@ -366,13 +381,27 @@ int ltr_load(const char *path, struct ltr_trace *t, char *err, size_t errlen) {
       }
     }
     if (o.obj_in != LTR_NONE) {
-      ltr_map_del(&addrs, r.addr_in);
+      uint32_t *older = ltr_map_find(&shadow, r.addr_in);
+      if (older) {                    /* one of two holders goes; the other keeps the address */
+        uint32_t keep = *older == o.obj_in ? LTR_NONE : *older;
+        ltr_map_del(&shadow, r.addr_in);
+        if (keep != LTR_NONE && ltr_map_put(&addrs, r.addr_in, keep)) FAIL("%s: out of memory", path);
+        t->overlaps_resolved++;
+      } else {
+        ltr_map_del(&addrs, r.addr_in);
+      }
       live -= t->obj_size[o.obj_in];
     }
     if (o.kind != LTR_FREE && r.addr_out) {
       uint32_t id = (uint32_t)t->nobjects++;
       if (t->nobjects >= UINT32_MAX) FAIL("%s: more than 2^32 objects", path);
-      if (ltr_map_find(&addrs, r.addr_out)) t->alloc_of_live++;  /* its free was not seen */
+      uint32_t *holder = ltr_map_find(&addrs, r.addr_out);
+      if (holder) {                   /* its free was not seen, or not yet (see the shadow map) */
+        t->alloc_of_live++;
+        uint32_t displaced = *holder;
+        if (!ltr_map_find(&shadow, r.addr_out) && ltr_map_put(&shadow, r.addr_out, displaced))
+          FAIL("%s: out of memory", path);
+      }
       if (ltr_map_put(&addrs, r.addr_out, id)) FAIL("%s: out of memory", path);
       t->obj_size[id] = size;
       t->obj_thread[id] = ti;
@@ -387,6 +416,7 @@ int ltr_load(const char *path, struct ltr_trace *t, char *err, size_t errlen) {
   }
   t->end_live = live;
   ltr_map_free(&addrs);
+  ltr_map_free(&shadow);
   ltr_unmap(cur, 0);
   ltr_unmap(idx, 0);
   ltr_unmap(heap, 0);

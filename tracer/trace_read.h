@@ -45,6 +45,7 @@ struct ltr_trace {
   uint64_t unknown_frees;      /* free/realloc of an address the trace never allocated */
   uint64_t null_frees;         /* free(NULL): replayed, cheap */
   uint64_t alloc_of_live;      /* an allocation returned an address already live in the trace */
+  uint64_t overlaps_resolved;  /* of those, pairs whose two objects were both freed later */
   uint64_t failed_allocs;      /* the recorded call returned NULL */
   uint64_t peak_live;          /* bytes live at the trace's peak, in merged order */
   uint64_t end_live;           /* bytes never freed */

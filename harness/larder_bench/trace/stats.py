@@ -39,6 +39,8 @@ class Stats:
     peak_live_t: float = 0.0
     end_live: int = 0
     unknown_frees: int = 0
+    alloc_of_live: int = 0
+    overlaps_resolved: int = 0
     null_frees: int = 0
     failed: int = 0
     series: list = field(default_factory=list)      # (t_s, live bytes), at most ~2000 points
@@ -52,6 +54,7 @@ class Stats:
             "histogram": {bin_label(i): n for i, n in enumerate(self.histogram)},
             "peak_live_bytes": self.peak_live, "peak_live_at_s": self.peak_live_t,
             "end_live_bytes": self.end_live, "unknown_frees": self.unknown_frees,
+            "alloc_of_live": self.alloc_of_live, "overlaps_resolved": self.overlaps_resolved,
             "null_frees": self.null_frees, "failed_calls": self.failed,
             "pattern": self.pattern, "pattern_figures": self.pattern_figures,
         }
@@ -64,26 +67,42 @@ def compute(trace: fmt.Trace, max_points: int = 2000) -> Stats:
     s.records = len(merged)
     s.threads = len(trace.threads())
     s.calls = {name: 0 for name in fmt.OPS.values()}
-    live_of: dict[int, int] = {}
+    live_of: dict[int, tuple[int, int]] = {}    # address -> (size, allocating thread)
+    # An address allocated again while live: both objects hold it, and its next free takes
+    # the freeing thread's own newer one, else the older (trace-format.md, as trace_read.c).
+    shadow: dict[int, tuple[int, int]] = {}
     live = 0
     points = []
     sec = trace.seconds()
-    for _, r in merged:
+    for ti, r in merged:
         s.calls[fmt.OPS[r.op]] += 1
         if r.op == fmt.FREE or r.op in fmt.REALLOCS:
             if r.addr_in:
-                old = live_of.pop(r.addr_in, None)
+                old = live_of.get(r.addr_in)
                 if old is None:
                     s.unknown_frees += 1
                 elif r.op in fmt.REALLOCS and not r.addr_out and r.size > 0:
-                    live_of[r.addr_in] = old          # a failed realloc leaves the block alone
+                    pass                              # a failed realloc leaves the block alone
+                elif r.addr_in in shadow:
+                    older = shadow.pop(r.addr_in)
+                    if old[1] == ti:
+                        live_of[r.addr_in] = older    # the newer went; the older holds it again
+                    else:
+                        old = older
+                    live -= old[0]
+                    s.overlaps_resolved += 1
                 else:
-                    live -= old
+                    del live_of[r.addr_in]
+                    live -= old[0]
             elif r.op == fmt.FREE:
                 s.null_frees += 1
         if r.op != fmt.FREE:
             if r.addr_out:
-                live_of[r.addr_out] = r.size
+                holder = live_of.get(r.addr_out)
+                if holder is not None:
+                    s.alloc_of_live += 1
+                    shadow.setdefault(r.addr_out, holder)
+                live_of[r.addr_out] = (r.size, ti)
                 live += r.size
                 s.bytes_requested += r.size
                 s.histogram[bin_of(r.size)] += 1
@@ -184,6 +203,9 @@ def text_report(s: Stats, name: str) -> str:
         lines.append(f"  (free(NULL): {s.null_frees})")
     if s.unknown_frees:
         lines.append(f"  frees of addresses never allocated in the trace: {s.unknown_frees}")
+    if s.alloc_of_live:
+        lines.append(f"  allocations of an address still live: {s.alloc_of_live} "
+                     f"({s.overlaps_resolved} resolved when both objects were freed)")
     if s.failed:
         lines.append(f"  calls that returned NULL: {s.failed}")
     total = sum(s.histogram) or 1
