@@ -199,9 +199,46 @@ static uint64_t remote_prefetch(sb_t *sb, const ld_block_t *head, uint64_t total
  * after it are left to the walk, which checks each block's tag and link. The tags of blocks
  * taken so are not read here (a write after free over a block's first 16 bytes is then not
  * seen when it is handed out again); the free that tagged each checked it, and a second free
- * of one still finds its tag. out[] holds n blocks already and has room for `most`; a batch
- * that does not fit whole is left for the next fill, which then brings fewer than `want`
- * (short_of_room). Returns the new count. */
+ * of one still finds its tag. out[] holds n blocks already and has room for `most`; of a batch
+ * that does not fit whole the front is taken, as much as fits (take_hinted_front, when one
+ * hint block lists the batch), else it is left for the next fill, which then brings fewer
+ * than `want` (short_of_room). Returns the new count. */
+/* The front of the first batch of sb's inbox list, k of its `count` blocks (0 < k < count),
+ * for a bin with room for k: the batch's first block and the k - 1 after it in its chain, from
+ * its hint, which must list the whole batch (one hint block) and check out as take_hinted's
+ * do. The rest of the batch stays at the front of the list, its chain unchanged, and its new
+ * first block (a free block, not handed out) gets the hint of what is left. Without this a
+ * class whose bin holds fewer blocks than a batch (16 at 1 KiB, where batches reach 64) had
+ * every batch walked block by block, each line last written on the freer's core: on
+ * remote-free's 16 B-1 KiB mix two thirds of the blocks, 15% of the process's time in that
+ * walk. false: nothing taken (the walk will have the batch). */
+static bool take_hinted_front(sb_t *sb, void **out, const ld_batch_hint_t *first, unsigned count, unsigned k) {
+  unsigned listed = count - 1;
+  if (listed > ld_batch_hint_room(sb->block_size) || ld_batch_hint_check(first, listed) != first->check ||
+      first->after_first[0] != first->last)
+    return false;
+  for (unsigned i = 0; i < listed; i++) {
+    ld_block_t *b = ld_batch_block(sb, first->after_first[i]);
+    if ((char *)b >= sb->bump || !ld_sb_is_block_start(sb, b)) return false; /* a carved block */
+  }
+  /* after_first[] runs from the batch's last block (0) to the one after its first (listed - 1) */
+  out[0] = (void *)first;
+  for (unsigned j = 1; j < k; j++) {
+    ld_block_t *b = ld_batch_block(sb, first->after_first[listed - j]);
+    ld_prefetch_for_write(b);
+    out[j] = b;
+  }
+  unsigned left = count - k;
+  ld_batch_hint_t *rest = (ld_batch_hint_t *)ld_batch_block(sb, first->after_first[listed - k]);
+  rest->count = (uint16_t)left;
+  rest->last = first->last;
+  rest->next_batch = first->next_batch;
+  memcpy(rest->after_first, first->after_first, (left - 1) * sizeof(uint16_t)); /* two blocks: no overlap */
+  rest->check = ld_batch_hint_check(rest, left - 1);
+  sb->inbox_list = (ld_block_t *)rest;
+  return true;
+}
+
 static unsigned take_hinted(sb_t *sb, void **out, unsigned n, unsigned want, unsigned most, ld_take_counts_t *counts) {
   unsigned room = ld_batch_hint_room(sb->block_size);
   while (room && n < want && sb->inbox_list) {
@@ -209,7 +246,15 @@ static unsigned take_hinted(sb_t *sb, void **out, unsigned n, unsigned want, uns
     const ld_batch_hint_t *first = (const ld_batch_hint_t *)head, *hint = first;
     unsigned count = first->count;
     if (count == 0 || count > LD_REMOTE_BATCH || (int32_t)count > sb->inbox_count) break;
-    if (n + count > most) { /* no room for it whole: the fill makes do with what it has */
+    if (n + count > most) { /* no room for it whole: its front, or the fill makes do with what it has */
+      unsigned k = most - n;
+      if (k && take_hinted_front(sb, out + n, first, count, k)) {
+        sb->inbox_count -= (int32_t)k;
+        LD_OWNER_SET(sb->used, sb->used + (int32_t)k);
+        n += k;
+        counts->hinted += k;
+        counts->hint_taken += k;
+      }
       counts->short_of_room = n != 0;
       break;
     }
