@@ -212,7 +212,7 @@ static uint64_t remote_prefetch(sb_t *sb, const ld_block_t *head, uint64_t total
  * every batch walked block by block, each line last written on the freer's core: on
  * remote-free's 16 B-1 KiB mix two thirds of the blocks, 15% of the process's time in that
  * walk. false: nothing taken (the walk will have the batch). */
-static bool take_hinted_front(sb_t *sb, void **out, const ld_batch_hint_t *first, unsigned count, unsigned k) {
+static LD_NOINLINE bool take_hinted_front(sb_t *sb, void **out, const ld_batch_hint_t *first, unsigned count, unsigned k) {
   unsigned listed = count - 1;
   if (listed > ld_batch_hint_room(sb->block_size) || ld_batch_hint_check(first, listed) != first->check ||
       first->after_first[0] != first->last)
