@@ -32,8 +32,7 @@ function(alloc_internal_test name source)
 endfunction()
 if(TARGET larder_static)
   alloc_internal_test(alloc_inbox_unit alloc/inbox_unit.c) # the inbox of remote frees
-  alloc_internal_test(alloc_hint_room alloc/hint_room.c)   # a fill short of room for a whole hinted batch
-  alloc_internal_test(alloc_hint_front alloc/hint_front.c) # a fill takes the front of a batch its bin cannot hold
+  alloc_internal_test(alloc_hint_room alloc/hint_room.c)   # a hinted batch and a bin without room for it whole
 endif()
 
 # ---- misuse of pointers: static, stack, foreign mmap, wild; double and interior frees;
