@@ -188,30 +188,15 @@ static uint64_t remote_prefetch(sb_t *sb, const ld_block_t *head, uint64_t total
   return asked < total ? asked : total;
 }
 
-/* Whole batches from the front of sb's inbox list, their blocks' addresses read from their
- * hints instead of from the chain (internal.h, ld_batch_hint_t): a refill of a producer's
- * class then reads one line per hint block, a line per `room` blocks, where the walk waited
- * for every block's line, last written on the freer's core (free-contention, 64-byte blocks,
- * one worker, with the host placing the two vCPUs far apart: 1.42x the frees per second; the
- * blocks' lines are prefetched and arrive while the mallocs that hand them out go on). A batch
- * is taken only whole and only when every hint block's check holds, every place listed is a
- * carved block, and its last block is the one the first hint names; else it and the batches
- * after it are left to the walk, which checks each block's tag and link. The tags of blocks
- * taken so are not read here (a write after free over a block's first 16 bytes is then not
- * seen when it is handed out again); the free that tagged each checked it, and a second free
- * of one still finds its tag. out[] holds n blocks already and has room for `most`; of a batch
- * that does not fit whole the front is taken, as much as fits (take_hinted_front, when one
- * hint block lists the batch), else it is left for the next fill, which then brings fewer
- * than `want` (short_of_room). Returns the new count. */
 /* The front of the first batch of sb's inbox list, k of its `count` blocks (0 < k < count),
  * for a bin with room for k: the batch's first block and the k - 1 after it in its chain, from
  * its hint, which must list the whole batch (one hint block) and check out as take_hinted's
  * do. The rest of the batch stays at the front of the list, its chain unchanged, and its new
- * first block (a free block, not handed out) gets the hint of what is left. Without this a
- * class whose bin holds fewer blocks than a batch (16 at 1 KiB, where batches reach 64) had
- * every batch walked block by block, each line last written on the freer's core: on
- * remote-free's 16 B-1 KiB mix two thirds of the blocks, 15% of the process's time in that
- * walk. false: nothing taken (the walk will have the batch). */
+ * first block (a free block, not handed out) gets the hint of what is left. A bin holds
+ * LD_BIN_BYTES / size blocks rounded down and a batch closes at LD_BIN_BYTES rounded up (14
+ * and 15 at 1,152 B): without this, such a batch was walked block by block, each line last
+ * written on the freer's core (on remote-free's 16 B-1 KiB mix two thirds of the blocks, 15%
+ * of the process's time in that walk). false: nothing taken (the walk will have the batch). */
 static LD_NOINLINE bool take_hinted_front(sb_t *sb, void **out, const ld_batch_hint_t *first, unsigned count, unsigned k) {
   unsigned listed = count - 1;
   if (listed > ld_batch_hint_room(sb->block_size) || ld_batch_hint_check(first, listed) != first->check ||
@@ -239,6 +224,21 @@ static LD_NOINLINE bool take_hinted_front(sb_t *sb, void **out, const ld_batch_h
   return true;
 }
 
+/* Whole batches from the front of sb's inbox list, their blocks' addresses read from their
+ * hints instead of from the chain (internal.h, ld_batch_hint_t): a refill of a producer's
+ * class then reads one line per hint block, a line per `room` blocks, where the walk waited
+ * for every block's line, last written on the freer's core (free-contention, 64-byte blocks,
+ * one worker, with the host placing the two vCPUs far apart: 1.42x the frees per second; the
+ * blocks' lines are prefetched and arrive while the mallocs that hand them out go on). A batch
+ * is taken (whole, or its front: below) only when every hint block's check holds, every place
+ * listed is a carved block, and its last block is the one the first hint names; else it and the batches
+ * after it are left to the walk, which checks each block's tag and link. The tags of blocks
+ * taken so are not read here (a write after free over a block's first 16 bytes is then not
+ * seen when it is handed out again); the free that tagged each checked it, and a second free
+ * of one still finds its tag. out[] holds n blocks already and has room for `most`; of a batch
+ * that does not fit whole the front is taken, as much as fits (take_hinted_front, when one
+ * hint block lists the batch), else it is left for the next fill, which then brings fewer
+ * than `want` (short_of_room). Returns the new count. */
 static unsigned take_hinted(sb_t *sb, void **out, unsigned n, unsigned want, unsigned most, ld_take_counts_t *counts) {
   unsigned room = ld_batch_hint_room(sb->block_size);
   while (room && n < want && sb->inbox_list) {
