@@ -353,6 +353,7 @@ int ltr_load(const char *path, struct ltr_trace *t, char *err, size_t errlen) {
     uint64_t size = ltr_size(r.packed);
     t->op_counts[op]++;
     struct ltr_event o = {size, LTR_NONE, LTR_NONE, ti, (uint8_t)op, (uint8_t)ltr_align_log2(r.packed), 0};
+    uint32_t shadowed = LTR_NONE;     /* the older holder of addr_in, when two hold it */
     if (op == LTR_FREE || op == LTR_REALLOC || op == LTR_REALLOCARRAY) {
       if (r.addr_in) {
         uint32_t *slot = ltr_map_find(&addrs, r.addr_in);
@@ -361,7 +362,10 @@ int ltr_load(const char *path, struct ltr_trace *t, char *err, size_t errlen) {
           /* Two objects hold the address in merged order (see the shadow map above): the
            * freeing thread's own newer one goes first, else the older one. */
           uint32_t *older = ltr_map_find(&shadow, r.addr_in);
-          if (older && t->obj_thread[*slot] != ti) o.obj_in = *older;
+          if (older) {
+            shadowed = *older;
+            if (t->obj_thread[*slot] != ti) o.obj_in = shadowed;
+          }
         } else {
           t->unknown_frees++;
         }
@@ -381,9 +385,8 @@ int ltr_load(const char *path, struct ltr_trace *t, char *err, size_t errlen) {
       }
     }
     if (o.obj_in != LTR_NONE) {
-      uint32_t *older = ltr_map_find(&shadow, r.addr_in);
-      if (older) {                    /* one of two holders goes; the other keeps the address */
-        uint32_t keep = *older == o.obj_in ? LTR_NONE : *older;
+      if (shadowed != LTR_NONE) {     /* one of two holders goes; the other keeps the address */
+        uint32_t keep = shadowed == o.obj_in ? LTR_NONE : shadowed;
         ltr_map_del(&shadow, r.addr_in);
         if (keep != LTR_NONE && ltr_map_put(&addrs, r.addr_in, keep)) FAIL("%s: out of memory", path);
         t->overlaps_resolved++;
