@@ -125,8 +125,8 @@ void larder_free(void *p) {
     ld_block_t *b = p;
     void **slot = &bin->slots[bin->count];
     if (LD_LIKELY(*slot != LD_BIN_FULL && offset < bin->span && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
-                  (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len && b->tag != ld_free_key)) {
-      b->tag = ld_free_key;
+                  (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len && b->tag != ld_tag(b))) {
+      b->tag = ld_tag(b);
       ld_bin_seal(b);
       *slot = b;
       LD_OWNER_INC32(bin->count);
@@ -143,8 +143,9 @@ void larder_free(void *p) {
       ld_bin_t *q_bin = heap->deferred_bin;
       void **slot = &q_bin->slots[q_bin->count];
       /* (q's bin full, or none deferred: the slot holds LD_BIN_FULL, and q is not read) */
-      if (LD_LIKELY(*slot != LD_BIN_FULL && q != p && q->tag != ld_free_key)) {
-        q->tag = ld_free_key;
+      uintptr_t q_tag = ld_tag(q);
+      if (LD_LIKELY(*slot != LD_BIN_FULL && q != p && q->tag != q_tag)) {
+        q->tag = q_tag;
         ld_bin_seal(q);
         *slot = q;
         LD_OWNER_INC32(q_bin->count);

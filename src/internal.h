@@ -99,7 +99,7 @@ extern size_t ld_sb_size;          /* S */
 extern unsigned ld_sb_shift;       /* log2(S) */
 typedef struct ld_block_s {
   struct ld_block_s *next;
-  uintptr_t tag;          /* ld_free_key ^ address while free: catches double frees cheaply */
+  uintptr_t tag;          /* ld_tag(block) while free: catches double frees cheaply */
 } ld_block_t;
 
 extern uintptr_t ld_free_key;
@@ -174,11 +174,17 @@ typedef struct sb_s {
 _Static_assert(sizeof(sb_t) <= LD_SB_HEADER, "superblock header must fit before the first block");
 _Static_assert(offsetof(sb_t, usable) + sizeof(size_t) <= LD_CACHE_LINE, "what remote freers read stays on the first line");
 
-/* Free blocks carry a tag (a random key, made at start) wherever they wait (a thread's cache,
- * a superblock's lists, a batch of remote frees), so that a double free is caught at the
- * second free, on every path. malloc clears it; a live block's tag is whatever the program
- * wrote, which equals the key with odds of 2^-64. */
-static inline uintptr_t ld_tag(const void *b) { (void)b; return ld_free_key; }
+/* Free blocks carry a tag wherever they wait (a thread's cache, a superblock's lists, a batch
+ * of remote frees), so that a double free is caught at the second free, on every path. malloc
+ * clears it. The tag is the process's key xor the block's address, not the key alone: freed
+ * memory keeps its tags when it is reused uncleared (a medium span over an empty superblock's
+ * chunk, whose first block starts where the span's block does), and a program copies such
+ * bytes without writing them (realloc shrinking a medium block into a small one copies its
+ * bytes 8-15; a struct copied with a field left unset). A tag of the key alone, copied to
+ * another block, made that block's first free a "double free" (tests/alloc/stale_tag.c); a
+ * tag copied from elsewhere names the wrong address. A live block's own bytes equal its tag
+ * with odds of 2^-64. (key | 1, addresses 16-aligned: a tag is never 0.) */
+static inline uintptr_t ld_tag(const void *b) { return ld_free_key ^ (uintptr_t)b; }
 static inline bool ld_block_is_free(const ld_block_t *b) { return b->tag == ld_tag(b); }
 
 /* Asks for p's cache line in a state this core may write (x86's PREFETCHW; other CPUs: the
@@ -224,7 +230,7 @@ static inline ld_block_t *ld_next(const ld_block_t *b) { return b->next; }
 #ifdef LARDER_HARDENED
 static inline void ld_bin_seal(ld_block_t *b) { ld_set_next(b, NULL); }
 static inline void ld_bin_check(const ld_block_t *b) {
-  if (ld_next(b) != NULL || b->tag != ld_free_key)
+  if (ld_next(b) != NULL || b->tag != ld_tag(b))
     ld_fatal_corrupt_list((const void *)((uintptr_t)b & ~(uintptr_t)(ld_sb_size - 1)), b);
 }
 #else

@@ -114,7 +114,7 @@ static unsigned sb_carve(sb_t *sb, void **out, unsigned want) {
   for (unsigned i = 0; i < n; i++) {
     p -= size;
     out[i] = p;
-    ((ld_block_t *)p)->tag = key;
+    ((ld_block_t *)p)->tag = key ^ (uintptr_t)p; /* ld_tag(p) */
   }
 #else
   for (unsigned i = 0; i < n; i++) out[i] = p -= size;

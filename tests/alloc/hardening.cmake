@@ -67,6 +67,9 @@ endif()
 if(TARGET larder_hardened)
   larder_test(alloc_hardened_uaf SOURCES alloc/hardened_uaf.c LIBS larder_hardened ${CMAKE_DL_LIBS} TIMEOUT 60)
   set_tests_properties(alloc_hardened_uaf PROPERTIES SKIP_RETURN_CODE 77 LABELS alloc)
+  # the hardened build's tags, as the default build's: a copied tag is no double free
+  larder_test(alloc_stale_tag_hardened SOURCES alloc/stale_tag.c LIBS larder_hardened ${CMAKE_DL_LIBS} TIMEOUT 120)
+  set_tests_properties(alloc_stale_tag_hardened PROPERTIES SKIP_RETURN_CODE 77 LABELS alloc)
 endif()
 
 # ---- statistics read while threads start (a crash found by the TSan run) ----

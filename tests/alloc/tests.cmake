@@ -87,6 +87,8 @@ alloc_test(alloc_invariant SOURCES alloc/invariant.c PRELOAD TIMEOUT 180)
 
 # ---- bad frees stop the program naming the address ----
 alloc_test(alloc_bad_free SOURCES alloc/bad_free.c PRELOAD TIMEOUT 60)
+# ... and a live block whose tag word was copied from reused free memory is no bad free
+alloc_test(alloc_stale_tag SOURCES alloc/stale_tag.c PRELOAD TIMEOUT 120)
 
 # ---- dlopen of a library that allocates (linked to nothing but libc) ----
 add_library(alloc_dlopen_lib SHARED alloc/dlopen_lib.c)
