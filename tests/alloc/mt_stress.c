@@ -10,9 +10,17 @@
  * purged reads back as zeros and breaks its pattern. At the end, with larder,
  * larder_validate() must find nothing wrong.
  *
- * usage: alloc_mt_stress [threads] [ops-per-thread] [seed] */
+ * With "sparse", half of the blocks (by their pattern) get only their first and last words
+ * written, as a program writes a header and leaves a buffer's rest unset: what the memory held
+ * before stays in between and goes where realloc copies it. A full pattern hides the allocator's
+ * own leftovers; the free tag of a freed block, copied so into a small block by realloc, once
+ * made that block's free a "double free" (tests/alloc/stale_tag.c). This mode calls no
+ * malloc_trim, whose purge would zero the leftovers.
+ *
+ * usage: alloc_mt_stress [threads] [ops-per-thread] [seed] [sparse] */
 #include <malloc.h>
 #include <pthread.h>
+#include <stdbool.h>
 
 #include "alloc_util.h"
 
@@ -38,11 +46,35 @@ typedef struct worker_s {
 static int nthreads = 8;
 static queue_t *queues;
 static worker_t *workers;
+static bool sparse_mode;
+
+/* Sparse blocks (sparse_mode, half of them): words 0 and the last of their pattern only. */
+static bool block_sparse(const void *orig, size_t size) {
+  return sparse_mode && size >= 16 && (alloc_pat_word(orig, size, 1) & 1);
+}
+static void block_fill(void *p, size_t size) {
+  if (!block_sparse(p, size)) {
+    alloc_fill(p, size);
+    return;
+  }
+  uint64_t first = alloc_pat_word(p, size, 0), last = alloc_pat_word(p, size, (size - 8) / 8 + 1);
+  memcpy(p, &first, 8);
+  memcpy((char *)p + size - 8, &last, 8);
+}
+/* As alloc_check_as: the first `len` bytes of p, a block filled as (orig, size). */
+static size_t block_check_as(const void *p, const void *orig, size_t size, size_t len) {
+  if (!block_sparse(orig, size)) return alloc_check_as(p, orig, size, len);
+  uint64_t first = alloc_pat_word(orig, size, 0), last = alloc_pat_word(orig, size, (size - 8) / 8 + 1);
+  if (memcmp(p, &first, len < 8 ? len : 8) != 0) return 0;
+  if (len == size && memcmp((const char *)p + size - 8, &last, 8) != 0) return size - 8;
+  return (size_t)-1;
+}
+static size_t block_check(const void *p, size_t size) { return block_check_as(p, p, size, size); }
 static atomic_long live_blocks;
 static atomic_int running;
 
 static void verify_and_free(worker_t *w, void *p, size_t size, const char *how) {
-  size_t bad = alloc_check(p, size);
+  size_t bad = block_check(p, size);
   if (bad != (size_t)-1) {
     w->corrupt++;
     fprintf(stderr, "thread %d: %s block %p size %zu corrupted at offset %zu\n", w->id, how, p,
@@ -105,7 +137,7 @@ static void *worker_main(void *arg) {
         p = malloc(size);
       }
       if (!p) { fprintf(stderr, "thread %d: allocation of %zu failed\n", w->id, size); w->corrupt++; continue; }
-      alloc_fill(p, size);
+      block_fill(p, size);
       it->p = p;
       it->size = size;
       w->allocs++;
@@ -115,7 +147,7 @@ static void *worker_main(void *arg) {
     unsigned what = (unsigned)(alloc_rng(&s) % 30);
     if (what < 10) {
       /* a third of the frees: the block goes to another thread, which checks and frees it */
-      size_t bad = alloc_check(it->p, it->size);
+      size_t bad = block_check(it->p, it->size);
       if (bad != (size_t)-1) {
         w->corrupt++;
         fprintf(stderr, "thread %d: block %p size %zu corrupted at offset %zu before hand-over\n",
@@ -127,19 +159,19 @@ static void *worker_main(void *arg) {
       it->p = NULL;
     } else if (what < 13) {
       /* realloc keeps the common prefix; the block then gets the pattern of its new place */
-      size_t bad = alloc_check(it->p, it->size);
+      size_t bad = block_check(it->p, it->size);
       if (bad != (size_t)-1) { w->corrupt++; fprintf(stderr, "thread %d: %p corrupted before realloc\n", w->id, it->p); }
       size_t ns = alloc_rand_size(&s);
       void *old = it->p;
       void *np = realloc(old, ns);
       if (!np) { fprintf(stderr, "thread %d: realloc(%zu) failed\n", w->id, ns); w->corrupt++; continue; }
       size_t keep = it->size < ns ? it->size : ns;
-      bad = alloc_check_as(np, old, it->size, keep);
+      bad = block_check_as(np, old, it->size, keep);
       if (bad != (size_t)-1) {
         w->corrupt++;
         fprintf(stderr, "thread %d: realloc %zu -> %zu lost byte %zu\n", w->id, it->size, ns, bad);
       }
-      alloc_fill(np, ns);
+      block_fill(np, ns);
       it->p = np;
       it->size = ns;
       w->reallocs++;
@@ -162,8 +194,9 @@ int main(int argc, char **argv) {
   if (argc > 1) nthreads = atoi(argv[1]);
   if (argc > 2) ops = atol(argv[2]);
   if (argc > 3) seed = strtoull(argv[3], NULL, 0);
-  if (nthreads < 1 || nthreads > 1024 || ops < 1) {
-    fprintf(stderr, "usage: %s [threads 1..1024] [ops >= 1] [seed]\n", argv[0]);
+  if (argc > 4) sparse_mode = strcmp(argv[4], "sparse") == 0;
+  if (nthreads < 1 || nthreads > 1024 || ops < 1 || (argc > 4 && !sparse_mode)) {
+    fprintf(stderr, "usage: %s [threads 1..1024] [ops >= 1] [seed] [sparse]\n", argv[0]);
     return 2;
   }
   queues = calloc((size_t)nthreads, sizeof *queues);
@@ -180,8 +213,11 @@ int main(int argc, char **argv) {
     REQUIRE(pthread_create(&workers[i].tid, NULL, worker_main, &workers[i]) == 0);
   long trims = 0;
   while (atomic_load(&running) > 0) {
-    malloc_trim(0);
-    trims++;
+    /* not in sparse mode: a purge zeroes the leftovers that mode keeps for realloc to copy */
+    if (!sparse_mode) {
+      malloc_trim(0);
+      trims++;
+    }
     usleep(1000);
   }
   for (int i = 0; i < nthreads; i++) pthread_join(workers[i].tid, NULL);
@@ -206,9 +242,9 @@ int main(int argc, char **argv) {
     reallocs += workers[i].reallocs;
     corrupt += workers[i].corrupt;
   }
-  printf("mt_stress: %d threads x %ld ops, seed %#llx: %ld mallocs, %ld frees (%ld by another "
+  printf("mt_stress: %d threads x %ld ops, seed %#llx%s: %ld mallocs, %ld frees (%ld by another "
          "thread), %ld reallocs, %ld corrupt, %ld malloc_trim calls meanwhile\n",
-         nthreads, ops, (unsigned long long)seed, allocs, frees, received, reallocs, corrupt, trims);
+         nthreads, ops, (unsigned long long)seed, sparse_mode ? ", sparse" : "", allocs, frees, received, reallocs, corrupt, trims);
   CHECK(corrupt == 0);
   CHECK(allocs == frees);
   CHECK(handed == received);

@@ -143,6 +143,10 @@ if(ALLOC_HAVE_LARDER)
   set_tests_properties(alloc_mt_stress.purge_now PROPERTIES
     ENVIRONMENT "LARDER_PURGE_DELAY_MS=0;LARDER_SUPERBLOCK_SIZE=16384;LARDER_LARGE_CACHE_MB=0"
     SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 120)
+  # Half of the blocks written at their ends only: freed memory's leftovers, the allocator's
+  # own included, stay in the rest and travel with realloc (mt_stress.c)
+  add_test(NAME alloc_mt_stress.sparse COMMAND alloc_mt_stress 8 25000 17 sparse)
+  set_tests_properties(alloc_mt_stress.sparse PROPERTIES SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 120)
   # The API contracts with the smallest and largest superblock size, which move the
   # small/large split (S/4) and the alignments a superblock can serve.
   foreach(sb 16384 1048576)
