@@ -123,6 +123,10 @@ SUITES: list[Entry] = [
     Entry(_Q, "remote-free", "remote-free", "producer mallocs 16 B-1 KiB, consumer on another core frees: CPU ns per "
           "block, waiting excluded", {"--seconds": 0.5}, axis="--pairs", values=(1,), kind="compare",
           work=("--seconds",)),
+    Entry(_Q, "soak", "soak", "2 threads keep 5,000 blocks each (16 B-2 MiB, sparse writes, a third freed by the "
+          "other thread, realloc, calloc, memalign) for 1 s, every block checked: the run fails on a wrong byte",
+          {"--threads": 2, "--live": 5000, "--seconds": 1}, axis=None, kind="compare", work=("--seconds",),
+          repeats=1),
 
     # ---- seeds: each experiment of the source documents with its series (seed parameters;
     #      shrink the work with --scale on a small machine) ----
@@ -268,6 +272,13 @@ SUITES += [
     Entry(_SV, "remote-free", "remote-free", "issue 17: producers pinned to one half of the CPUs malloc 16 B-1 KiB, "
           "consumers on the other half free; CPU ns per block (malloc + remote free), waiting excluded",
           {"--seconds": 3}, axis="--pairs", values=(1, 2, 4, 8), kind="compare", work=("--seconds",), repeats=3),
+    Entry(_SV, "soak", "soak", "a server's load at scale, every block checked: 4 or 16 threads keep 100,000 "
+          "blocks in all (16 B-2 MiB, sparse writes, realloc, calloc, memalign, a third freed by another thread), "
+          "short-lived threads come and go, an idle phase every 10 s, for 30 s; the run fails on a wrong byte or a "
+          "false bad-free report", {"--seconds": 30, "--short-lived": 1, "--idle-every": 10}, axis=None,
+          variants=(Variant("4-threads", {"--threads": 4, "--live": 25000}),
+                    Variant("16-threads", {"--threads": 16, "--live": 6250})),
+          kind="compare", work=("--seconds",), repeats=1, timeout=180),
 ] + [
     Entry(_SV, f"replay-{name}", "trace-replay", f"seed 003 ch. 6 replay of traces/{name}.ltr.gz, 1 and 2 threads; "
           "fragmentation by method 4", {"--trace": path, "--iterations": 2}, values=(1, 2), kind="compare",

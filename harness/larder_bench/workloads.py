@@ -50,6 +50,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              "Build a heap, free it, idle with no allocator calls: RSS after 1-10 purge delays, per process shape"),
     Workload("remote-free", "cpu_ns_per_block", False, "--pairs",
              "Producers malloc, consumers on other cores free: CPU per malloc and per remote free, waiting excluded"),
+    Workload("soak", "ops_per_cpu_s", True, "--threads",
+             "A server's load for a while, every block checked (sparse writes, realloc, calloc, memalign, "
+             "remote frees): a wrong byte or a false bad-free report fails the run"),
     Workload("latency", "malloc_p99_ns", False, "--threads",
              "Per-operation latency percentiles of malloc, free and realloc, one thread (bench/latency)"),
 ]}

@@ -321,3 +321,15 @@ bench_check(remote-free.timed remote-free
   ARGS -t 1 --seconds 0.3 --pin off --min-size 1000 --max-size 5000)
 bench_bad(remote-free -- --min-size 100 --max-size 10 -- --pin maybe -- --batch 0 -- --queue 1
           -- --seconds 0 -- --blocks x -- --pairs 257)
+
+# ---- soak: every block checked; 0 corrupt, and the shares of the work as asked ----
+set(SOAK_FIGS ops,ops_per_s,ops_per_cpu_s,handed_over,reallocs,callocs,aligned,short_lived_threads,idle_phases,validations,validation_failures,corrupt,peak_rss_kib,elapsed_s,cpu_s)
+set(SOAK_PARAMS threads,live,seconds,max_size,remote_share,realloc_share,calloc_share,align_share,idle_every,idle_seconds,short_lived,full_fill,validate,seed)
+bench_check(soak soak
+  CHECKS --params ${SOAK_PARAMS} --figures ${SOAK_FIGS} --figure corrupt=0 --figure validation_failures=0
+         --positive ops,handed_over,reallocs,callocs,aligned,short_lived_threads,peak_rss_kib
+         "--expr=f['elapsed_s'] >= 1.0 and f['idle_phases'] >= 1"
+         "--expr=0.02 <= f['reallocs'] / f['ops'] <= 0.08"
+         "--expr=abs(f['ops_per_s'] * f['elapsed_s'] - f['ops']) <= 1e-6 * f['ops']"
+  ARGS -t 3 --live 2000 --seconds 1 --short-lived 1 --idle-every 0.4 --idle-seconds 0.2 --validate)
+bench_bad(soak -- --live 0 -- --max-size 1000 -- --remote-share 2 -- --short-lived 65 -- --seconds 0)
