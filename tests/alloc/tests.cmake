@@ -59,6 +59,8 @@ alloc_test(alloc_realloc_impossible SOURCES alloc/realloc_impossible.c PRELOAD T
 alloc_test(alloc_errno_kept         SOURCES alloc/errno_kept.c         PRELOAD TIMEOUT 120)
 alloc_test(alloc_align_validity     SOURCES alloc/align_validity.c     PRELOAD TIMEOUT 60)
 alloc_test(alloc_malloc_stats_shape SOURCES alloc/malloc_stats_shape.c PRELOAD TIMEOUT 60)
+# the OS out of memory (RLIMIT_AS): NULL with ENOMEM from every path, then recovery
+alloc_test(alloc_out_of_memory SOURCES alloc/out_of_memory.c PRELOAD TIMEOUT 120 LIBS Threads::Threads)
 
 # ---- threads ----
 # 8 threads on 2 cores; the DEBUG variant runs the same load against larder_debug.
