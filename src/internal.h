@@ -113,6 +113,7 @@ enum { LD_KIND_SMALL = 1, LD_KIND_LARGE = 2, LD_KIND_LARGE_CACHED = 3, LD_KIND_M
 #define LD_GROUP_FULL  5
 #define LD_GROUP_RELEASABLE_MAX 2
 #define LD_GROUP_NONE  7   /* not in a group: a heap's current superblock, or in transit */
+#define LD_GROUP_EMPTY 6   /* the global heap's: empty, waiting for its class (global.c) */
 
 #define LD_SB_MAGIC 0x1a7de75bu
 
@@ -168,7 +169,7 @@ typedef struct sb_s {
   /* third cache line: other threads' frees (CAS push of a batch), taken with an exchange */
   _Alignas(LD_CACHE_LINE) _Atomic(uint64_t) remote; /* see LD_REMOTE_* above */
   struct sb_s *pending_next;   /* link on the owner's pending list, written by the announcer */
-  uint64_t idle_since_ns;      /* large cache: when it was freed */
+  uint64_t idle_since_ns;      /* large cache: when it was freed; the global heap's empty list: when it emptied */
 } sb_t;
 
 _Static_assert(sizeof(sb_t) <= LD_SB_HEADER, "superblock header must fit before the first block");
@@ -659,6 +660,7 @@ typedef struct heap_s {
   int live;                            /* a thread uses it */
   int orphan_tid;                      /* made after its thread's exit hook ran: that thread's id */
   bool kept_current;                   /* parked with its classes' current superblocks (heap.c) */
+  bool table_purged;                   /* parked with nothing: owned[]'s pages given back (heap.c) */
   bool orphan_queued;                  /* in the queue of orphan heaps (heaps.lock) */
   /* The remote buffer's slots (cache.c), last: 42 KB whose pages are touched only as slots
    * are used, kept out from between the fields every heap writes (the size table, the
@@ -730,6 +732,9 @@ bool    ld_heap_park(heap_t *heap);
 /* The purge: a parked heap no thread took within a delay gives everything to the global heap;
  * false if its lock was busy. */
 bool    ld_heap_release_parked(heap_t *heap);
+/* A parked heap that holds no superblock: its table of owned superblocks' pages back to the OS
+ * (once, until it owns one again). false: its lock was busy. For the purge (maintain.c). */
+bool    ld_heap_purge_parked_table(heap_t *heap);
 void    ld_heap_validate(heap_t *heap, int *violations);
 heap_t *ld_heaps_first(void);
 void    ld_heaps_lock_all(void);
@@ -856,9 +861,14 @@ void    ld_global_unlock(void);
 /* A superblock of class cls for heap (from the global heap's lists, else a new one from the
  * segments), or NULL when the OS has no memory. */
 sb_t   *ld_global_take(heap_t *heap, unsigned cls);
-/* Gives sb (detached from its heap) to the global heap. Global lock held. Empty superblocks
- * go straight back to the segments. */
+/* Gives sb (detached from its heap) to the global heap. Global lock held. An empty
+ * superblock waits a purge delay for a take of its class (global.c). */
 void    ld_global_put_locked(sb_t *sb);
+/* Empty superblocks that have waited a purge delay (all of them: `all`) back to the segments;
+ * returns their bytes. For the purge (maintain.c), which calls it inside
+ * ld_segment_purge_frees(true): they are purged as they go. */
+size_t  ld_global_release_empties(uint64_t now, bool all);
+uint64_t ld_global_next_expiry(void); /* when the oldest empty superblock will have waited a delay; 0: none */
 void    ld_global_tidy(void);   /* collects announced frees of superblocks it holds, and its inbox */
 bool    ld_global_try_tidy(uint32_t most); /* the same for `most` of each, if its lock is free */
 /* A free of b (checked, tagged), a block of sb, which the global heap holds: onto sb's free

@@ -224,11 +224,20 @@ static size_t purge_run_locked(uint64_t now, bool all) {
         busy = true;
       }
     }
+    /* a parked heap that holds nothing, idle a delay: its table's pages */
+    if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED) && !LD_READ(h->superblocks_held) && !LD_READ(h->table_purged) &&
+        (idle || all) && !ld_heap_purge_parked_table(h))
+      busy = true;
     ld_segment_purge_frees(false);
   }
   ld_global_tidy();
-  size_t released = ld_segment_purge(now, all) + ld_large_purge(now, all);
+  /* empty superblocks that waited a delay: purged as they go (segment.c) */
+  ld_segment_purge_frees(true);
+  size_t released = ld_global_release_empties(now, all);
+  ld_segment_purge_frees(false);
+  released += ld_segment_purge(now, all) + ld_large_purge(now, all);
   uint64_t next = UINT64_MAX, t;
+  if ((t = ld_global_next_expiry()) && t < next) next = t;
   if ((t = ld_segment_next_expiry()) && t < next) next = t;
   if ((t = ld_large_next_expiry()) && t < next) next = t;
   if (busy && now + ld_purge_delay() < next) next = now + ld_purge_delay();

@@ -73,6 +73,8 @@ if(TARGET larder_debug)
 endif()
 alloc_test(alloc_thread_churn SOURCES alloc/thread_churn.c PRELOAD TIMEOUT 120)
 alloc_test(alloc_thread_churn_rss SOURCES alloc/thread_churn_rss.c PRELOAD TIMEOUT 180)
+# a pool that recycles 64 threads, 20 rounds: RSS within 1.3x the first round's
+alloc_test(alloc_thread_recycle_rss SOURCES alloc/thread_recycle_rss.c PRELOAD TIMEOUT 120)
 # A process ends as without larder: main's pthread_exit, SIGTERM, fork and vfork children
 # with the purge thread running.
 alloc_test(alloc_process_end SOURCES alloc/process_end.c PRELOAD TIMEOUT 90 LIBS Threads::Threads)
