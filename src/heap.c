@@ -100,7 +100,7 @@ static void heap_unlock(heap_t *heap) { ld_unlock(&heap->lock); }
 /* Every 64 KiB of the superblock has its slot (the fast path indexes by the block's address):
  * one slot for S up to 64 KiB, S / 64 KiB above. */
 static void heap_own(heap_t *heap, sb_t *sb) {
-  heap->table_purged = false; /* (heap lock held, as by ld_heap_purge_parked_table) */
+  LD_OWNER_SET(heap->table_purged, false); /* (heap lock held, as by ld_heap_purge_parked_table) */
   for (uintptr_t a = (uintptr_t)sb; a < (uintptr_t)sb + ld_sb_size; a += (uintptr_t)1 << 16)
     LD_OWNER_SET(heap->owned[ld_owned_slot(a)], ld_owned_entry(sb));
 }
@@ -621,7 +621,7 @@ bool ld_heap_purge_parked_table(heap_t *heap) {
     size_t page = ld_os_page_size();
     uintptr_t from = ld_round_up((uintptr_t)&heap->owned[0], page), to = (uintptr_t)&heap->owned[LD_OWNED_SLOTS] & ~(page - 1);
     if (to > from) ld_os_purge((void *)from, to - from);
-    heap->table_purged = true;
+    LD_OWNER_SET(heap->table_purged, true);
   }
   heap_unlock(heap);
   return true;
