@@ -40,7 +40,8 @@ static struct {
   sb_list_t full;                      /* no room: waiting for frees */
   sb_list_t empty[LD_CLASS_COUNT];     /* empty, newest first (next), oldest last (empty_oldest) */
   sb_t *empty_oldest[LD_CLASS_COUNT];
-  uint64_t empty_classes;              /* bit c: empty[c] holds one */
+  uint64_t empty_classes;              /* bit c: empty[c] holds one (written under the lock, read
+                                          without it by ld_global_release_for_span's first look) */
   size_t taken_bytes;                  /* remote frees accounted for (statistics) */
   sb_t *pending_taken;                 /* taken from the pending list, not yet looked at */
 } global = {.lock = LD_LOCK_INIT};
@@ -85,7 +86,7 @@ static bool keep_if_empty(sb_t *sb) {
   sb->idle_since_ns = ld_os_now_coarse_ns();
   list_push(&global.empty[c], sb);
   if (!global.empty_oldest[c]) global.empty_oldest[c] = sb;
-  global.empty_classes |= (uint64_t)1 << c;
+  LD_OWNER_SET(global.empty_classes, global.empty_classes | (uint64_t)1 << c);
   ld_due_note(sb->idle_since_ns); /* released by the purge after a delay */
   return true;
 }
@@ -93,7 +94,7 @@ static void empty_remove(sb_t *sb) {
   unsigned c = sb->size_class;
   if (global.empty_oldest[c] == sb) global.empty_oldest[c] = sb->prev;
   list_remove(&global.empty[c], sb);
-  if (!global.empty[c].head) global.empty_classes &= ~((uint64_t)1 << c);
+  if (!global.empty[c].head) LD_OWNER_SET(global.empty_classes, global.empty_classes & ~((uint64_t)1 << c));
 }
 /* Back to the segments: its pages, those its blocks were carved on (the segment adds those it
  * found resident). */
@@ -240,6 +241,18 @@ size_t ld_global_release_empties(uint64_t now, bool all) {
   }
   ld_global_unlock();
   return released;
+}
+
+void ld_global_release_for_span(size_t bytes) {
+  if (!LD_READ(global.empty_classes)) return; /* a relaxed look first: none, the common case */
+  ld_global_lock();
+  size_t released = 0;
+  while (released < bytes && global.empty_classes) { /* at most bytes / S + 1 superblocks */
+    unsigned c = (unsigned)__builtin_ctzll(global.empty_classes);
+    give_back(global.empty_oldest[c]);
+    released += ld_sb_size;
+  }
+  ld_global_unlock();
 }
 
 uint64_t ld_global_next_expiry(void) {

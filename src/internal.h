@@ -869,6 +869,10 @@ void    ld_global_put_locked(sb_t *sb);
  * ld_segment_purge_frees(true): they are purged as they go. */
 size_t  ld_global_release_empties(uint64_t now, bool all);
 uint64_t ld_global_next_expiry(void); /* when the oldest empty superblock will have waited a delay; 0: none */
+/* A medium span of `bytes` is about to take chunks that the segments' dirty memory cannot
+ * cover: empty superblocks waiting in the global heap go back first (dirty, not purged; at
+ * most bytes / S + 1 of them), so that the span reuses resident pages rather than new ones. */
+void    ld_global_release_for_span(size_t bytes);
 void    ld_global_tidy(void);   /* collects announced frees of superblocks it holds, and its inbox */
 bool    ld_global_try_tidy(uint32_t most); /* the same for `most` of each, if its lock is free */
 /* A free of b (checked, tagged), a block of sb, which the global heap holds: onto sb's free
