@@ -247,7 +247,9 @@ void ld_global_release_for_span(size_t bytes) {
   if (!LD_READ(global.empty_classes)) return; /* a relaxed look first: none, the common case */
   ld_global_lock();
   size_t released = 0;
-  while (released < bytes && global.empty_classes) { /* at most bytes / S + 1 superblocks */
+  /* at most bytes / S + 1 superblocks, each the oldest of the lowest class that has one (the
+   * oldest of all would mean a look at every class's for each) */
+  while (released < bytes && global.empty_classes) {
     unsigned c = (unsigned)__builtin_ctzll(global.empty_classes);
     give_back(global.empty_oldest[c]);
     released += ld_sb_size;
