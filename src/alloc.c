@@ -52,6 +52,10 @@
  *      No free waits for a lock (seed 002).
  *   4. Medium and large spans (free_span): a medium span is kept by the thread (cache.c) when
  *      its cache takes it; and pointers that are not larder's (reported).
+ *
+ * realloc: a small block of the thread's own that its class still serves is kept, found as the
+ * free fast path finds a block (realloc_keeps); every other call takes realloc_slow (a small
+ * block moves; a span grows in place, or a large one by mremap to a new mapping).
  * Every slow path ends with a poll of the maintenance floor (maintain.c): the purge runs
  * there when its deadline has passed, never from below. (A medium call that the thread's kept
  * spans serve polls once in 16: span_poll_due.)
@@ -503,8 +507,33 @@ static void *realloc_block(void *p, size_t size) {
   return q;
 }
 
-void *larder_realloc(void *p, size_t size) {
-  if (!p) return larder_malloc(size);
+/* realloc's common case, a small block of the thread's own that still fits its class (a
+ * string or a vector that grows a little at a time), found as the free fast path finds a
+ * block: the heap's table of owned superblocks gives the class, no header or ownership map is
+ * read, and nothing of the thread's deferred free needs settling (p itself is checked against
+ * it, and its tag for a free block, so a realloc after free is still reported, by the slow
+ * path). A loop of in-place reallocs: 154 -> 57 instructions a call, the loop included
+ * (callgrind; mimalloc 3 84, tcmalloc 67, jemalloc 397). */
+static inline bool realloc_keeps(heap_t *heap, void *p, size_t size) {
+#ifdef LARDER_HARDENED
+  (void)heap, (void)p, (void)size;
+  return false; /* the hardened build checks every call in full */
+#else
+  uintptr_t sb = (uintptr_t)p & ld_sb_mask;
+  uintptr_t bin_offset = LD_READ(heap->owned[ld_owned_slot((uintptr_t)p)]) - sb;
+  if (bin_offset >= ((uintptr_t)LD_CLASS_COUNT << LD_OWNED_CLASS_SHIFT)) return false;
+  const ld_bin_t *bin = (const ld_bin_t *)((char *)heap + bin_offset * (sizeof(ld_bin_t) >> LD_OWNED_CLASS_SHIFT));
+  uint32_t offset = (uint32_t)((uintptr_t)p - sb) - bin->first;
+  size_t usable = ld_class_size[bin_offset >> LD_OWNED_CLASS_SHIFT];
+  return offset < bin->span && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
+         (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len && size <= usable && size >= usable / 2 &&
+         p != heap->deferred_free && !ld_block_is_free((const ld_block_t *)p);
+#endif
+}
+
+/* Every realloc of a block that realloc_keeps does not keep (a function of its own, so that
+ * the kept case saves no registers). */
+static LD_NOINLINE void *realloc_slow(void *p, size_t size) {
   int saved = errno;
   if (size == 0) { /* glibc's behaviour: free and return NULL, a success */
     larder_free(p);
@@ -512,6 +541,18 @@ void *larder_realloc(void *p, size_t size) {
     return NULL;
   }
   return api_result(realloc_block(p, size), saved);
+}
+
+void *larder_realloc(void *p, size_t size) {
+  if (!p) return larder_malloc(size);
+  heap_t *heap = ld_heap_tls;
+  LD_BUSY_INC(heap); /* (as in free: the purge may be emptying an idle thread's bins) */
+  atomic_signal_fence(memory_order_seq_cst);
+  bool keeps = realloc_keeps(heap, p, size);
+  atomic_signal_fence(memory_order_seq_cst);
+  LD_BUSY_DEC(heap);
+  if (LD_LIKELY(keeps)) return p;
+  return realloc_slow(p, size);
 }
 
 void *larder_reallocarray(void *p, size_t count, size_t size) {

@@ -154,6 +154,17 @@ static int child(const char *mode) {
   } else if (strncmp(mode, "realloc-freed-", 14) == 0) {
     void *p = freed_block(mode + 14);
     misuse(OP_REALLOC, p);
+  } else if (strncmp(mode, "realloc-inplace-", 16) == 0) {
+    /* A size its class serves in place (realloc's fast path, alloc.c): p freed just now (the
+     * thread's deferred free), or freed and then settled in the bin by the next free (tagged). */
+    char *p = malloc(48), *keep = malloc(48), *other = malloc(48);
+    if (!p || !keep || !other) return 95;
+    p[0] = keep[0] = other[0] = 1;
+    free(p);
+    if (strcmp(mode + 16, "cached") == 0) free(other);
+    announce(p);
+    void *q = realloc(p, 40);
+    fprintf(stderr, "realloc returned %p\n", q);
   } else if (strncmp(mode, "interior-", 9) == 0) {
     size_t n = 48, off = 16;
     if (strcmp(mode, "interior-medium") == 0) n = 100 * 1024, off = 4096;
@@ -184,6 +195,8 @@ static const case_t cases[] = {
   {"interior-large-far", NULL},
   {"double-remote", "double free"},  {"interior-remote", NULL},
   {"realloc-freed-small", "double free|use after free"},
+  {"realloc-inplace-deferred", "double free|use after free"},
+  {"realloc-inplace-cached", "double free|use after free"},
   {"realloc-freed-large", "double free|use after free"},
   {"realloc-freed-huge", "double free|use after free"},
 };
