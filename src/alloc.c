@@ -55,7 +55,7 @@
  *
  * realloc: a small block of the thread's own that its class still serves is kept, found as the
  * free fast path finds a block (realloc_keeps); every other call takes realloc_slow (a small
- * block moves; a span grows in place, or a large one by mremap to a new mapping).
+ * block moves; a large span grows onto a cached span, by mremap in place, or to a new mapping).
  * Every slow path ends with a poll of the maintenance floor (maintain.c): the purge runs
  * there when its deadline has passed, never from below. (A medium call that the thread's kept
  * spans serve polls once in 16: span_poll_due.)
@@ -491,7 +491,9 @@ static void *realloc_block(void *p, size_t size) {
   if (!ld_request_ok(size, 0)) return NULL;
   if (size <= usable && size >= usable / 2) return p;
   if (sb->kind != LD_KIND_SMALL && size > ld_small_max && p == sb->data) {
-    void *q = ld_large_realloc_in_place(sb, size);
+    /* growing: a cached span with its pages first, else in place, else a new mapping */
+    void *q = size > usable ? ld_large_realloc_cached(sb, size) : NULL;
+    if (!q) q = ld_large_realloc_in_place(sb, size);
     if (!q && size > usable) q = ld_large_realloc_move(sb, size);
     if (q) {
       if (heap != &ld_heap_empty) LD_STAT_INC(heap, reallocs);

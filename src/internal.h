@@ -941,6 +941,11 @@ void    ld_large_free(sb_t *span);
 void   *ld_large_realloc_in_place(sb_t *span, size_t size);
 /* A large span moved to a bigger mapping without copying (mremap); NULL if it cannot. */
 void   *ld_large_realloc_move(sb_t *span, size_t size);
+/* A growing large span moved (mremap) onto the start of a cached span that holds the new
+ * size and still has its pages, whose pages past the moved ones are reused as they are
+ * (a buffer that doubles to 16 MiB again and again faulted every page of every round);
+ * NULL if the cache holds none. */
+void   *ld_large_realloc_cached(sb_t *span, size_t size);
 size_t  ld_large_purge(uint64_t now, bool all);
 uint64_t ld_large_next_expiry(void);
 size_t  ld_large_bytes_in_use(void);

@@ -98,18 +98,19 @@ static void cache_remove(sb_t *span) {
   if (!span->purged) atomic_fetch_sub_explicit(&cached_dirty, span->map_bytes, memory_order_relaxed);
 }
 
-/* The smallest cached span that holds `need` bytes without wasting more than three quarters,
- * preferring one whose pages are still resident (no page faults to reuse it). At most
- * LARGE_CACHE_MAX_SPANS are looked at. */
-static sb_t *cache_take(size_t need) {
+/* The smallest cached span that holds `need` bytes and no more than `most` (cache_take: it
+ * wastes no more than three quarters), preferring one whose pages are still resident (no page
+ * faults to reuse it). At most LARGE_CACHE_MAX_SPANS are looked at. */
+static sb_t *cache_take_of(size_t need, size_t most, bool resident_only) {
   sb_t *best = NULL;
   for (sb_t *s = cache.head; s; s = s->next) {
-    if (s->map_bytes < need || s->map_bytes / 4 > need) continue;
+    if (s->map_bytes < need || s->map_bytes > most || (resident_only && s->purged)) continue;
     if (!best || (best->purged && !s->purged) || (best->purged == s->purged && s->map_bytes < best->map_bytes)) best = s;
   }
   if (best) cache_remove(best);
   return best;
 }
+static sb_t *cache_take(size_t need) { return cache_take_of(need, need * 4 + 3, false); }
 
 /* On a miss, the largest cached span smaller than `need` that still holds pages: grown with
  * mremap (span_grow), it faults only the pages it lacks, where a new mapping would fault them
@@ -358,6 +359,36 @@ void *ld_large_realloc_in_place(sb_t *span, size_t size) {
   span->map_bytes = bytes;
   span->usable = bytes - offset;
   return span->data;
+}
+
+void *ld_large_realloc_cached(sb_t *span, size_t size) {
+  size_t offset = (size_t)(span->data - (char *)span);
+  if (span->kind != LD_KIND_LARGE || ld_options.large_cache_mb <= 0) return NULL;
+  size_t bytes = ld_round_up(offset + size, ld_os_page_size());
+  if (bytes <= span->map_bytes) return NULL;
+  /* at most twice the new size: realloc gives back the tail of a span more than twice the
+   * size it is asked for (alloc.c, realloc_block), which would then undo the reuse */
+  ld_large_lock();
+  sb_t *dest = cache_take_of(bytes, offset + 2 * size, true);
+  ld_large_unlock(false);
+  if (!dest) return NULL;
+  size_t old_bytes = span->map_bytes, dest_bytes = dest->map_bytes;
+  void *old_base = span, *out;
+  /* Out of the map before the move frees the old range (span_grow says why); dest's range is
+   * in it already, as every cached span's is. */
+  ld_addrmap_remove(old_base, old_bytes);
+  if (ld_os_remap(old_base, old_bytes, old_bytes, dest, &out) != 0) {
+    ld_addrmap_add(old_base, old_bytes);
+    span_unmap(dest, dest_bytes); /* (rare: the kernel refused; the block stays where it is) */
+    return NULL;
+  }
+  large_in_use_add(dest_bytes - old_bytes);
+  sb_t *moved = out; /* the header moved with the first page, over the cached span's */
+  moved->map_bytes = dest_bytes;
+  moved->data = (char *)out + offset;
+  moved->usable = dest_bytes - offset;
+  ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, large_cache_hits));
+  return moved->data;
 }
 
 void *ld_large_realloc_move(sb_t *span, size_t size) {

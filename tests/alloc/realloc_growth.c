@@ -24,6 +24,14 @@
  * mimalloc 2.0 483,332 (they give such buffers back at once) and larder at eba5c40 97k-320k
  * (depending on what part 1 left in its cache) do not.
  *
+ * Part 3: a buffer grown by doubling from 64 B to 16 MiB (a string builder or a vector), one
+ * byte written per 16, then freed; 12 rounds. Bound (stated here): from the third round on,
+ * minor faults per round <= 0.75 x the final buffer's pages (3,072). An allocator that maps
+ * every large step afresh faults about the whole buffer each round. Measured on the build
+ * machine (faults per round from the third): glibc 2.36 0, tcmalloc 0, mimalloc 3 0, jemalloc
+ * 5.3 5,956, larder before a growing span took a cached one (ld_large_realloc_cached) about
+ * 4,000, after 2,049 (its 2 MiB and 4 MiB steps still map and fault).
+ *
  * Under another allocator the figures are printed; the bounds are asserted only with
  * LARDER_TEST_ASSERT_ANY=1 (server_util.h). larder_validate() at the end.
  *
@@ -118,6 +126,32 @@ int main(int argc, char **argv) {
            s2.mmap_calls - s1.mmap_calls, s2.munmap_calls - s1.munmap_calls,
            s2.madvise_calls - s1.madvise_calls, s2.large_cache_hits - s1.large_cache_hits);
   CHECK(bad == 0);
+
+  /* ---- part 3 ---- */
+  enum { DOUBLING_ROUNDS = 12 };
+  const size_t doubling_final = 16 * MiB;
+  long faults3 = 0, round_faults3[DOUBLING_ROUNDS];
+  for (int r = 0; r < DOUBLING_ROUNDS; r++) {
+    long f = srv_minflt();
+    unsigned char *b = NULL;
+    for (size_t cap = 64; cap <= doubling_final; cap *= 2) {
+      unsigned char *q = realloc(b, cap);
+      REQUIRE(q != NULL);
+      if (b) bad += q[cap / 2 - 1] != (unsigned char)(cap / 2 - 1); /* the old part came along */
+      for (size_t o = cap / 2; o < cap; o += 16) q[o] = (unsigned char)o;
+      q[cap - 1] = (unsigned char)(cap - 1);
+      b = q;
+    }
+    free(b);
+    round_faults3[r] = srv_minflt() - f;
+    if (r >= 2 && round_faults3[r] > faults3) faults3 = round_faults3[r];
+  }
+  double bound3 = 0.75 * (double)doubling_final / 4096.0;
+  printf("realloc_growth: a buffer doubled from 64 B to 16 MiB, %d rounds: minor faults per round",
+         DOUBLING_ROUNDS);
+  for (int r = 0; r < DOUBLING_ROUNDS; r++) printf(" %ld", round_faults3[r]);
+  printf("; the most from the third round %ld (bound %.0f)\n", faults3, bound3);
+  CHECK(bad == 0);
   if (larder) {
     int v = api.validate();
     CHECK_MSG(v == 0, "larder_validate() found %d violation(s)", v);
@@ -131,5 +165,7 @@ int main(int argc, char **argv) {
             bound1, ALLOC_MIB(final_bytes));
   CHECK_MSG((double)faults2 <= bound2, "5-25 MiB buffer loop: %ld faults (bound %.0f)", faults2,
             bound2);
+  CHECK_MSG((double)faults3 <= bound3, "doubling buffer: %ld faults in a round (bound %.0f)", faults3,
+            bound3);
   return check_done();
 }
