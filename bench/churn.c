@@ -11,7 +11,12 @@
  * decide the figure the way wall time would. The final frees have a figure of their own,
  * teardown_ns_per_free: every thread frees its live blocks in slot order and exits (the
  * replacements have shuffled the slots, unless the allocator gives a freed block straight back
- * to the next malloc of its size), the CPU of that phase per block. */
+ * to the next malloc of its size), the CPU of that phase per block.
+ *
+ * --realloc-share F: a share of the steps resize the chosen block with realloc instead of
+ * replacing it: it grows by 1-16 bytes (a string appended to, a vector pushed to), and once it
+ * would pass 4 x its size range's top it starts again at a new size (a realloc that shrinks).
+ * Most such reallocs stay within the block's size class or medium run; the rest move it. */
 #define _GNU_SOURCE
 #include "common.h"
 
@@ -37,6 +42,7 @@ static double opt_seconds = 5;
 static double opt_remote_share = 0;
 static uint64_t opt_seed = 1;
 static bool opt_touch = false;
+static double opt_realloc_share = 0;
 
 static const struct bench_opt opts[] = {
     {"threads", 't', BENCH_OPT_U64, &opt_threads, 1, 1024, 0, 0, false, "threads"},
@@ -57,6 +63,8 @@ static const struct bench_opt opts[] = {
     {"seed", 0, BENCH_OPT_U64, &opt_seed, 0, UINT64_MAX, 0, 0, false, "random seed"},
     {"touch", 0, BENCH_OPT_FLAG, &opt_touch, 0, 0, 0, 0, false,
      "write every page of each new block (default: its first and last byte)"},
+    {"realloc-share", 0, BENCH_OPT_REAL, &opt_realloc_share, 0, 0, 0, 1, false,
+     "share of steps that grow the chosen block by 1-16 bytes with realloc instead of replacing it"},
 };
 
 static const struct bench_prog prog = {
@@ -74,8 +82,9 @@ struct ch_thread {
   bool helper; /* frees only */
   pthread_t th;
   void **slots;
+  size_t *sizes;           /* --realloc-share: each slot's size */
   struct bench_rng rng;
-  uint64_t ops, remote, freed_for_others;
+  uint64_t ops, remote, freed_for_others, reallocs;
   int failed;
 };
 
@@ -83,6 +92,8 @@ static pthread_barrier_t ch_filled, ch_go, ch_replaced, ch_teardown;
 static atomic_bool ch_stop;
 static bool ch_remote_on;
 static uint64_t ch_remote_threshold; /* a free is remote when rng < threshold (of 2^32) */
+static uint64_t ch_realloc_threshold; /* a step reallocs when rng < threshold (of 2^32) */
+static size_t ch_realloc_top;         /* a growing block starts again past this */
 
 /* --mix small: octaves 16-32, 32-64, ..., 2048-4096 with weights 8, 7, ..., 1 (of 36), uniform
  * within an octave: most requests are small, as in real programs, and every octave is used. */
@@ -151,6 +162,8 @@ static void *ch_worker(void *arg) {
     }
     ch_write(p, sz, (unsigned char)i);
     slots[i] = p;
+    if (c->sizes)
+      c->sizes[i] = sz;
   }
   pthread_barrier_wait(&ch_filled);
   pthread_barrier_wait(&ch_go);
@@ -164,6 +177,21 @@ static void *ch_worker(void *arg) {
         c->freed_for_others += bench_ring_drain(&c->in);
       uint64_t i = bench_rng_below(&c->rng, live);
       void *old = slots[i];
+      if (c->sizes && (bench_rng_next(&c->rng) >> 32) < ch_realloc_threshold) {
+        size_t sz = c->sizes[i] + 1 + (size_t)bench_rng_below(&c->rng, 16);
+        if (sz > ch_realloc_top)
+          sz = ch_size(&c->rng);
+        unsigned char *p = realloc(old, sz);
+        if (!p) {
+          c->failed = 1;
+          break;
+        }
+        ch_write(p, sz, (unsigned char)k);
+        slots[i] = p;
+        c->sizes[i] = sz;
+        c->reallocs++;
+        continue;
+      }
       if (ch_remote_on && (bench_rng_next(&c->rng) >> 32) < ch_remote_threshold) {
         while (!bench_ring_push(c->out, old)) {
           /* Full: free what others handed us (so a ring of waiting threads moves), then let
@@ -185,6 +213,8 @@ static void *ch_worker(void *arg) {
       }
       ch_write(p, sz, (unsigned char)k);
       slots[i] = p;
+      if (c->sizes)
+        c->sizes[i] = sz;
     }
   }
   c->ops = k;
@@ -207,6 +237,8 @@ int main(int argc, char **argv) {
   const unsigned T = (unsigned)opt_threads;
   ch_remote_on = opt_remote_share > 0;
   ch_remote_threshold = opt_remote_share >= 1 ? (1ull << 32) : (uint64_t)(opt_remote_share * 4294967296.0);
+  ch_realloc_threshold = opt_realloc_share >= 1 ? (1ull << 32) : (uint64_t)(opt_realloc_share * 4294967296.0);
+  ch_realloc_top = 4 * (opt_mix == mix_choices[1] ? 4096 : (size_t)opt_max_size);
   const bool helper = ch_remote_on && T == 1;
   const unsigned N = T + (helper ? 1 : 0);
 
@@ -224,6 +256,8 @@ int main(int argc, char **argv) {
       c->slots = calloc(opt_live, sizeof *c->slots);
       if (!c->slots)
         bench_die(PROG, "out of memory for %llu slots", (unsigned long long)opt_live);
+      if (opt_realloc_share > 0 && !(c->sizes = calloc(opt_live, sizeof *c->sizes)))
+        bench_die(PROG, "out of memory for %llu sizes", (unsigned long long)opt_live);
     }
   }
   if (ch_remote_on) {
@@ -270,12 +304,13 @@ int main(int argc, char **argv) {
   double cpu2 = bench_cpu_seconds();
   pthread_barrier_wait(&ch_teardown);
 
-  uint64_t ops = 0, remote = 0;
+  uint64_t ops = 0, remote = 0, reallocs = 0;
   int failed = 0;
   for (unsigned i = 0; i < N; i++) {
     bench_thread_join(PROG, th[i].th);
     ops += th[i].ops;
     remote += th[i].remote;
+    reallocs += th[i].reallocs;
     if (th[i].failed)
       failed = 1;
   }
@@ -306,6 +341,7 @@ int main(int argc, char **argv) {
   bench_json_real(&j, "fill_s", fill_s);
   bench_json_real(&j, "teardown_ns_per_free", live_total ? teardown_cpu_s * 1e9 / (double)live_total : 0);
   bench_json_u64(&j, "remote_frees", remote);
+  bench_json_u64(&j, "reallocs", reallocs);
   bench_json_u64(&j, "minflt", minflt1 - minflt0);
   bench_json_u64(&j, "peak_rss_kib", hwm_kib);
   bench_json_u64(&j, "rss_kib", rss / 1024);
@@ -315,6 +351,7 @@ int main(int argc, char **argv) {
 
   for (unsigned i = 0; i < N; i++) {
     free(th[i].slots);
+    free(th[i].sizes);
     if (ch_remote_on)
       bench_ring_destroy(&th[i].in);
   }

@@ -231,6 +231,10 @@ SUITES += [
     Entry(_SV, "churn-small", "churn", "churn: 10k-1M live blocks of the 16 B-4 KiB mix, one thread",
           {"--mix": "small", "--ops": 2_000_000}, axis="--live", values=(10_000, 100_000, 1_000_000),
           kind="compare", work=("--ops",), repeats=3),
+    Entry(_SV, "churn-realloc", "churn", "churn: 10k-1M live blocks of the 16 B-4 KiB mix, one thread, half the steps "
+          "growing their block by 1-16 bytes with realloc (strings, vectors)",
+          {"--mix": "small", "--ops": 2_000_000, "--realloc-share": 0.5}, axis="--live",
+          values=(10_000, 100_000, 1_000_000), kind="compare", work=("--ops",), repeats=3),
     Entry(_SV, "churn-remote", "churn", "churn: 2 threads, a quarter of the frees done by the other thread, 256 B",
           {"--threads": 2, "--min-size": 256, "--max-size": 256, "--ops": 1_000_000, "--remote-share": 0.25},
           axis="--live", values=(10_000, 100_000, 1_000_000), kind="compare", work=("--ops",), repeats=3),

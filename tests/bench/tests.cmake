@@ -164,8 +164,8 @@ bench_check(blowup blowup
 bench_bad(blowup -- --blocks 0 -- --rounds x)
 
 # ---- churn (issue 8): a large live heap replaced at random ----
-set(CHURN_FIGS cpu_ns_per_op,ops,ops_per_cpu_s,ops_per_s,cpu_s,wall_s,fill_s,remote_frees,minflt,peak_rss_kib,rss_kib,mapped_kib,mapped_peak_kib)
-set(CHURN_PARAMS threads,live,min_size,max_size,mix,ops,seconds,remote_share,seed,touch)
+set(CHURN_FIGS cpu_ns_per_op,ops,ops_per_cpu_s,ops_per_s,cpu_s,wall_s,fill_s,remote_frees,reallocs,minflt,peak_rss_kib,rss_kib,mapped_kib,mapped_peak_kib)
+set(CHURN_PARAMS threads,live,min_size,max_size,mix,ops,seconds,remote_share,seed,touch,realloc_share)
 # Fixed count, two threads handing a quarter of their frees to each other: every thread does
 # exactly --ops replacements; the CPU figures are one another's arithmetic; about a quarter of
 # the frees went through the ring; the process held at least the live blocks (2 x 5000 x ~16 B).
@@ -191,10 +191,18 @@ bench_check(churn.timed churn
   ARGS --live 300 --seconds 0.3 --remote-share 0.5 --min-size 1000 --max-size 300000 --touch)
 # No remote share: no ring, no remote frees.
 bench_check(churn.local churn
-  CHECKS --figure remote_frees=0 --figure ops=30000 --param min_size=256 --param max_size=256
+  CHECKS --figure remote_frees=0 --figure reallocs=0 --figure ops=30000 --param min_size=256 --param max_size=256
          --param mix=\"uniform\" --param threads=1
   ARGS --live 10000 --ops 30000)
-bench_bad(churn -- --mix big -- --mix -- --min-size 300 --max-size 100 -- --remote-share 1.5
+# Half the steps grow their block with realloc (strings and vectors in a live heap): about half
+# of the steps are reallocs, and the process held at least the live blocks.
+bench_check(churn.realloc churn
+  CHECKS --params ${CHURN_PARAMS} --figures ${CHURN_FIGS} --param realloc_share=0.5 --figure ops=40000
+         --figure remote_frees=0 --positive cpu_ns_per_op,peak_rss_kib
+         "--expr=0.4 * f['ops'] <= f['reallocs'] <= 0.6 * f['ops']"
+         "--expr=f['peak_rss_kib'] >= 5000 * 16 / 1024"
+  ARGS --live 5000 --ops 40000 --mix small --realloc-share 0.5)
+bench_bad(churn -- --mix big -- --mix -- --min-size 300 --max-size 100 -- --remote-share 1.5 -- --realloc-share 2
           -- --remote-share -0.1 -- --live 0 -- --seconds 0 -- --touch=1 -- --ops x)
 
 # ---- server-mix (issue 9): a server's RSS over work, idle and thread exit ----
