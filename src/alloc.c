@@ -55,7 +55,8 @@
  *
  * realloc: a small block of the thread's own that its class still serves is kept, found as the
  * free fast path finds a block (realloc_keeps); every other call takes realloc_slow (a small
- * block moves; a large span grows onto a cached span, by mremap in place, or to a new mapping).
+ * block moves; a medium span grows over the free chunks after it; a large one onto a cached
+ * span, by mremap in place, or to a new mapping).
  * Every slow path ends with a poll of the maintenance floor (maintain.c): the purge runs
  * there when its deadline has passed, never from below. (A medium call that the thread's kept
  * spans serve polls once in 16: span_poll_due.)
