@@ -54,7 +54,8 @@
  *      its cache takes it; and pointers that are not larder's (reported).
  *
  * realloc: a small block of the thread's own that its class still serves is kept, found as the
- * free fast path finds a block (realloc_keeps); every other call takes realloc_slow (a small
+ * free fast path finds a block (realloc_keeps), and one it no longer serves moves at once
+ * (realloc_own_move); every other call takes realloc_slow (a small
  * block moves; a medium span grows over the free chunks after it; a large one onto a cached
  * span, by mremap in place, or to a new mapping).
  * Every slow path ends with a poll of the maintenance floor (maintain.c): the purge runs
@@ -517,7 +518,8 @@ static void *realloc_block(void *p, size_t size) {
  * it, and its tag for a free block, so a realloc after free is still reported, by the slow
  * path). A loop of in-place reallocs: 154 -> 57 instructions a call, the loop included
  * (callgrind; mimalloc 3 84, tcmalloc 67, jemalloc 397). */
-static inline bool realloc_keeps(heap_t *heap, void *p, size_t size) {
+static inline bool realloc_keeps(heap_t *heap, void *p, size_t size, size_t *own_usable) {
+  *own_usable = 0;
 #ifdef LARDER_HARDENED
   (void)heap, (void)p, (void)size;
   return false; /* the hardened build checks every call in full */
@@ -528,10 +530,26 @@ static inline bool realloc_keeps(heap_t *heap, void *p, size_t size) {
   const ld_bin_t *bin = (const ld_bin_t *)((char *)heap + bin_offset * (sizeof(ld_bin_t) >> LD_OWNED_CLASS_SHIFT));
   uint32_t offset = (uint32_t)((uintptr_t)p - sb) - bin->first;
   size_t usable = ld_class_size[bin_offset >> LD_OWNED_CLASS_SHIFT];
-  return offset < bin->span && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
-         (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len && size <= usable && size >= usable / 2 &&
-         p != heap->deferred_free && !ld_block_is_free((const ld_block_t *)p);
+  if (!(offset < bin->span && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
+        (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len && p != heap->deferred_free &&
+        !ld_block_is_free((const ld_block_t *)p)))
+    return false;
+  if (size <= usable && size >= usable / 2) return true;
+  *own_usable = usable; /* a live block of the thread's own: it moves (realloc_own_move) */
+  return false;
 #endif
+}
+
+/* A live small block of the thread's own that its class no longer serves moves: checked as
+ * realloc_keeps checked it, so no ownership map, header or usable-size lookup is needed. */
+static LD_NOINLINE void *realloc_own_move(void *p, size_t size, size_t usable) {
+  void *q = larder_malloc(size); /* (NULL with ENOMEM, the old block as it was, as C requires) */
+  if (!q) return NULL;
+  memcpy(q, p, size < usable ? size : usable);
+  larder_free(p);
+  heap_t *heap = ld_heap_tls;
+  if (heap != &ld_heap_empty) LD_STAT_INC(heap, reallocs);
+  return q;
 }
 
 /* Every realloc of a block that realloc_keeps does not keep (a function of its own, so that
@@ -551,10 +569,12 @@ void *larder_realloc(void *p, size_t size) {
   heap_t *heap = ld_heap_tls;
   LD_BUSY_INC(heap); /* (as in free: the purge may be emptying an idle thread's bins) */
   atomic_signal_fence(memory_order_seq_cst);
-  bool keeps = realloc_keeps(heap, p, size);
+  size_t own_usable;
+  bool keeps = realloc_keeps(heap, p, size, &own_usable);
   atomic_signal_fence(memory_order_seq_cst);
   LD_BUSY_DEC(heap);
   if (LD_LIKELY(keeps)) return p;
+  if (own_usable && size) return realloc_own_move(p, size, own_usable);
   return realloc_slow(p, size);
 }
 
