@@ -590,26 +590,54 @@ void *larder_reallocarray(void *p, size_t count, size_t size) {
 /* alignment must be a power of two. Small requests use the first class whose block size is a
  * multiple of the alignment: superblocks place such classes' first block at an offset that is
  * a multiple too (heap.c, sb_data_offset), so every block is aligned. */
+static inline unsigned aligned_class(size_t alignment, size_t size) {
+  return ld_class_aligned[__builtin_ctzll(alignment)][ld_size_class(size < alignment ? alignment : size)];
+}
+
+/* A small aligned request (posix_memalign, aligned_alloc, C++'s aligned new) pops a block of
+ * its class from the bin as malloc does, the bin reached through bin_of so that a purge that
+ * turned the bins away sends the call to the slow path: 322 -> about 90 instructions for
+ * posix_memalign(64, 64) and free (tcmalloc 108, mimalloc 3 110, jemalloc 190). NULL: the slow
+ * path's (an empty bin, no heap yet). */
+static inline void *aligned_fast(unsigned cls) {
+  heap_t *heap = ld_heap_tls;
+  LD_BUSY_INC(heap);
+  atomic_signal_fence(memory_order_seq_cst);
+  ld_bin_t *bin = (ld_bin_t *)((char *)heap + heap->bin_of[ld_class_size[cls] >> 4]);
+  uintptr_t n = bin->count;
+  ld_block_t *b = NULL;
+  if (LD_LIKELY(n != 0)) {
+    b = bin->slots[n - 1];
+    LD_OWNER_DEC32(bin->count);
+    ld_bin_check(b);
+    b->tag = 0;
+  }
+  atomic_signal_fence(memory_order_seq_cst);
+  LD_BUSY_DEC(heap);
+  return b;
+}
+
+/* The fast path for an alignment above LD_MIN_ALIGN (a power of two), when it applies. */
+static inline void *aligned_try_fast(size_t alignment, size_t size) {
+  if (size > ld_small_max || alignment > ld_small_max) return NULL;
+  unsigned cls = aligned_class(alignment, size);
+  return cls < LD_CLASS_COUNT ? aligned_fast(cls) : NULL;
+}
+
 static void *aligned_alloc_pow2(size_t alignment, size_t size) {
   if (alignment <= LD_MIN_ALIGN) return larder_malloc(size);
+  void *p = aligned_try_fast(alignment, size);
+  if (LD_LIKELY(p != NULL)) return p;
+  unsigned cls = size <= ld_small_max && alignment <= ld_small_max ? aligned_class(alignment, size) : LD_CLASS_LARGE;
   int saved = errno;
   if (!ld_request_ok(size, alignment)) return api_result(NULL, saved);
   heap_t *heap = thread_heap();
   if (!heap) return api_result(NULL, saved);
-  if (size <= ld_small_max && alignment <= ld_small_max) {
-    size_t want = size < alignment ? alignment : size;
-    for (unsigned cls = ld_size_class(want); cls < LD_CLASS_COUNT; cls++) {
-      if (ld_class_size[cls] > ld_small_max) break;
-      if (ld_class_size[cls] % alignment == 0) return api_result(malloc_class(heap, cls), saved);
-    }
-  }
+  if (cls < LD_CLASS_COUNT) return api_result(malloc_class(heap, cls), saved);
   /* A kept medium span's block starts where malloc's does, LD_SB_HEADER rounded past its
    * S-aligned start: aligned enough for any alignment that divides that (Rust's 64-byte
    * over-aligned vectors, cache-line buffers). */
-  if (LD_MEDIUM_OFFSET % alignment == 0) {
-    void *p = ld_cache_medium_alloc(heap, size);
-    if (p) return api_result(p, saved);
-  }
+  if (LD_MEDIUM_OFFSET % alignment == 0 && (p = ld_cache_medium_alloc(heap, size))) return api_result(p, saved);
   size_t dirty;
   return api_result(ld_large_alloc(size, alignment, &dirty), saved);
 }
@@ -646,8 +674,13 @@ void *larder_aligned_alloc(size_t alignment, size_t size) {
 /* POSIX: the error is the return value, and errno is left as it was, failure or not. */
 int larder_posix_memalign(void **out, size_t alignment, size_t size) {
   if (alignment == 0 || (alignment & (alignment - 1)) || alignment % sizeof(void *)) return EINVAL;
+  void *p = alignment > LD_MIN_ALIGN ? aligned_try_fast(alignment, size) : NULL;
+  if (LD_LIKELY(p != NULL)) {
+    *out = p;
+    return 0;
+  }
   int saved = errno;
-  void *p = aligned_alloc_pow2(alignment, size);
+  p = aligned_alloc_pow2(alignment, size);
   errno = saved;
   if (!p) return ENOMEM;
   *out = p;

@@ -93,6 +93,12 @@ extern uint32_t ld_class_first[LD_CLASS_COUNT];               /* offset of the f
 extern uint32_t ld_class_capacity[LD_CLASS_COUNT];            /* blocks per superblock */
 
 static inline unsigned ld_size_class(size_t size) { return ld_class_of_granule[(size + 15) >> 4]; }
+/* [k][c]: the first class from c up whose size is a multiple of 2^k (an aligned request's
+ * class: superblocks place such a class's first block at a multiple too), or LD_CLASS_LARGE
+ * when no small class is; c may be LD_CLASS_LARGE itself. Alignments up to LD_SMALL_LIMIT. */
+#define LD_ALIGN_CLASS_SHIFTS 15
+extern uint8_t ld_class_aligned[LD_ALIGN_CLASS_SHIFTS][LD_CLASS_COUNT + 1];
+_Static_assert((1u << (LD_ALIGN_CLASS_SHIFTS - 1)) == LD_SMALL_LIMIT, "a row for every small alignment");
 
 /* ---- blocks and superblocks ---- */
 extern size_t ld_sb_size;          /* S */

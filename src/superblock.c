@@ -12,6 +12,7 @@
 #include <string.h>
 
 uint8_t ld_class_of_granule[LD_SMALL_LIMIT / 16 + 1];
+uint8_t ld_class_aligned[LD_ALIGN_CLASS_SHIFTS][LD_CLASS_COUNT + 1];
 uint32_t ld_class_size[LD_CLASS_COUNT];
 /* Bytes of blocks one superblock of each class holds: Hoard's "a" counts these rather than S,
  * so that a heap of full superblocks has u == a even when blocks do not divide S evenly
@@ -63,6 +64,14 @@ void ld_classes_init(void) {
     size_t size = g * 16;
     while (c < LD_CLASS_COUNT && ld_class_size[c] < size) c++;
     ld_class_of_granule[g] = (uint8_t)((size <= ld_small_max && c < LD_CLASS_COUNT) ? c : LD_CLASS_LARGE);
+  }
+  for (unsigned k = 0; k < LD_ALIGN_CLASS_SHIFTS; k++) {
+    unsigned next = LD_CLASS_LARGE;
+    ld_class_aligned[k][LD_CLASS_COUNT] = LD_CLASS_LARGE;
+    for (unsigned i = LD_CLASS_COUNT; i-- > 0;) {
+      if (ld_class_size[i] <= ld_small_max && ld_class_size[i] % (1u << k) == 0) next = i;
+      ld_class_aligned[k][i] = (uint8_t)next;
+    }
   }
 }
 
