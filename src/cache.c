@@ -41,7 +41,7 @@ static void bin_setup(ld_bin_t *bin, unsigned c) {
   uint32_t size = ld_class_size[c];
   uint32_t limit = LD_BIN_BYTES / size;
   if (limit > LD_BIN_SLOTS - 1) limit = LD_BIN_SLOTS - 1;
-  if (limit < 1) limit = 1;
+  if (limit < LD_BIN_LEAST) limit = LD_BIN_LEAST;
   bin->refilled = 0;
   bin->first = ld_class_first[c];
   bin->span = bin_span(c);

@@ -382,6 +382,11 @@ typedef struct ld_stats_s {
  * per malloc and free with 58. */
 #define LD_BIN_SLOTS 123
 #define LD_BIN_BYTES 16384
+/* A bin holds at least 3 blocks, whatever their size: with 1 or 2 (classes above 5,461 B) a
+ * refill brought 1 block, which a free then kept as the deferred free (alloc.c), so the next
+ * malloc of the class found its bin empty again and every malloc and free of such a size took
+ * both slow paths: malloc(8000)+free 276 instructions against 75 at 4,000 B. */
+#define LD_BIN_LEAST 3
 #define LD_BIN_FULL ((void *)1) /* slots[limit]: where a free's push stops (no limit load) */
 typedef struct ld_bin_s {
   uint32_t count;            /* blocks in slots[0, count), newest last */

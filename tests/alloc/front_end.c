@@ -72,7 +72,7 @@ static size_t max_cached_seen;
 static size_t bin_bound(size_t size) {
   size_t blocks = BIN_BYTES / size;
   if (blocks > BIN_SLOTS) blocks = BIN_SLOTS;
-  if (blocks < 1) blocks = 1;
+  if (blocks < 3) blocks = 3; /* LD_BIN_LEAST */
   return blocks * size;
 }
 
