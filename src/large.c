@@ -361,6 +361,28 @@ void *ld_large_realloc_in_place(sb_t *span, size_t size) {
   return span->data;
 }
 
+/* Moves span's pages onto the start of dest, a mapping of dest_bytes (in the address map)
+ * that the span then is, without copying (mremap MREMAP_FIXED); the span's header moves with
+ * its first page, over whatever dest held there. NULL, dest unmapped and the span as it was,
+ * if the kernel refuses. */
+static void *span_move_onto(sb_t *span, void *dest, size_t dest_bytes) {
+  size_t offset = (size_t)(span->data - (char *)span), old_bytes = span->map_bytes;
+  void *old_base = span, *out;
+  /* Out of the map before the move frees the old range (span_grow says why). */
+  ld_addrmap_remove(old_base, old_bytes);
+  if (ld_os_remap(old_base, old_bytes, old_bytes, dest, &out) != 0) {
+    ld_addrmap_add(old_base, old_bytes);
+    span_unmap(dest, dest_bytes);
+    return NULL;
+  }
+  large_in_use_add(dest_bytes - old_bytes);
+  sb_t *moved = out;
+  moved->map_bytes = dest_bytes;
+  moved->data = (char *)out + offset;
+  moved->usable = dest_bytes - offset;
+  return moved->data;
+}
+
 void *ld_large_realloc_cached(sb_t *span, size_t size) {
   size_t offset = (size_t)(span->data - (char *)span);
   if (span->kind != LD_KIND_LARGE || ld_options.large_cache_mb <= 0) return NULL;
@@ -372,23 +394,10 @@ void *ld_large_realloc_cached(sb_t *span, size_t size) {
   sb_t *dest = cache_take_of(bytes, offset + 2 * size, true);
   ld_large_unlock(false);
   if (!dest) return NULL;
-  size_t old_bytes = span->map_bytes, dest_bytes = dest->map_bytes;
-  void *old_base = span, *out;
-  /* Out of the map before the move frees the old range (span_grow says why); dest's range is
-   * in it already, as every cached span's is. */
-  ld_addrmap_remove(old_base, old_bytes);
-  if (ld_os_remap(old_base, old_bytes, old_bytes, dest, &out) != 0) {
-    ld_addrmap_add(old_base, old_bytes);
-    span_unmap(dest, dest_bytes); /* (rare: the kernel refused; the block stays where it is) */
-    return NULL;
-  }
-  large_in_use_add(dest_bytes - old_bytes);
-  sb_t *moved = out; /* the header moved with the first page, over the cached span's */
-  moved->map_bytes = dest_bytes;
-  moved->data = (char *)out + offset;
-  moved->usable = dest_bytes - offset;
-  ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, large_cache_hits));
-  return moved->data;
+  /* (rare: should the kernel refuse, the cached span is unmapped and the block stays) */
+  void *p = span_move_onto(span, dest, dest->map_bytes);
+  if (p) ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, large_cache_hits));
+  return p;
 }
 
 void *ld_large_realloc_move(sb_t *span, size_t size) {
@@ -398,22 +407,7 @@ void *ld_large_realloc_move(sb_t *span, size_t size) {
   if (bytes <= span->map_bytes) return NULL;
   void *dest;
   if (span_map(bytes, &dest) != 0) return NULL;
-  size_t old_bytes = span->map_bytes; /* span is unmapped once its pages have moved */
-  void *old_base = span;
-  void *out;
-  /* Out of the map before the move frees the old range (span_grow says why). */
-  ld_addrmap_remove(old_base, old_bytes);
-  if (ld_os_remap(old_base, old_bytes, bytes, dest, &out) != 0) {
-    ld_addrmap_add(old_base, old_bytes);
-    span_unmap(dest, bytes);
-    return NULL;
-  }
-  large_in_use_add(bytes - old_bytes);
-  sb_t *moved = out;
-  moved->map_bytes = bytes;
-  moved->data = (char *)out + offset;
-  moved->usable = bytes - offset;
-  return moved->data;
+  return span_move_onto(span, dest, bytes);
 }
 
 /* Spans idle for the purge delay give their pages back (the header page stays, so the span
