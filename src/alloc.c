@@ -88,23 +88,31 @@ static LD_NOINLINE void free_slow(void *p, heap_t *heap);
 static LD_NOINLINE void free_deferred_slow(heap_t *heap, void *p, ld_bin_t *bin);
 #endif
 
+/* The block on top of the bin of granule g ((size + 15) / 16), or NULL when it is empty. The
+ * bin is reached through bin_of, which a purge that turns an idle thread's bins away points at
+ * an empty one (cache.c); the thread is marked as in its bins meanwhile. (malloc, and aligned
+ * requests: aligned_fast.) */
+static inline ld_block_t *bin_pop(heap_t *heap, size_t g) {
+  LD_BUSY_INC(heap);
+  atomic_signal_fence(memory_order_seq_cst);
+  ld_bin_t *bin = (ld_bin_t *)((char *)heap + heap->bin_of[g]);
+  uintptr_t n = bin->count;
+  ld_block_t *b = NULL;
+  if (LD_LIKELY(n != 0)) {
+    b = bin->slots[n - 1];
+    LD_OWNER_DEC32(bin->count);
+    ld_bin_check(b);
+    b->tag = 0;
+  }
+  atomic_signal_fence(memory_order_seq_cst);
+  LD_BUSY_DEC(heap);
+  return b;
+}
+
 void *larder_malloc(size_t size) {
-  heap_t *heap = ld_heap_tls;
   if (LD_LIKELY(size <= LD_SMALL_LIMIT)) {
-    LD_BUSY_INC(heap); /* in the bins (cache.c: the purge may empty an idle thread's) */
-    atomic_signal_fence(memory_order_seq_cst);
-    ld_bin_t *bin = (ld_bin_t *)((char *)heap + heap->bin_of[(size + 15) >> 4]);
-    uintptr_t n = bin->count;
-    if (LD_LIKELY(n != 0)) {
-      ld_block_t *b = bin->slots[n - 1];
-      LD_OWNER_DEC32(bin->count);
-      ld_bin_check(b);
-      b->tag = 0;
-      atomic_signal_fence(memory_order_seq_cst);
-      LD_BUSY_DEC(heap);
-      return b;
-    }
-    LD_BUSY_DEC(heap);
+    ld_block_t *b = bin_pop(ld_heap_tls, (size + 15) >> 4);
+    if (LD_LIKELY(b != NULL)) return b;
   }
   return malloc_slow(size);
 }
@@ -599,36 +607,23 @@ static inline unsigned aligned_class(size_t alignment, size_t size) {
  * turned the bins away sends the call to the slow path: 322 -> 123 instructions for
  * posix_memalign(64, 64) and free (tcmalloc 108, mimalloc 3 110, jemalloc 190). NULL: the slow
  * path's (an empty bin, no heap yet). */
-static inline void *aligned_fast(unsigned cls) {
-  heap_t *heap = ld_heap_tls;
-  LD_BUSY_INC(heap);
-  atomic_signal_fence(memory_order_seq_cst);
-  ld_bin_t *bin = (ld_bin_t *)((char *)heap + heap->bin_of[ld_class_size[cls] >> 4]);
-  uintptr_t n = bin->count;
-  ld_block_t *b = NULL;
-  if (LD_LIKELY(n != 0)) {
-    b = bin->slots[n - 1];
-    LD_OWNER_DEC32(bin->count);
-    ld_bin_check(b);
-    b->tag = 0;
-  }
-  atomic_signal_fence(memory_order_seq_cst);
-  LD_BUSY_DEC(heap);
-  return b;
-}
+static inline void *aligned_fast(unsigned cls) { return bin_pop(ld_heap_tls, ld_class_size[cls] >> 4); }
 
-/* The fast path for an alignment above LD_MIN_ALIGN (a power of two), when it applies. */
+/* The small class of an aligned request (alignment a power of two), or LD_CLASS_LARGE. */
+static inline unsigned aligned_small_class(size_t alignment, size_t size) {
+  return size <= ld_small_max && alignment <= ld_small_max ? aligned_class(alignment, size) : LD_CLASS_LARGE;
+}
+/* The fast path for an alignment above LD_MIN_ALIGN, when it applies (posix_memalign's). */
 static inline void *aligned_try_fast(size_t alignment, size_t size) {
-  if (size > ld_small_max || alignment > ld_small_max) return NULL;
-  unsigned cls = aligned_class(alignment, size);
+  unsigned cls = aligned_small_class(alignment, size);
   return cls < LD_CLASS_COUNT ? aligned_fast(cls) : NULL;
 }
 
 static void *aligned_alloc_pow2(size_t alignment, size_t size) {
   if (alignment <= LD_MIN_ALIGN) return larder_malloc(size);
-  void *p = aligned_try_fast(alignment, size);
+  unsigned cls = aligned_small_class(alignment, size);
+  void *p = cls < LD_CLASS_COUNT ? aligned_fast(cls) : NULL;
   if (LD_LIKELY(p != NULL)) return p;
-  unsigned cls = size <= ld_small_max && alignment <= ld_small_max ? aligned_class(alignment, size) : LD_CLASS_LARGE;
   int saved = errno;
   if (!ld_request_ok(size, alignment)) return api_result(NULL, saved);
   heap_t *heap = thread_heap();
