@@ -3,7 +3,7 @@
  *
  *   bins bounded     a thread frees 20,000 blocks of one size at a time, for sizes across the
  *                    classes: what its bins hold (bytes_cached) never exceeds the stated bound
- *                    of one bin, 122 blocks and 16 KiB (one block for bigger classes), plus
+ *                    of one bin, 122 blocks and 16 KiB (three blocks for bigger classes), plus
  *                    its deferred free (one block);
  *   exit returns     a thread that exits with full bins and a buffer of remote frees leaves
  *                    nothing cached and nothing pending: bytes_cached and bytes_remote_pending
