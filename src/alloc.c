@@ -459,7 +459,42 @@ size_t larder_usable_size(const void *p) {
 
 static int mul_overflows(size_t a, size_t b, size_t *out) { return __builtin_mul_overflow(a, b, out); }
 
+/* Zeroes the first g granules (16 bytes each) of a block of at least that size. Up to 8
+ * granules as straight stores, where a call to memset cost more than the malloc did
+ * (calloc(1, 64): 133 instructions a pair with the call); above, memset. */
+static inline void zero_granules(void *p, size_t g) {
+  char *c = p;
+  switch (g) {
+  case 8: memset(c + 112, 0, 16); /* fall through */
+  case 7: memset(c + 96, 0, 16);  /* fall through */
+  case 6: memset(c + 80, 0, 16);  /* fall through */
+  case 5: memset(c + 64, 0, 16);  /* fall through */
+  case 4: memset(c + 48, 0, 16);  /* fall through */
+  case 3: memset(c + 32, 0, 16);  /* fall through */
+  case 2: memset(c + 16, 0, 16);  /* fall through */
+  case 1:
+  case 0: memset(c, 0, 16); break;
+  default: memset(c, 0, g << 4);
+  }
+}
+
+static LD_NOINLINE void *calloc_slow(size_t count, size_t size);
+
+/* A small calloc pops its block as malloc does (no errno to save: nothing below can set it). */
 void *larder_calloc(size_t count, size_t size) {
+  size_t bytes;
+  if (LD_LIKELY(!mul_overflows(count, size, &bytes) && bytes <= LD_SMALL_LIMIT)) {
+    size_t g = (bytes + 15) >> 4;
+    ld_block_t *b = bin_pop(ld_heap_tls, g);
+    if (LD_LIKELY(b != NULL)) {
+      zero_granules(b, g);
+      return b;
+    }
+  }
+  return calloc_slow(count, size);
+}
+
+static LD_NOINLINE void *calloc_slow(size_t count, size_t size) {
   size_t bytes;
   int saved = errno;
   if (mul_overflows(count, size, &bytes) || !ld_request_ok(bytes, 0)) return api_result(NULL, saved);
@@ -472,7 +507,7 @@ void *larder_calloc(size_t count, size_t size) {
     if (p) memset(p, 0, dirty < bytes ? dirty : bytes);
     return api_result(p, saved);
   }
-  void *p = larder_malloc(bytes);
+  void *p = malloc_slow(bytes);
   if (p) memset(p, 0, bytes);
   return p;
 }

@@ -62,6 +62,31 @@ int main(void) {
     }
   }
 
+  /* Every size up to 288 bytes, from blocks dirtied to their last byte: a small calloc clears
+   * whole 16-byte granules with straight stores up to 128 bytes (alloc.c, zero_granules), and
+   * a wrong case would leave one granule dirty. The blocks stay live until all are checked. */
+  {
+    enum { TOP = 288, EACH = 4 };
+    static void *blk[TOP + 1][EACH];
+    for (size_t n = 0; n <= TOP; n++)
+      for (int i = 0; i < EACH; i++) {
+        blk[n][i] = malloc(n);
+        REQUIRE(blk[n][i] != NULL);
+        memset(blk[n][i], 0xA5, malloc_usable_size(blk[n][i]));
+      }
+    for (size_t n = 0; n <= TOP; n++)
+      for (int i = 0; i < EACH; i++) free(blk[n][i]);
+    for (size_t n = 0; n <= TOP; n++)
+      for (int i = 0; i < EACH; i++) {
+        blk[n][i] = (i & 1) ? calloc(n, 1) : calloc(1, n);
+        REQUIRE(blk[n][i] != NULL);
+        size_t nz = count_nonzero(blk[n][i], n);
+        CHECK_MSG(nz == 0, "calloc(%zu) at %p reused dirty: %zu non-zero bytes", n, blk[n][i], nz);
+      }
+    for (size_t n = 0; n <= TOP; n++)
+      for (int i = 0; i < EACH; i++) free(blk[n][i]);
+  }
+
   /* A count*size product that is not a size class of its own. */
   {
     unsigned *v = calloc(12345, sizeof *v);
