@@ -90,8 +90,12 @@ static LD_NOINLINE void free_deferred_slow(heap_t *heap, void *p, ld_bin_t *bin)
 
 /* The block on top of the bin of granule g ((size + 15) / 16), or NULL when it is empty. The
  * bin is reached through bin_of, which a purge that turns an idle thread's bins away points at
- * an empty one (cache.c); the thread is marked as in its bins meanwhile. (malloc, and aligned
- * requests: aligned_fast.) */
+ * an empty one (cache.c); the thread is marked as in its bins meanwhile. (malloc, calloc, and
+ * aligned requests: aligned_fast.)
+ * A block that is the deferred free as well is a double free (free(a), free(b), free(a): a
+ * went in the bin at the second free and was deferred again at the third). Handed out here,
+ * its tag would be cleared before the deferred free's check, and a would be handed out twice;
+ * NULL instead, and the slow path settles the deferred free, which reports it. */
 static inline ld_block_t *bin_pop(heap_t *heap, size_t g) {
   LD_BUSY_INC(heap);
   atomic_signal_fence(memory_order_seq_cst);
@@ -100,6 +104,13 @@ static inline ld_block_t *bin_pop(heap_t *heap, size_t g) {
   ld_block_t *b = NULL;
   if (LD_LIKELY(n != 0)) {
     b = bin->slots[n - 1];
+#ifndef LARDER_HARDENED
+    if (LD_UNLIKELY(b == heap->deferred_free)) {
+      atomic_signal_fence(memory_order_seq_cst);
+      LD_BUSY_DEC(heap);
+      return NULL;
+    }
+#endif
     LD_OWNER_DEC32(bin->count);
     ld_bin_check(b);
     b->tag = 0;

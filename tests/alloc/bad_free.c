@@ -8,6 +8,10 @@
  *   never    - free a block-aligned pointer inside a larder superblock that was never
  *              handed out;
  *   double-late   - free a block, then ten others of its size class, then the first again;
+ *   double-between - free a, free b, free a, then malloc twice of their size: a went in the
+ *              bin at the second free and waits as the deferred free after the third, so
+ *              the second malloc would hand a out while it is still to be put in the bin
+ *              (it was handed out twice, unreported; the child says so and ends normally);
  *   double-remote - the owner frees a block, then another thread frees it again;
  *   remote-double - another thread frees a block twice (both through the remote path);
  *   remote-double-late - another thread frees a block, ten others of its owner's, then the
@@ -173,6 +177,29 @@ static int child(const char *mode) {
     pthread_join(t, NULL);
     return 0;
   }
+  if (strcmp(mode, "double-between") == 0) {
+    /* Each free must take the fast path (a slow one reads the tag of the block it frees):
+     * the bin must have room for two. The 48-byte bin holds at most 2 KiB; after a fresh
+     * refill it is at most half full, and the mallocs below leave it lower still. */
+    void *warm[64];
+    for (int i = 0; i < 64; i++) warm[i] = malloc(48);
+    void *a = warm[40], *b = warm[41]; /* not a superblock's first blocks, whose frees go slow */
+    memset(a, 1, 48);
+    memset(b, 1, 48);
+    free(a);
+    free(b);
+    announce(a);
+    free(a);
+    void *m1 = malloc(48), *m2 = malloc(48);
+    void *volatile settle = malloc(48);
+    free(settle); /* settles the deferred free */
+    void *m3 = malloc(48), *m4 = malloc(48);
+    void *got[] = {m1, m2, m3, m4};
+    for (int i = 0; i < 4; i++)
+      for (int j = i + 1; j < 4; j++)
+        if (got[i] == got[j]) fprintf(stderr, "a block was handed out twice: %p\n", got[i]);
+    return 0;
+  }
   if (strcmp(mode, "double-late") == 0) {
     void *p = malloc(48), *q[10];
     memset(p, 1, 48);
@@ -326,7 +353,7 @@ int main(int argc, char **argv) {
     printf("bad_free: skipped, larder is not the allocator (glibc names no address)\n");
     return ALLOC_SKIP;
   }
-  const char *modes[] = {"double", "interior", "never", "double-late", "double-remote",
+  const char *modes[] = {"double", "interior", "never", "double-late", "double-between", "double-remote",
                          "remote-double", "remote-double-late", "remote-double-batched", "idle-double", "large-double", "large-interior",
                          "medium-double", "medium-double-late", "medium-double-remote"};
   for (int debug = 0; debug <= 1; debug++)
