@@ -431,6 +431,21 @@ static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
       return;
     }
   }
+  /* The block is marked as it enters: one byte, the top of its tag word, is written (a store:
+   * its line is not waited for), the rest kept. As it leaves (cache.c, slow_free_leaves) the
+   * byte must still be there, and the rest must not be the free tag: a block already free in
+   * its owner's bin or superblock when it came (a double free, the owner's first) is caught
+   * even if the owner has handed it out meanwhile (the owner's pop clears the word), and one
+   * the owner frees again while it waits (the other's first) is caught though the owner's
+   * deferred free finds no tag and puts it in the owner's bin. Before that byte is written,
+   * the class tells that p starts a block (from its batch's block size, or else from its
+   * superblock's header), so that no live block is written through a bad pointer. */
+  unsigned cls = slot != LD_REMOTE_SLOTS ? ld_class_of_granule[heap->remote[slot].block_size >> 4]
+                                         : sb->kind == LD_KIND_SMALL ? sb->size_class : LD_CLASS_LARGE;
+  if (LD_LIKELY(cls < LD_CLASS_COUNT && ld_class_block_start(cls, (uintptr_t)p - (uintptr_t)sb))) {
+    ld_ring_mark((ld_block_t *)p);
+    slot |= LD_SLOW_FREE_TAGGED;
+  }
   __builtin_prefetch(sb);
   ld_prefetch_for_write(p);
   /* p waits with its batch's slot; the one it displaces comes out with its own, the thread

@@ -31,7 +31,7 @@ static unsigned first_fill(const ld_bin_t *bin) { return most_fill(bin) < FIRST_
  * has limit 0 and holds nothing; the fast paths never reach one (malloc finds it empty, and
  * no superblock of its class is the heap's before a refill). Classes above the largest small
  * size never get one. The limits depend only on the size classes, fixed at start. */
-static uint32_t bin_span(unsigned c) { return ld_class_capacity[c] * ld_class_size[c]; }
+static uint32_t bin_span(unsigned c) { return ld_class_shape[c].span; }
 /* malloc's table from (size + 15) / 16 to the bins (the purge points it elsewhere for a while). */
 static void bin_of_set(heap_t *heap) {
   for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++)
@@ -43,9 +43,9 @@ static void bin_setup(ld_bin_t *bin, unsigned c) {
   if (limit > LD_BIN_SLOTS - 1) limit = LD_BIN_SLOTS - 1;
   if (limit < LD_BIN_LEAST) limit = LD_BIN_LEAST;
   bin->refilled = 0;
-  bin->first = ld_class_first[c];
+  bin->first = ld_class_shape[c].first;
   bin->span = bin_span(c);
-  bin->divisor_magic = UINT64_MAX / size + 1;
+  bin->divisor_magic = ld_class_shape[c].divisor_magic;
   bin->slots[0] = NULL;
   bin->limit = (uint16_t)limit;
   bin->slots[limit] = LD_BIN_FULL;
@@ -400,6 +400,19 @@ static bool slow_frees_waiting(const heap_t *heap) {
   return any != 0;
 }
 
+/* A slow free leaves the ring. One marked as it came (tagged: alloc.c, free_deferring) must
+ * still carry the mark, over seven bytes that are not its free tag: else it was free already
+ * when this free came, or its owner wrote its tag since (freed it again, or handed it out),
+ * or the program wrote it after its free; sending it on would give the owner a block that is
+ * free already or that the program holds. The word is cleared, as the checks that follow (a
+ * block start, not tagged free) are those of an unmarked free. */
+static inline void slow_free_leaves(void *p, unsigned tagged) {
+  ld_block_t *b = p;
+  if (!tagged) return;
+  if (LD_UNLIKELY(!ld_ring_marked(b))) ld_fatal_bad_free("double free (or write after free)", p);
+  b->tag = 0;
+}
+
 /* One slow free out of the ring (NULL: none), under the remote buffer's protocol: the owner's
  * remote_busy or the purge's remote_draining. */
 static void *take_slow_free(heap_t *heap) {
@@ -407,6 +420,7 @@ static void *take_slow_free(heap_t *heap) {
     void *p = heap->slow_frees[i];
     if (p) {
       heap->slow_frees[i] = NULL;
+      slow_free_leaves(p, heap->slow_free_slots[i] & LD_SLOW_FREE_TAGGED);
       return p;
     }
   }
@@ -421,7 +435,9 @@ void *ld_cache_defer_slow_free(heap_t *heap, void *p, unsigned slot, unsigned *o
   unsigned i = heap->slow_free_next++ % LD_SLOW_FREES;
   void *old = ring[i];
   ring[i] = p;
-  *old_slot = heap->slow_free_slots[i];
+  unsigned old_entry = heap->slow_free_slots[i];
+  if (old) slow_free_leaves(old, old_entry & LD_SLOW_FREE_TAGGED);
+  *old_slot = old_entry & ~LD_SLOW_FREE_TAGGED;
   heap->slow_free_slots[i] = (uint16_t)slot;
   if (!old) remote_leave(heap); /* else the caller joins old to its batch, still in the buffer */
   return old;

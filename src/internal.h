@@ -91,6 +91,19 @@ extern uint32_t ld_class_size[LD_CLASS_COUNT];
 extern int64_t  ld_class_capacity_bytes[LD_CLASS_COUNT + 1];  /* bytes of blocks per superblock */
 extern uint32_t ld_class_first[LD_CLASS_COUNT];               /* offset of the first block */
 extern uint32_t ld_class_capacity[LD_CLASS_COUNT];            /* blocks per superblock */
+/* Where a class's blocks lie in any of its superblocks, as a bin keeps it for the free fast
+ * path: an offset o from the superblock starts a block iff (o - first) < span and
+ * (o - first) * divisor_magic < divisor_magic (a multiply, no division). */
+typedef struct ld_class_shape_s {
+  uint32_t first, span;   /* span: capacity x block size (0 for a class too big for S) */
+  uint64_t divisor_magic; /* ceil(2^64 / block size) */
+} ld_class_shape_t;
+extern ld_class_shape_t ld_class_shape[LD_CLASS_COUNT];
+static inline bool ld_class_block_start(unsigned c, uintptr_t offset) {
+  const ld_class_shape_t *shape = &ld_class_shape[c];
+  uint32_t at = (uint32_t)offset - shape->first;
+  return at < shape->span && (uint64_t)at * shape->divisor_magic < shape->divisor_magic;
+}
 
 static inline unsigned ld_size_class(size_t size) { return ld_class_of_granule[(size + 15) >> 4]; }
 /* [k][c]: the first class from c up whose size is a multiple of 2^k (an aligned request's
@@ -193,6 +206,23 @@ _Static_assert(offsetof(sb_t, usable) + sizeof(size_t) <= LD_CACHE_LINE, "what r
  * with odds of 2^-64. (key | 1, addresses 16-aligned: a tag is never 0.) */
 static inline uintptr_t ld_tag(const void *b) { return ld_free_key ^ (uintptr_t)b; }
 static inline bool ld_block_is_free(const ld_block_t *b) { return b->tag == ld_tag(b); }
+
+/* A slow free's mark (alloc.c, free_deferring): the top byte of the tag word, written alone
+ * so that the other seven bytes still tell whether the block was free when its free came. The
+ * byte is the key's top byte inverted, which a free tag's top byte (the key's, xor a user
+ * address's top byte, which is never 0xff) never equals. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define LD_TAG_TOP_BYTE 0
+#else
+#define LD_TAG_TOP_BYTE 7
+#endif
+static inline uint8_t ld_ring_mark_byte(void) { return (uint8_t)~(ld_free_key >> 56); }
+static inline void ld_ring_mark(ld_block_t *b) { ((unsigned char *)&b->tag)[LD_TAG_TOP_BYTE] = ld_ring_mark_byte(); }
+/* Whether a marked block still carries its mark, over seven bytes that are not its free tag. */
+static inline bool ld_ring_marked(const ld_block_t *b) {
+  uintptr_t t = b->tag;
+  return (uint8_t)(t >> 56) == ld_ring_mark_byte() && ((t ^ ld_tag(b)) << 8) != 0;
+}
 
 /* Asks for p's cache line in a state this core may write (x86's PREFETCHW; other CPUs: the
  * compiler's write prefetch): the owner prefetches the blocks of a batch of remote frees
@@ -443,6 +473,10 @@ static inline uintptr_t ld_owned_entry(const sb_t *sb) {
  * 7.4 and 1.20-1.23x, at twice the blocks a thread may keep from their owners); a consumer of
  * remote-free's 16 B-1 KiB mix spent 0.70x the CPU per free with 256 slots that it spent with 64. */
 #define LD_REMOTE_SLOTS 1024
+/* A slow free marked as it entered the ring (its slot entry carries this bit): it must still
+ * carry the mark as it leaves (cache.c, slow_free_leaves). */
+#define LD_SLOW_FREE_TAGGED 0x8000u
+_Static_assert(LD_REMOTE_SLOTS < LD_SLOW_FREE_TAGGED, "a slot number leaves the bit free");
 #define LD_REMOTE_BATCH 64
 #define LD_REMOTE_BATCH_BYTES 16384
 #define LD_REMOTE_PENDING_BYTES 524288
@@ -618,7 +652,9 @@ typedef struct heap_s {
    * protocol (remote_busy), as the purge settles them for an idle owner (cache.c). NULL:
    * empty. */
   void *slow_frees[LD_SLOW_FREES];
-  uint16_t slow_free_slots[LD_SLOW_FREES]; /* each one's batch slot when it came (a hint) */
+  /* each one's batch slot when it came (a hint), with LD_SLOW_FREE_TAGGED when the block was
+   * marked as it came (alloc.c, free_deferring) */
+  uint16_t slow_free_slots[LD_SLOW_FREES];
   uint32_t slow_free_next;             /* the slot the next one takes (wraps) */
   struct heap_s *inbox_seen_owner;     /* the heap whose inbox this thread last wrote to, */
   uint32_t inbox_seen_head;            /* and its inbox_head as read then (superblock.c) */

@@ -20,6 +20,7 @@ uint32_t ld_class_size[LD_CLASS_COUNT];
 int64_t ld_class_capacity_bytes[LD_CLASS_COUNT + 1];
 uint32_t ld_class_first[LD_CLASS_COUNT];
 uint32_t ld_class_capacity[LD_CLASS_COUNT];
+ld_class_shape_t ld_class_shape[LD_CLASS_COUNT];
 
 size_t ld_sb_size = 65536;
 unsigned ld_sb_shift = 16;
@@ -56,6 +57,8 @@ void ld_classes_init(void) {
     ld_class_first[k] = (uint32_t)first;
     ld_class_capacity[k] = first < ld_sb_size ? (uint32_t)((ld_sb_size - first) / ld_class_size[k]) : 0;
     ld_class_capacity_bytes[k] = (int64_t)ld_class_capacity[k] * ld_class_size[k];
+    ld_class_shape[k] = (ld_class_shape_t){(uint32_t)first, ld_class_capacity[k] * ld_class_size[k],
+                                           UINT64_MAX / ld_class_size[k] + 1};
   }
   for (unsigned k = 0; k <= LD_CLASS_COUNT; k++) /* classes too big for this S are never used */
     if (ld_class_capacity_bytes[k] <= 0) ld_class_capacity_bytes[k] = (int64_t)ld_sb_size;

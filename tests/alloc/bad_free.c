@@ -22,6 +22,17 @@
  *              of them, freed again after the bins are back, is caught (a second free that
  *              reached the fast path unchecked could be handed out twice: the child says so
  *              and ends normally, which fails the case);
+ *   race-owner-first - the owner frees a block, another thread frees it again (it waits in
+ *              that thread's ring of slow frees), then the owner mallocs it back and the other
+ *              thread's ring moves on: caught at the second free, which reads the tag at once
+ *              (when it was read only as the block left the ring, the owner had cleared it,
+ *              and the block went back to the owner while the program held it);
+ *   race-remote-first, race-remote-first-batched - another thread frees a block (it waits in
+ *              its ring: tagged as it enters, from its batch's class or, with no batch of its
+ *              superblock open, from the header), then the owner frees it again, mallocs it
+ *              back, and the other thread's ring moves on: caught at the owner's second free
+ *              (its deferred free finds the tag). Both race cases end normally, saying "handed
+ *              out twice", when a live block comes back from malloc;
  *   remote-double-batched - another thread frees a block again while the first free waits
  *              in that thread's ring of slow frees, untagged, and its superblock's batch opens
  *              meanwhile: caught at the second free itself (the child ends with _exit right
@@ -122,7 +133,65 @@ static void *idle_double_thread(void *arg) {
   return NULL;
 }
 
+/* The race cases: blocks of 48 B from the middle of a superblock, so that none starts at a
+ * power of two from it (such frees go at once, never through the ring). */
+static pthread_barrier_t race_step;
+static void *race_block, *race_others[8], *race_early[6];
+static int race_remote_first, race_batched;
+static void *race_thread(void *arg) {
+  (void)arg;
+  void *volatile warm = malloc(64); /* the thread gets a heap, and with it a ring */
+  free(warm);
+  if (race_remote_first) {
+    if (race_batched)
+      for (int i = 0; i < 6; i++) free(race_early[i]); /* a batch of the superblock opens */
+    free(race_block);
+    pthread_barrier_wait(&race_step);
+  } else {
+    pthread_barrier_wait(&race_step); /* the owner freed the block */
+    announce(race_block);
+    free(race_block);
+    pthread_barrier_wait(&race_step);
+  }
+  pthread_barrier_wait(&race_step);              /* the owner has it back */
+  for (int i = 0; i < 8; i++) free(race_others[i]); /* the ring moves on */
+  return NULL;
+}
+static int race(int remote_first, int batched) {
+  race_remote_first = remote_first;
+  race_batched = batched;
+  pthread_barrier_init(&race_step, NULL, 2);
+  void *pad[64];
+  for (int i = 0; i < 64; i++) pad[i] = malloc(48);
+  race_block = pad[30];
+  for (int i = 0; i < 8; i++) race_others[i] = malloc(48);
+  for (int i = 0; i < 6; i++) race_early[i] = pad[32 + i];
+  pthread_t t;
+  if (pthread_create(&t, NULL, race_thread, NULL) != 0) return 93;
+  if (remote_first) {
+    pthread_barrier_wait(&race_step); /* the other thread freed it */
+    announce(race_block);
+    free(race_block);
+    free(pad[31]); /* the block goes in the owner's bin */
+  } else {
+    free(race_block);
+    free(pad[31]);
+    pthread_barrier_wait(&race_step);
+    pthread_barrier_wait(&race_step); /* the other thread freed it again */
+  }
+  void *mine = malloc(48);
+  memset(mine, 7, 48);
+  pthread_barrier_wait(&race_step);
+  pthread_join(t, NULL);
+  for (int i = 0; i < 400; i++)
+    if (malloc(48) == mine) fprintf(stderr, "a block was handed out twice: %p\n", mine);
+  return 0;
+}
+
 static int child(const char *mode) {
+  if (strcmp(mode, "race-owner-first") == 0) return race(0, 0);
+  if (strcmp(mode, "race-remote-first") == 0) return race(1, 0);
+  if (strcmp(mode, "race-remote-first-batched") == 0) return race(1, 1);
   if (strcmp(mode, "idle-double") == 0) {
     alloc_api_t api = alloc_api();
     long sbs = (long)api.option_get("superblock_size");
@@ -354,7 +423,8 @@ int main(int argc, char **argv) {
     return ALLOC_SKIP;
   }
   const char *modes[] = {"double", "interior", "never", "double-late", "double-between", "double-remote",
-                         "remote-double", "remote-double-late", "remote-double-batched", "idle-double", "large-double", "large-interior",
+                         "remote-double", "remote-double-late", "remote-double-batched", "race-owner-first",
+                         "race-remote-first", "race-remote-first-batched", "idle-double", "large-double", "large-interior",
                          "medium-double", "medium-double-late", "medium-double-remote"};
   for (int debug = 0; debug <= 1; debug++)
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) run_case(modes[m], debug);
