@@ -3,7 +3,8 @@
  * The allocation path, from fast to slow:
  *   1. Fast path (larder_malloc, below): the thread's heap, reached through an initial-exec
  *      thread-local pointer, keeps a bin of free blocks per size class (a bounded array of
- *      pointers, cache.c); pop one. The block's neighbours and its superblock are not read;
+ *      pointers, cache.c); pop one, unless it is the deferred free as well (a double free:
+ *      the slow path reports it). The block's neighbours and its superblock are not read;
  *      the block's tag (set while it was free) is cleared. No lock, no atomic, no counter;
  *      two plain stores mark the thread as in its bins (bins_busy), so that the purge may
  *      empty the bins of a thread that stopped calling (cache.c, ld_cache_drain_idle).
@@ -41,7 +42,9 @@
  *   3. A block of another heap's superblock (free_slow): it waits in the thread's ring of 4
  *      slow frees (cache.c) while its line and its header's arrive, the ownership map looked
  *      up first (the pointer is larder's before anything of it is read) unless its
- *      superblock has a batch in the thread's buffer, which was checked as it opened. The free
+ *      superblock has a batch in the thread's buffer, which was checked as it opened. It is
+ *      marked as it enters (one byte of its tag word: a store), and must still carry the mark
+ *      as it leaves, so that a double free by two threads is caught in either order. The free
  *      it displaces goes on: into its superblock's batch (cache.c: 256 slots, 4-way
  *      set-associative, 256 KiB in all), after its own checks (block start, free tag),
  *      inline; else the header's checks, then a free into a superblock the global heap holds
