@@ -2,8 +2,11 @@
  * out twice. Each seed runs in a child process (this program re-executed): the child keeps up
  * to 4,096 blocks of up to three sizes (malloc, calloc and posix_memalign), replacing them at
  * random, and at a random step frees again one of the blocks it freed lately that has not been
- * handed out since, from its own thread or (odd seeds) from a new one. It then goes on, and
- * checks every block it is given against those it holds. The parent requires each child to
+ * handed out since: from its own thread (seeds 0 and 2 mod 4), from a new thread (1 mod 4),
+ * or (3 mod 4) from a helper thread that frees a quarter of the replaced blocks all along, so
+ * that its ring of slow frees is busy (cache.c). Half of those last seeds race instead: a live
+ * block goes to the helper to free and the child frees it too, at once, either free first.
+ * It then goes on, and checks every block it is given against those it holds. The parent requires each child to
  * stop with larder's message naming that block; a child that goes on to the end ("no report")
  * or is handed a block it holds ("handed out twice") fails the seed.
  *
@@ -12,6 +15,8 @@
  * glibc names no address: without larder the test is skipped. */
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "alloc_util.h"
@@ -37,6 +42,43 @@ static void *free_in_thread(void *p) {
   return NULL;
 }
 
+/* The helper's queue: one producer (the child's thread), one consumer (the helper). */
+enum { QUEUE = 1024 };
+static void *queue[QUEUE];
+static _Atomic unsigned queue_head, queue_tail;
+static _Atomic int queue_done;
+static _Atomic unsigned helper_freed; /* frees the helper has made (its free returned) */
+static void queue_push(void *p) {
+  unsigned tail = atomic_load_explicit(&queue_tail, memory_order_relaxed);
+  while (tail - atomic_load_explicit(&queue_head, memory_order_acquire) == QUEUE) sched_yield();
+  queue[tail % QUEUE] = p;
+  atomic_store_explicit(&queue_tail, tail + 1, memory_order_release);
+}
+/* Until the helper has made every free it was given: a block the child freed first must not
+ * be handed out to it again before the helper's free comes, which would make that free one of
+ * the new block (a use after free no allocator can tell from a free). */
+static void helper_wait(void) {
+  while (atomic_load_explicit(&helper_freed, memory_order_acquire) != atomic_load_explicit(&queue_tail, memory_order_relaxed))
+    sched_yield();
+}
+static void *helper(void *arg) {
+  (void)arg;
+  for (;;) {
+    unsigned head = atomic_load_explicit(&queue_head, memory_order_relaxed);
+    if (head == atomic_load_explicit(&queue_tail, memory_order_acquire)) {
+      if (atomic_load_explicit(&queue_done, memory_order_acquire) &&
+          head == atomic_load_explicit(&queue_tail, memory_order_acquire))
+        return NULL;
+      sched_yield();
+      continue;
+    }
+    void *p = queue[head % QUEUE];
+    atomic_store_explicit(&queue_head, head + 1, memory_order_release);
+    free(p);
+    atomic_fetch_add_explicit(&helper_freed, 1, memory_order_release);
+  }
+}
+
 static int child(unsigned long seed) {
   rng_state = seed * 2654435761u + 1;
   static void *live[LIVE];
@@ -45,11 +87,16 @@ static int child(unsigned long seed) {
   size_t sizes[3] = {16 + rnd() % 200, 16 + rnd() % 2000, 16 + rnd() % 100};
   unsigned nsizes = 1 + (unsigned)(rnd() % 3);
   int at = 1000 + (int)(rnd() % (STEPS - AFTER - 1000));
-  bool remote = seed & 1;
+  bool remote = seed % 4 == 1, helped = seed % 4 == 3, race = helped && (seed / 4) % 2;
+  pthread_t helper_thread;
+  if (helped) REQUIRE(pthread_create(&helper_thread, NULL, helper, NULL) == 0);
   void *again = NULL;
   for (int step = 0; step < STEPS; step++) {
     unsigned k = (unsigned)(rnd() % LIVE);
-    if (live[k]) {
+    if (live[k] && helped && rnd() % 4 == 0) {
+      queue_push(live[k]); /* the helper frees it */
+      live[k] = NULL;
+    } else if (live[k]) {
       free(live[k]);
       recent[freed++ % RECENT] = live[k];
       live[k] = NULL;
@@ -71,12 +118,25 @@ static int child(unsigned long seed) {
       live[k] = p;
       memset(p, 0x33, size);
     }
-    if (step == at) {
+    if (step == at && race) {
+      for (unsigned t = 0; t < LIVE && !again; t++) {
+        unsigned x = (k + t) % LIVE;
+        if (live[x]) again = live[x], live[x] = NULL;
+      }
+      if (!again) return 77;
+      announce(again);
+      queue_push(again);
+      free(again);
+      helper_wait();
+    } else if (step == at) {
       unsigned back = (unsigned)(rnd() % RECENT);
       for (unsigned t = 0; t < RECENT && !again; t++) again = recent[(freed + 2 * RECENT - 1 - back - t) % RECENT];
       if (!again) return 77;
       announce(again);
-      if (remote) {
+      if (helped) {
+        queue_push(again);
+        helper_wait();
+      } else if (remote) {
         pthread_t thread;
         REQUIRE(pthread_create(&thread, NULL, free_in_thread, again) == 0);
         pthread_join(thread, NULL);
@@ -84,6 +144,10 @@ static int child(unsigned long seed) {
         free(again);
       }
     }
+  }
+  if (helped) {
+    atomic_store_explicit(&queue_done, 1, memory_order_release);
+    pthread_join(helper_thread, NULL); /* its exit settles its ring */
   }
   fprintf(stderr, "no report\n");
   return 0;
@@ -114,7 +178,9 @@ int main(int argc, char **argv) {
     char desc[80];
     alloc_describe_status(r.status, desc, sizeof desc);
     CHECK_MSG(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT && named,
-              "seed %u (%s): %s; stderr: %.300s", seed, seed & 1 ? "another thread" : "the same thread", desc, r.err);
+              "seed %u (%s): %s; stderr: %.300s", seed,
+              seed % 4 == 1 ? "a new thread" : seed % 4 == 3 ? ((seed / 4) % 2 ? "a race with a busy thread" : "a busy thread") : "the same thread",
+              desc, r.err);
     reported += WIFSIGNALED(r.status) && named;
   }
   printf("double_free_random: %u seeds, %u reported, %u without a block to free again\n", seeds, reported, skipped);
