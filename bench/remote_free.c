@@ -28,6 +28,7 @@
 static const char *const PROG = "remote-free";
 
 static const char *const pin_choices[] = {"auto", "off", NULL};
+static const char *const touch_choices[] = {"none", "read", "write", NULL};
 
 static uint64_t opt_pairs = 1;
 static uint64_t opt_min_size = 16;
@@ -37,6 +38,7 @@ static uint64_t opt_blocks = 0;
 static uint64_t opt_batch = 64;
 static uint64_t opt_queue = 4096;
 static const char *opt_pin = "auto";
+static const char *opt_touch = "none";
 static uint64_t opt_seed = 1;
 
 static const struct bench_opt opts[] = {
@@ -56,6 +58,11 @@ static const struct bench_opt opts[] = {
      "auto: producers on one half of the CPUs, consumers on the other, when there are at least "
      "2; off: no pinning",
      NULL, pin_choices},
+    {"touch", 0, BENCH_OPT_CHOICE, &opt_touch, 0, 0, 0, 0, false,
+     "what the consumer does with each block's first byte before its timed frees: none; read "
+     "(the line shared with the producer's core); write (the line the consumer's own), as a "
+     "worker that reads or updates a request before freeing it",
+     NULL, touch_choices},
     {"seed", 0, BENCH_OPT_U64, &opt_seed, 0, UINT64_MAX, 0, 0, false, "random seed"},
 };
 
@@ -184,6 +191,7 @@ static void *rf_consumer(void *arg) {
   const uint64_t B = opt_batch;
   void **got = c->got;
   c->c_overhead_ns = rf_clock_overhead();
+  const int touch = strcmp(opt_touch, "read") == 0 ? 1 : strcmp(opt_touch, "write") == 0 ? 2 : 0;
   pthread_barrier_wait(&rf_start);
   unsigned spins = 0;
   for (;;) {
@@ -196,6 +204,11 @@ static void *rf_consumer(void *arg) {
       continue;
     }
     spins = 0;
+    /* untimed: the program's work on its request, not the allocator's */
+    if (touch == 1)
+      for (uint64_t k = 0; k < n; k++) (void)*(volatile unsigned char *)got[k];
+    else if (touch == 2)
+      for (uint64_t k = 0; k < n; k++) ((volatile unsigned char *)got[k])[0]++;
     double t0 = rf_thread_ns();
     for (uint64_t k = 0; k < n; k++)
       free(got[k]);

@@ -305,7 +305,7 @@ bench_bad(idle-return -- --shape tree -- --shape -- --keep-fraction 2 -- --min-s
 
 # ---- remote-free (issue 17): CPU per block when every free is another thread's ----
 set(RF_FIGS cpu_ns_per_block,producer_ns_per_malloc,consumer_ns_per_free,frees_per_s,mallocs,frees,elapsed_s,producer_cpu_s,consumer_cpu_s,process_cpu_s,malloc_batches,free_batches,clock_overhead_ns,pinned,cpus)
-set(RF_PARAMS pairs,min_size,max_size,seconds,blocks,batch,queue,pin,seed,producer_cpus,consumer_cpus)
+set(RF_PARAMS pairs,min_size,max_size,seconds,blocks,batch,queue,pin,touch,seed,producer_cpus,consumer_cpus)
 # A fixed count: every block is freed; the per-block figures are one another's arithmetic and
 # the timed CPU is part of the process's; 20000 blocks in batches of 64 make 313 malloc
 # batches per producer; pinned exactly when there are two CPUs or more.
@@ -327,7 +327,12 @@ bench_check(remote-free.timed remote-free
          --positive frees,cpu_ns_per_block
          "--expr=f['elapsed_s'] >= 0.3 and f['frees'] == f['mallocs']"
   ARGS -t 1 --seconds 0.3 --pin off --min-size 1000 --max-size 5000)
-bench_bad(remote-free -- --min-size 100 --max-size 10 -- --pin maybe -- --batch 0 -- --queue 1
+# The consumer writes each block before freeing it: every block still freed, the choice named.
+bench_check(remote-free.touch remote-free
+  CHECKS --figures ${RF_FIGS} --param touch=\"write\" --figure mallocs=5000 --figure frees=5000
+         --positive consumer_ns_per_free
+  ARGS --blocks 5000 --touch write)
+bench_bad(remote-free -- --min-size 100 --max-size 10 -- --pin maybe -- --touch all -- --batch 0 -- --queue 1
           -- --seconds 0 -- --blocks x -- --pairs 257)
 
 # ---- soak: every block checked; 0 corrupt, and the shares of the work as asked ----
