@@ -442,9 +442,13 @@ static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
    * the owner frees again while it waits (the other's first) is caught though the owner's
    * deferred free finds no tag and puts it in the owner's bin. Before that byte is written,
    * the class tells that p starts a block (from its batch's block size, or else from its
-   * superblock's header), so that no live block is written through a bad pointer. */
-  unsigned cls = slot != LD_REMOTE_SLOTS ? ld_class_of_granule[heap->remote[slot].block_size >> 4]
-                                         : sb->kind == LD_KIND_SMALL ? sb->size_class : LD_CLASS_LARGE;
+   * superblock's header), so that no live block is written through a bad pointer. The store
+   * waits for nothing, but holds the stores behind it until the block's line comes from the
+   * core that last wrote it: LARDER_REMOTE_FREE_CHECK=0 leaves the mark out. */
+  unsigned cls = !ld_options.remote_free_check ? LD_CLASS_LARGE
+                 : slot != LD_REMOTE_SLOTS     ? ld_class_of_granule[heap->remote[slot].block_size >> 4]
+                 : sb->kind == LD_KIND_SMALL   ? sb->size_class
+                                               : LD_CLASS_LARGE;
   if (LD_LIKELY(cls < LD_CLASS_COUNT && ld_class_block_start(cls, (uintptr_t)p - (uintptr_t)sb))) {
     ld_ring_mark((ld_block_t *)p);
     slot |= LD_SLOW_FREE_TAGGED;

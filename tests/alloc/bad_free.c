@@ -27,6 +27,8 @@
  *              thread's ring moves on: caught at the second free, which reads the tag at once
  *              (when it was read only as the block left the ring, the owner had cleared it,
  *              and the block went back to the owner while the program held it);
+ *   (and race-remote-first once more with LARDER_REMOTE_FREE_CHECK=0, which must go
+ *   unreported: the option leaves the mark out);
  *   race-remote-first, race-remote-first-batched - another thread frees a block (it waits in
  *              its ring: tagged as it enters, from its batch's class or, with no batch of its
  *              superblock open, from the header), then the owner frees it again, mallocs it
@@ -428,5 +430,16 @@ int main(int argc, char **argv) {
                          "medium-double", "medium-double-late", "medium-double-remote"};
   for (int debug = 0; debug <= 1; debug++)
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) run_case(modes[m], debug);
+  /* LARDER_REMOTE_FREE_CHECK=0 leaves the ring's mark out (faster remote frees), and then the
+   * race with the other thread first goes unreported, as the option says: the option is real. */
+  {
+    char *args[] = {(char *)"--child", (char *)"race-remote-first", NULL};
+    char *env[] = {(char *)"LARDER_REMOTE_FREE_CHECK=0", NULL};
+    alloc_child_t c;
+    REQUIRE(alloc_run_self(args, env, 20, &c) == 0);
+    CHECK_MSG(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0 && strstr(c.err, "handed out twice"),
+              "race-remote-first with LARDER_REMOTE_FREE_CHECK=0: expected no report; got: %s", c.err);
+    printf("bad_free race-remote-first LARDER_REMOTE_FREE_CHECK=0: not reported, as the option says\n");
+  }
   return check_done();
 }
