@@ -276,6 +276,10 @@ SUITES += [
     Entry(_SV, "remote-free", "remote-free", "issue 17: producers pinned to one half of the CPUs malloc 16 B-1 KiB, "
           "consumers on the other half free; CPU ns per block (malloc + remote free), waiting excluded",
           {"--seconds": 3}, axis="--pairs", values=(1, 2, 4, 8), kind="compare", work=("--seconds",), repeats=3),
+    Entry(_SV, "remote-free-touch", "remote-free", "remote-free whose consumers write each block before freeing "
+          "it (untimed), as a worker that updates a request does: the freed block's line is the consumer's",
+          {"--seconds": 3, "--touch": "write"}, axis="--pairs", values=(1, 2), kind="compare", work=("--seconds",),
+          repeats=3),
     Entry(_SV, "soak", "soak", "a server's load at scale, every block checked: 4 or 16 threads keep 100,000 "
           "blocks in all (16 B-2 MiB, sparse writes, realloc, calloc, memalign, a third freed by another thread), "
           "short-lived threads come and go, an idle phase every 10 s, for 30 s; the run fails on a wrong byte or a "
