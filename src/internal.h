@@ -89,11 +89,11 @@ static inline bool ld_request_ok(size_t size, size_t align) { return size <= LD_
 extern uint8_t  ld_class_of_granule[LD_SMALL_LIMIT / 16 + 1]; /* (size+15)/16 -> class */
 extern uint32_t ld_class_size[LD_CLASS_COUNT];
 extern int64_t  ld_class_capacity_bytes[LD_CLASS_COUNT + 1];  /* bytes of blocks per superblock */
-extern uint32_t ld_class_first[LD_CLASS_COUNT];               /* offset of the first block */
 extern uint32_t ld_class_capacity[LD_CLASS_COUNT];            /* blocks per superblock */
-/* Where a class's blocks lie in any of its superblocks, as a bin keeps it for the free fast
- * path: an offset o from the superblock starts a block iff (o - first) < span and
- * (o - first) * divisor_magic < divisor_magic (a multiply, no division). */
+/* Where a class's blocks lie in any of its superblocks, as a superblock's header and a bin
+ * keep it (first: the offset of the first block): an offset o from the superblock starts a
+ * block iff (o - first) < span and (o - first) * divisor_magic < divisor_magic (a multiply,
+ * no division). */
 typedef struct ld_class_shape_s {
   uint32_t first, span;   /* span: capacity x block size (0 for a class too big for S) */
   uint64_t divisor_magic; /* ceil(2^64 / block size) */

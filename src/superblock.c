@@ -18,7 +18,6 @@ uint32_t ld_class_size[LD_CLASS_COUNT];
  * so that a heap of full superblocks has u == a even when blocks do not divide S evenly
  * (otherwise, for f below the tail waste, the invariant could never hold). */
 int64_t ld_class_capacity_bytes[LD_CLASS_COUNT + 1];
-uint32_t ld_class_first[LD_CLASS_COUNT];
 uint32_t ld_class_capacity[LD_CLASS_COUNT];
 ld_class_shape_t ld_class_shape[LD_CLASS_COUNT];
 
@@ -54,7 +53,6 @@ void ld_classes_init(void) {
     for (uint32_t step = 1; step <= 8; step++) ld_class_size[cls++] = base + step * (base / 8);
   for (unsigned k = 0; k < LD_CLASS_COUNT; k++) {
     size_t first = sb_data_offset(ld_class_size[k]);
-    ld_class_first[k] = (uint32_t)first;
     ld_class_capacity[k] = first < ld_sb_size ? (uint32_t)((ld_sb_size - first) / ld_class_size[k]) : 0;
     ld_class_capacity_bytes[k] = (int64_t)ld_class_capacity[k] * ld_class_size[k];
     ld_class_shape[k] = (ld_class_shape_t){(uint32_t)first, ld_class_capacity[k] * ld_class_size[k],
@@ -86,9 +84,9 @@ void ld_sb_format(sb_t *sb, unsigned cls) {
   sb->remote_seen = 0;
   LD_OWNER_SET(sb->block_size, bs);
   sb->capacity = ld_class_capacity[cls];
-  sb->span = ld_class_capacity[cls] * bs;
-  sb->divisor_magic = UINT64_MAX / bs + 1;
-  sb->data = (char *)sb + ld_class_first[cls];
+  sb->span = ld_class_shape[cls].span;
+  sb->divisor_magic = ld_class_shape[cls].divisor_magic;
+  sb->data = (char *)sb + ld_class_shape[cls].first;
   sb->bump = sb->data;
   sb->magic = LD_SB_MAGIC;
   sb->size_class = (uint8_t)cls;
