@@ -195,6 +195,15 @@ static inline int alloc_run_self(char *const args[], char *const env[], unsigned
   return 0;
 }
 
+/* A child of alloc_run_self says which address its misuse names, "addr=0x...\n" on stderr, just
+ * before it makes the mistake, so the parent can look for that address in what follows. One
+ * write, unbuffered, so that nothing of it is lost when the child is stopped. */
+static inline void alloc_announce(const void *p) {
+  char line[64];
+  int n = snprintf(line, sizeof line, "addr=%p\n", p);
+  if (write(2, line, (size_t)n) < 0) _exit(90);
+}
+
 static inline void alloc_describe_status(int status, char *buf, size_t n) {
   if (WIFEXITED(status)) snprintf(buf, n, "exit %d", WEXITSTATUS(status));
   else if (WIFSIGNALED(status)) snprintf(buf, n, "signal %d (%s)", WTERMSIG(status),

@@ -58,21 +58,15 @@
 /* Freeing a pointer into the middle of a block is the point of one case. */
 #pragma GCC diagnostic ignored "-Wfree-nonheap-object"
 
-static void announce(const void *p) {
-  char line[64];
-  int n = snprintf(line, sizeof line, "addr=%p\n", p);
-  if (write(2, line, (size_t)n) < 0) _exit(90);
-}
-
 static void *free_in_thread(void *p) {
-  announce(p);
+  alloc_announce(p);
   free(p);
   return NULL;
 }
 
 static void *free_twice_in_thread(void *p) {
   free(p);
-  announce(p);
+  alloc_announce(p);
   free(p);
   return NULL;
 }
@@ -80,7 +74,7 @@ static void *free_twice_in_thread(void *p) {
 static void *free_twice_late_in_thread(void *arg) {
   void **blocks = arg; /* blocks[0] freed, then blocks[1..10], then blocks[0] again */
   for (int i = 0; i <= 10; i++) free(blocks[i]);
-  announce(blocks[0]);
+  alloc_announce(blocks[0]);
   free(blocks[0]);
   return NULL;
 }
@@ -91,7 +85,7 @@ static void *free_twice_late_in_thread(void *arg) {
 static void *free_twice_batched_in_thread(void *arg) {
   void **blocks = arg;
   for (int i = 0; i <= 5; i++) free(blocks[i]);
-  announce(blocks[2]);
+  alloc_announce(blocks[2]);
   free(blocks[2]);
   _exit(0);
 }
@@ -124,7 +118,7 @@ static void *idle_double_thread(void *arg) {
   free(b[2]);
   free(b[3]);
   free(b[4]); /* b[0] leaves the ring, the bins are turned back */
-  announce(b[1]);
+  alloc_announce(b[1]);
   free(b[1]); /* the fast path again: deferred */
   free(b[5]); /* b[1] checked here */
   void *q1 = malloc(48);
@@ -151,7 +145,7 @@ static void *race_thread(void *arg) {
     pthread_barrier_wait(&race_step);
   } else {
     pthread_barrier_wait(&race_step); /* the owner freed the block */
-    announce(race_block);
+    alloc_announce(race_block);
     free(race_block);
     pthread_barrier_wait(&race_step);
   }
@@ -172,7 +166,7 @@ static int race(int remote_first, int batched) {
   if (pthread_create(&t, NULL, race_thread, NULL) != 0) return 93;
   if (remote_first) {
     pthread_barrier_wait(&race_step); /* the other thread freed it */
-    announce(race_block);
+    alloc_announce(race_block);
     free(race_block);
     free(pad[31]); /* the block goes in the owner's bin */
   } else {
@@ -259,7 +253,7 @@ static int child(const char *mode) {
     memset(b, 1, 48);
     free(a);
     free(b);
-    announce(a);
+    alloc_announce(a);
     free(a);
     void *m1 = malloc(48), *m2 = malloc(48);
     void *volatile settle = malloc(48);
@@ -277,7 +271,7 @@ static int child(const char *mode) {
     for (int i = 0; i < 10; i++) q[i] = malloc(48);
     free(p);
     for (int i = 0; i < 10; i++) free(q[i]);
-    announce(p);
+    alloc_announce(p);
     free(p);
     return 0;
   }
@@ -300,7 +294,7 @@ static int child(const char *mode) {
     void *other = malloc(48);  /* keeps p from being the only block of its superblock */
     memset(p, 1, 48);
     free(p);
-    announce(p);
+    alloc_announce(p);
     free(p);
     free(other);
     return 0;  /* not reached when the double free is caught */
@@ -308,7 +302,7 @@ static int child(const char *mode) {
   if (strcmp(mode, "interior") == 0) {
     char *p = malloc(64);
     memset(p, 1, 64);
-    announce(p + 16);
+    alloc_announce(p + 16);
     free(p + 16);
     return 0;
   }
@@ -328,7 +322,7 @@ static int child(const char *mode) {
               (void *)a, (void *)b, sbs);
       return 91;
     }
-    announce(q);
+    alloc_announce(q);
     free(q);
     return 0;
   }
@@ -336,7 +330,7 @@ static int child(const char *mode) {
     char *p = malloc(100000);
     memset(p, 1, 100000);
     free(p);
-    announce(p);
+    alloc_announce(p);
     free(p);
     return 0;
   }
@@ -344,7 +338,7 @@ static int child(const char *mode) {
     char *p = malloc(40000);
     memset(p, 1, 40000);
     free(p);
-    announce(p);
+    alloc_announce(p);
     free(p);
     return 0;
   }
@@ -354,7 +348,7 @@ static int child(const char *mode) {
     free(p);
     for (int i = 0; i < 12; i++) q[i] = malloc(100000); /* two chunks: never p's span */
     for (int i = 0; i < 12; i++) free(q[i]);
-    announce(p);
+    alloc_announce(p);
     free(p);
     return 0;
   }
@@ -370,7 +364,7 @@ static int child(const char *mode) {
   if (strcmp(mode, "large-interior") == 0) {
     char *p = malloc(100000);
     memset(p, 1, 100000);
-    announce(p + 4096);
+    alloc_announce(p + 4096);
     free(p + 4096);
     return 0;
   }

@@ -31,12 +31,6 @@ static uint64_t rnd(void) {
   return rng_state;
 }
 
-static void announce(const void *p) {
-  char line[64];
-  int n = snprintf(line, sizeof line, "addr=%p\n", p);
-  if (write(2, line, (size_t)n) < 0) _exit(90);
-}
-
 static void *free_in_thread(void *p) {
   free(p);
   return NULL;
@@ -124,7 +118,7 @@ static int child(unsigned long seed) {
         if (live[x]) again = live[x], live[x] = NULL;
       }
       if (!again) return 77;
-      announce(again);
+      alloc_announce(again);
       queue_push(again);
       free(again);
       helper_wait();
@@ -132,7 +126,7 @@ static int child(unsigned long seed) {
       unsigned back = (unsigned)(rnd() % RECENT);
       for (unsigned t = 0; t < RECENT && !again; t++) again = recent[(freed + 2 * RECENT - 1 - back - t) % RECENT];
       if (!again) return 77;
-      announce(again);
+      alloc_announce(again);
       if (helped) {
         queue_push(again);
         helper_wait();

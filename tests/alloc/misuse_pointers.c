@@ -47,12 +47,6 @@
 
 static char static_area[4096] = {1};
 
-static void announce(const void *p) {
-  char line[64];
-  int n = snprintf(line, sizeof line, "addr=%p\n", p);
-  if (write(2, line, (size_t)n) < 0) _exit(90);
-}
-
 /* True when the page holding p is mapped (mincore fails with ENOMEM on unmapped ranges). */
 static int page_mapped(uintptr_t p) {
   long page = sysconf(_SC_PAGESIZE);
@@ -75,7 +69,7 @@ static uintptr_t wild_address(void) {
 typedef enum { OP_FREE, OP_REALLOC, OP_USABLE } op_t;
 
 static void misuse(op_t op, void *p) {
-  announce(p);
+  alloc_announce(p);
   if (op == OP_FREE) {
     free(p);
   } else if (op == OP_REALLOC) {
@@ -162,7 +156,7 @@ static int child(const char *mode) {
     p[0] = keep[0] = other[0] = 1;
     free(p);
     if (strcmp(mode + 16, "cached") == 0) free(other);
-    announce(p);
+    alloc_announce(p);
     void *q = realloc(p, 40);
     fprintf(stderr, "realloc returned %p\n", q);
   } else if (strncmp(mode, "interior-", 9) == 0) {
