@@ -43,7 +43,7 @@
  *      slow frees (cache.c) while its line and its header's arrive, the ownership map looked
  *      up first (the pointer is larder's before anything of it is read) unless its
  *      superblock has a batch in the thread's buffer, which was checked as it opened. It is
- *      marked as it enters (one byte of its tag word: a store), and must still carry the mark
+ *      marked as it enters (two bytes of its tag word: a store), and must still carry the mark
  *      as it leaves, so that a double free by two threads is caught in either order. The free
  *      it displaces goes on: into its superblock's batch (cache.c: 256 slots, 4-way
  *      set-associative, 256 KiB in all), after its own checks (block start, free tag),
@@ -434,13 +434,13 @@ static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
       return;
     }
   }
-  /* The block is marked as it enters: one byte, the top of its tag word, is written (a store:
+  /* The block is marked as it enters: two bytes, the top of its tag word, are written (a store:
    * its line is not waited for), the rest kept. As it leaves (cache.c, slow_free_leaves) the
-   * byte must still be there, and the rest must not be the free tag: a block already free in
+   * mark must still be there, and the rest must not be the free tag's: a block already free in
    * its owner's bin or superblock when it came (a double free, the owner's first) is caught
    * even if the owner has handed it out meanwhile (the owner's pop clears the word), and one
    * the owner frees again while it waits (the other's first) is caught though the owner's
-   * deferred free finds no tag and puts it in the owner's bin. Before that byte is written,
+   * deferred free finds no tag and puts it in the owner's bin. Before the mark is written,
    * the class tells that p starts a block (from its batch's block size, or else from its
    * superblock's header), so that no live block is written through a bad pointer. The store
    * waits for nothing, but holds the stores behind it until the block's line comes from the

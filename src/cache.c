@@ -401,11 +401,11 @@ static bool slow_frees_waiting(const heap_t *heap) {
 }
 
 /* A slow free leaves the ring. One marked as it came (tagged: alloc.c, free_deferring) must
- * still carry the mark, over seven bytes that are not its free tag: else it was free already
+ * still carry the mark, over six bytes that are not its free tag's: else it was free already
  * when this free came, or its owner wrote its tag since (freed it again, or handed it out),
  * or the program wrote it after its free; sending it on would give the owner a block that is
  * free already or that the program holds. The mark stays: a marked word never equals the
- * free tag (their top bytes differ), so the checks that follow, those of any slow free, pass,
+ * free tag (their top two bytes differ), so the checks that follow, those of any slow free, pass,
  * and every way on writes the free tag over it. */
 static inline void slow_free_leaves(const void *p, unsigned tagged) {
   if (tagged && LD_UNLIKELY(!ld_ring_marked(p))) ld_fatal_bad_free("double free (or write after free)", p);

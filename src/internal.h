@@ -32,6 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h> /* memcpy: a slow free's mark */
 
 #include "os.h" /* ld_lock_t */
 
@@ -207,21 +208,28 @@ _Static_assert(offsetof(sb_t, usable) + sizeof(size_t) <= LD_CACHE_LINE, "what r
 static inline uintptr_t ld_tag(const void *b) { return ld_free_key ^ (uintptr_t)b; }
 static inline bool ld_block_is_free(const ld_block_t *b) { return b->tag == ld_tag(b); }
 
-/* A slow free's mark (alloc.c, free_deferring): the top byte of the tag word, written alone
- * so that the other seven bytes still tell whether the block was free when its free came. The
- * byte is the key's top byte inverted, which a free tag's top byte (the key's, xor a user
- * address's top byte, which is never 0xff) never equals. */
+/* A slow free's mark (alloc.c, free_deferring): the top two bytes of the tag word, written
+ * alone (one store) so that the other six still tell whether the block was free when its free
+ * came (a free tag's low 48 bits are the key's xor the address, which fits in them). The mark
+ * is the key's top 16 bits inverted, which a free tag's (the key's: a user address is below
+ * 2^48) never equals. Two bytes, not one: the program may write the word after the owner
+ * hands the block out again, and a byte of its data would match a one-byte mark once in 256
+ * processes (bad_free's race-owner-first, whose owner fills the block with 7s: about 1 run
+ * in 100), two bytes once in 65,536. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define LD_TAG_TOP_BYTE 0
+#define LD_TAG_TOP_BYTES 0
 #else
-#define LD_TAG_TOP_BYTE 7
+#define LD_TAG_TOP_BYTES 6
 #endif
-static inline uint8_t ld_ring_mark_byte(void) { return (uint8_t)~(ld_free_key >> 56); }
-static inline void ld_ring_mark(ld_block_t *b) { ((unsigned char *)&b->tag)[LD_TAG_TOP_BYTE] = ld_ring_mark_byte(); }
-/* Whether a marked block still carries its mark, over seven bytes that are not its free tag. */
+static inline uint16_t ld_ring_mark_bits(void) { return (uint16_t)~(ld_free_key >> 48); }
+static inline void ld_ring_mark(ld_block_t *b) {
+  uint16_t mark = ld_ring_mark_bits();
+  memcpy((unsigned char *)&b->tag + LD_TAG_TOP_BYTES, &mark, sizeof mark);
+}
+/* Whether a marked block still carries its mark, over six bytes that are not its free tag's. */
 static inline bool ld_ring_marked(const ld_block_t *b) {
   uintptr_t t = b->tag;
-  return (uint8_t)(t >> 56) == ld_ring_mark_byte() && ((t ^ ld_tag(b)) << 8) != 0;
+  return (uint16_t)(t >> 48) == ld_ring_mark_bits() && ((t ^ ld_tag(b)) << 16) != 0;
 }
 
 /* Asks for p's cache line in a state this core may write (x86's PREFETCHW; other CPUs: the
