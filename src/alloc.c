@@ -3,8 +3,8 @@
  * The allocation path, from fast to slow:
  *   1. Fast path (larder_malloc, below): the thread's heap, reached through an initial-exec
  *      thread-local pointer, keeps a bin of free blocks per size class (a bounded array of
- *      pointers, cache.c); pop one, unless it is the deferred free as well (a double free:
- *      the slow path reports it). The block's neighbours and its superblock are not read;
+ *      pointers, cache.c); pop one, unless it is one of the deferred frees as well (a double
+ *      free: the slow path reports it). The block's neighbours and its superblock are not read;
  *      the block's tag (set while it was free) is cleared. No lock, no atomic, no counter;
  *      two plain stores mark the thread as in its bins (bins_busy), so that the purge may
  *      empty the bins of a thread that stopped calling (cache.c, ld_cache_drain_idle).
@@ -29,13 +29,15 @@
  *      the block's superblock address, gives the block's class without reading any header;
  *      the block must start a block of that class (a multiply, no division) and lie where
  *      blocks have been handed out. The block itself is not read: its line is prefetched and
- *      it becomes the heap's deferred free, while the one deferred by the free before, whose
- *      line has had that time to arrive, must not carry the free tag (a double free), gets it
- *      and goes in its bin. A free of a cold block thus never waits for its line (churn at
- *      10^6 live blocks: 96 -> 72 ns per replacement; jemalloc 68). Every slow path, the purge's drain of
- *      an idle thread, the thread's exit and the process's settle the deferred free first,
- *      so a double free is reported before the block could be handed out twice. The hardened
- *      build defers nothing.
+ *      it joins the heap's 4 deferred frees (internal.h, heap_t deferred), in the place of the
+ *      oldest, whose line has had 4 calls' time to arrive: it must not carry the free tag (a
+ *      double free), gets it and goes in its bin. A free of a cold block thus never waits for
+ *      its line (churn of 256 B blocks at 10^6 live: 96 ns per replacement with no deferred
+ *      free, about 88 with one, 66 with four; jemalloc 68). malloc's pop compares its block
+ *      with the 4; every refill and flush looks for a free tag on them first; the purge's
+ *      drain of an idle thread, the thread's exit and the process's settle them, so a double
+ *      free is reported before the block could be handed out twice. The hardened build defers
+ *      nothing.
  *   2. The bin is full: half of it, the oldest, goes back to the superblocks (cache.c,
  *      ld_heap_return), where u falls and Hoard's threshold may give a superblock to the
  *      global heap. A thread's exit returns every bin under one lock (ld_heap_return_bins).
@@ -95,10 +97,10 @@ static LD_NOINLINE void free_deferred_slow(heap_t *heap, void *p, ld_bin_t *bin)
  * bin is reached through bin_of, which a purge that turns an idle thread's bins away points at
  * an empty one (cache.c); the thread is marked as in its bins meanwhile. (malloc, calloc, and
  * aligned requests: aligned_fast.)
- * A block that is the deferred free as well is a double free (free(a), free(b), free(a): a
+ * A block that is a deferred free as well is a double free (free(a), free(b), free(a): a
  * went in the bin at the second free and was deferred again at the third). Handed out here,
  * its tag would be cleared before the deferred free's check, and a would be handed out twice;
- * NULL instead, and the slow path settles the deferred free, which reports it. */
+ * NULL instead, and the slow path settles the deferred frees, which reports it. */
 static inline ld_block_t *bin_pop(heap_t *heap, size_t g) {
   LD_BUSY_INC(heap);
   atomic_signal_fence(memory_order_seq_cst);
@@ -108,7 +110,7 @@ static inline ld_block_t *bin_pop(heap_t *heap, size_t g) {
   if (LD_LIKELY(n != 0)) {
     b = bin->slots[n - 1];
 #ifndef LARDER_HARDENED
-    if (LD_UNLIKELY(b == heap->deferred_free)) {
+    if (LD_UNLIKELY(ld_heap_deferred_is(heap, b))) {
       atomic_signal_fence(memory_order_seq_cst);
       LD_BUSY_DEC(heap);
       return NULL;
@@ -133,9 +135,9 @@ void *larder_malloc(size_t size) {
 
 /* One test per check, each to a slow path, which repeats them to name the fault exactly. A
  * NULL pointer, or one larder never handed out, finds no entry in the table. The block itself
- * is not read: its line is prefetched, and it waits as the heap's deferred free (internal.h,
- * heap_t) while the one freed before it, whose line has had a call's time to arrive, is
- * checked for the free tag and goes in its bin. */
+ * is not read: its line is prefetched, and it waits among the heap's deferred frees
+ * (internal.h, heap_t deferred) in the place of the oldest, freed 4 calls before, whose line
+ * has had that time to arrive: that one is checked for the free tag and goes in its bin. */
 void larder_free(void *p) {
   heap_t *heap = ld_heap_tls;
   LD_BUSY_INC(heap);
@@ -167,18 +169,21 @@ void larder_free(void *p) {
     if (LD_LIKELY(offset < bin->span && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
                   (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len)) {
       ld_prefetch_for_write(p);
-      ld_block_t *q = heap->deferred_free;
-      ld_bin_t *q_bin = heap->deferred_bin;
+      uintptr_t at = heap->deferred_at;
+      ld_deferred_t *entry = (ld_deferred_t *)((char *)heap->deferred + at);
+      ld_block_t *q = entry->block;
+      ld_bin_t *q_bin = entry->bin;
       void **slot = &q_bin->slots[q_bin->count];
-      /* (q's bin full, or none deferred: the slot holds LD_BIN_FULL, and q is not read) */
+      /* (q's bin full: the slot holds LD_BIN_FULL, and q is not read) */
       uintptr_t q_tag = ld_tag(q);
-      if (LD_LIKELY(*slot != LD_BIN_FULL && q != p && q->tag != q_tag)) {
+      if (LD_LIKELY(*slot != LD_BIN_FULL && ld_tag_settles(q->tag, q_tag))) {
         q->tag = q_tag;
         ld_bin_seal(q);
         *slot = q;
         LD_OWNER_INC32(q_bin->count);
-        LD_OWNER_SET(heap->deferred_free, p);
-        LD_OWNER_SET(heap->deferred_bin, bin);
+        LD_OWNER_SET(entry->block, p);
+        LD_OWNER_SET(entry->bin, bin);
+        LD_OWNER_SET(heap->deferred_at, (at + sizeof(ld_deferred_t)) % sizeof heap->deferred);
         LD_STAT_INC(heap, frees_cached);
         atomic_signal_fence(memory_order_seq_cst);
         LD_BUSY_DEC(heap);
@@ -221,8 +226,12 @@ static void *malloc_class(heap_t *heap, unsigned cls) {
   /* before a refill (they may be this class's blocks), and before the heap takes a superblock
    * whose block may wait in the ring: it would then reach the fast path unchecked */
   ld_cache_settle_slow_frees(heap);
-  ld_cache_settle_deferred(heap);
   if (bin->count) {
+    /* bin_pop found the top block among the deferred frees (a double free: settling them
+     * reports it, its tag being the free tag); they stay otherwise, as they stay at a refill
+     * (which looks for free tags on them first, cache.c): settled here, they would refill the
+     * bin a few blocks at a time, and a malloc and free pair went slow every 5 pairs */
+    if (ld_cache_deferred_holds(heap, bin->slots[bin->count - 1])) ld_cache_settle_deferred(heap);
     ld_block_t *b = bin->slots[bin->count - 1];
     LD_OWNER_SET(bin->count, bin->count - 1);
     ld_bin_check(b);
@@ -331,8 +340,8 @@ static LD_NOINLINE void free_small_own(heap_t *heap, sb_t *sb, ld_block_t *b) {
   ld_bin_t *bin = &heap->bins[sb->size_class];
   ld_cache_enter(heap);
   ld_cache_settle_deferred(heap); /* a double free of the deferred block is caught there */
-  if (ld_block_is_free(b)) ld_fatal_bad_free("double free", b);
-  b->tag = ld_tag(b);
+  uintptr_t w = __atomic_load_n(&b->tag, __ATOMIC_RELAXED);
+  if (w == ld_tag(b) || !ld_tag_claim(b, w)) ld_fatal_bad_free("double free", b);
   if (bin->count < bin->limit) {
     ld_cache_free_owned(heap, sb, b);
     ld_cache_leave(heap);
@@ -346,17 +355,14 @@ static LD_NOINLINE void free_small_own(heap_t *heap, sb_t *sb, ld_block_t *b) {
 }
 
 #ifndef LARDER_HARDENED
-/* The free fast path's block p (bin's class, range checked) when the deferred free cannot go
- * in its bin there: its bin is full, none is deferred, or it is p itself (a double free). The
- * deferred one is settled (checked, flushing its bin if full), then p is checked in turn, its
- * line read here, and becomes the deferred free. */
+/* The free fast path's block p (bin's class, range checked) when the oldest deferred free
+ * cannot go in its bin there: its bin is full, it carries the free tag (a double free) or a
+ * slow free's mark (internal.h, ld_tag_settles). p
+ * is checked, its line read here, the oldest settled (flushing its bin if full), and p
+ * deferred in its place (cache.c, ld_cache_defer). */
 static LD_NOINLINE void free_deferred_slow(heap_t *heap, void *p, ld_bin_t *bin) {
   ld_cache_enter(heap);
-  bool flushed = heap->deferred_free && heap->deferred_bin->count >= heap->deferred_bin->limit;
-  ld_cache_settle_deferred(heap);
-  if (ld_block_is_free((ld_block_t *)p)) ld_fatal_bad_free("double free", p);
-  LD_OWNER_SET(heap->deferred_free, p);
-  LD_OWNER_SET(heap->deferred_bin, bin);
+  bool flushed = ld_cache_defer(heap, p, bin);
   LD_STAT_INC(heap, frees_cached);
   uint64_t now = flushed ? ld_os_now_coarse_ns() : 0;
   if (flushed) LD_OWNER_SET(heap->last_slow_ns, now);
@@ -590,8 +596,8 @@ static void *realloc_block(void *p, size_t size) {
 /* realloc's common case, a small block of the thread's own that still fits its class (a
  * string or a vector that grows a little at a time), found as the free fast path finds a
  * block: the heap's table of owned superblocks gives the class, no header or ownership map is
- * read, and nothing of the thread's deferred free needs settling (p itself is checked against
- * it, and its tag for a free block, so a realloc after free is still reported, by the slow
+ * read, and nothing of the thread's deferred frees needs settling (p itself is checked against
+ * them, and its tag for a free block, so a realloc after free is still reported, by the slow
  * path). A loop of in-place reallocs: 154 -> 57 instructions a call, the loop included
  * (callgrind; mimalloc 3 84, tcmalloc 67, jemalloc 397). */
 static inline bool realloc_keeps(heap_t *heap, void *p, size_t size, size_t *own_usable) {
@@ -607,7 +613,7 @@ static inline bool realloc_keeps(heap_t *heap, void *p, size_t size, size_t *own
   uint32_t offset = (uint32_t)((uintptr_t)p - sb) - bin->first;
   size_t usable = ld_class_size[bin_offset >> LD_OWNED_CLASS_SHIFT];
   if (!(offset < bin->span && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
-        (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len && p != heap->deferred_free &&
+        (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len && !ld_heap_deferred_is(heap, p) &&
         !ld_block_is_free((const ld_block_t *)p)))
     return false;
   if (size <= usable && size >= usable / 2) return true;

@@ -53,15 +53,12 @@ static void bin_setup(ld_bin_t *bin, unsigned c) {
 }
 static inline bool bin_is_set_up(const ld_bin_t *bin) { return bin->limit != 0; }
 
-ld_bin_t ld_bin_none = {.slots = {LD_BIN_FULL}};
-
 void ld_cache_init_bins(heap_t *heap) {
   /* A heap reused from an exited thread keeps the bins its earlier threads set up (emptied
    * at exit). */
   if (heap->bins_ready) return;
   heap->bins_ready = 1;
-  LD_OWNER_SET(heap->deferred_free, NULL);
-  LD_OWNER_SET(heap->deferred_bin, &ld_bin_none);
+  ld_heap_reset_deferred(heap);
   bin_of_set(heap);
 }
 
@@ -293,8 +290,7 @@ static inline int join_held(heap_t *heap, sb_t *sb, void *p, unsigned i) {
     }
   }
   ld_block_t *b = p;
-  ld_check_small_free(sb, p); /* (p has left the ring: alloc.c, free_deferring) */
-  b->tag = ld_tag(b);
+  ld_check_small_free_tag(sb, b); /* (p has left the ring: alloc.c, free_deferring) */
   LD_STAT_INC(heap, remote_frees);
   ld_remote_slot_t *slot = &heap->remote[i];
   uint32_t size = sb->block_size;
@@ -458,13 +454,11 @@ static void settle_slow_free(heap_t *heap, void *p, bool by_purge) {
   if (!by_purge && atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap) {
     if ((char *)b >= sb->bump) ld_fatal_bad_free("invalid free (block was never allocated)", b);
     settle_deferred(heap, false); /* it may be b (the table lost b's superblock since): tagged first */
-    ld_check_small_free(sb, b);
-    b->tag = ld_tag(b);
+    ld_check_small_free_tag(sb, b);
     ld_cache_free_owned(heap, sb, b);
     return;
   }
-  ld_check_small_free(sb, b);
-  b->tag = ld_tag(b);
+  ld_check_small_free_tag(sb, b);
   ld_stat_count(by_purge ? &ld_heap_empty : heap, offsetof(ld_stats_t, remote_frees));
   void *one[1] = {b};
   send_foreign(heap, one, 1, by_purge);
@@ -488,15 +482,21 @@ void ld_cache_settle_slow_frees(heap_t *heap) { settle_slow_frees(heap); }
  * for an idle owner (ld_cache_drain_idle), which must not touch the owner's remote buffer. */
 static void bin_flush_blocks(heap_t *heap, unsigned cls, unsigned n, bool by_purge);
 static void bin_flush(heap_t *heap, unsigned cls, unsigned n) { bin_flush_blocks(heap, cls, n, false); }
+static void deferred_check(const heap_t *heap);
 static void bin_flush_blocks(heap_t *heap, unsigned cls, unsigned n, bool by_purge) {
   ld_bin_t *bin = &heap->bins[cls];
   if (n > bin->count) n = bin->count;
   if (!n) return;
+  /* (the purge's: the deferred frees were settled first, or they are none of this bin's) */
+  if (!by_purge) deferred_check(heap);
   void *out[LD_BIN_SLOTS];
   memcpy(out, bin->slots, n * sizeof(void *));
   memmove(bin->slots, bin->slots + n, (bin->count - n) * sizeof(void *));
   unsigned foreign;
   ld_heap_return(heap, bin, out, n, &foreign); /* lowers bin->count */
+  /* and after: the heap took its inbox's batches, where another thread's free of a deferred
+   * block may have tagged it */
+  if (!by_purge) deferred_check(heap);
   send_foreign(heap, out, foreign, by_purge);
 }
 
@@ -506,6 +506,12 @@ void *ld_cache_refill(heap_t *heap, unsigned cls) {
   /* The fast path found the bin empty: `fill` blocks come in, twice as many next time, up to
    * half of what the bin may hold. */
   unsigned n = ld_heap_fill(heap, cls, bin->fill); /* sets bin->count to n */
+  /* Before a block is handed out: the fill may have taken a deferred block (free tag on it:
+   * it is a double free) from its superblock's list, or from a batch of another thread's
+   * frees (the fill reads the inbox first, and takes whole batches unread), where that
+   * thread's free of the same block tagged it (double_free_random, a busy thread: about 1 run
+   * in 100 when looked for before the fill). */
+  deferred_check(heap);
   if (!n) return NULL;
   bin->refilled = 1;
   if (bin->fill < most_fill(bin)) bin->fill = (uint8_t)(2u * bin->fill < most_fill(bin) ? 2u * bin->fill : most_fill(bin));
@@ -528,22 +534,80 @@ bool ld_cache_free_owned(heap_t *heap, sb_t *sb, ld_block_t *b) {
   return full;
 }
 
-/* The deferred free into its bin (by the owner, or by the purge for an idle owner). Its tag is
- * read here, where the free fast path did not wait for its line. */
-static void settle_deferred(heap_t *heap, bool by_purge) {
-  ld_block_t *b = heap->deferred_free;
-  if (!b) return;
-  ld_bin_t *bin = heap->deferred_bin;
-  if (ld_block_is_free(b)) ld_fatal_bad_free("double free", b);
-  b->tag = ld_tag(b);
+/* Whether a free is deferred (heap_t, deferred). */
+static bool deferred_waiting(const heap_t *heap) {
+  bool any = false;
+  for (unsigned i = 0; i < LD_DEFERRED; i++) any |= ld_heap_deferred_holds(heap, i);
+  return any;
+}
+
+bool ld_cache_deferred_holds(const heap_t *heap, const void *b) {
+  for (unsigned i = 0; i < LD_DEFERRED; i++)
+    if (heap->deferred[i].block == b && ld_heap_deferred_holds(heap, i)) return true;
+  return false;
+}
+
+/* Before blocks move between the bins and the superblocks (a refill, a flush, a settle): a
+ * deferred free of a block that was free already when its free came (its free tag is there:
+ * it is in a bin or on its superblock's list) is reported now, before that block could be
+ * handed out by a refill, here or in another heap the superblock goes to, while it waits. */
+static void deferred_check(const heap_t *heap) {
+  for (unsigned i = 0; i < LD_DEFERRED; i++) {
+    const ld_block_t *b = heap->deferred[i].block;
+    if (ld_heap_deferred_holds(heap, i) && ld_block_is_free(b)) ld_fatal_bad_free("double free", b);
+  }
+}
+
+/* The deferred free at place into its bin (by the owner, or by the purge for an idle owner),
+ * and block (of bin) in its place, or its stand-in (NULL). Its tag is read here, where the free
+ * fast path did not wait for its line. Returns whether its bin was full (flushed). */
+static bool settle_deferred_at(heap_t *heap, unsigned place, ld_block_t *block, ld_bin_t *block_bin, bool by_purge) {
+  ld_block_t *b = heap->deferred[place].block;
+  ld_bin_t *bin = heap->deferred[place].bin;
+  uintptr_t w = __atomic_load_n(&b->tag, __ATOMIC_RELAXED);
+  if (w == ld_tag(b)) ld_fatal_bad_free("double free", b);
   unsigned cls = (unsigned)(bin - heap->bins);
-  if (bin->count >= bin->limit) bin_flush_blocks(heap, cls, (bin->count + 1u) / 2, by_purge);
+  bool full = bin->count >= bin->limit;
+  /* (before b's tag: the flush looks for free tags on the deferred frees, b among them) */
+  if (full) bin_flush_blocks(heap, cls, (bin->count + 1u) / 2, by_purge);
+  /* marked: another thread's free of b waits in its ring, and one of the two is a double
+   * free, reported by whichever writes the tag second (internal.h, ld_tag_claim) */
+  if (!ld_tag_claim(b, w)) ld_fatal_bad_free("double free", b);
   ld_bin_seal(b);
-  ld_heap_settle_deferred(heap, bin, b);
+  ld_heap_settle_deferred(heap, place, block, block_bin);
+  return full;
+}
+
+/* Every deferred free into its bin, oldest first, and the stand-ins made ready again. */
+static void settle_deferred(heap_t *heap, bool by_purge) {
+  if (!deferred_waiting(heap)) return;
+  deferred_check(heap);
+  for (unsigned k = 0; k < LD_DEFERRED; k++) {
+    unsigned place = (ld_heap_deferred_oldest(heap) + k) % LD_DEFERRED;
+    if (ld_heap_deferred_holds(heap, place)) settle_deferred_at(heap, place, NULL, NULL, by_purge);
+  }
+  ld_heap_reset_deferred(heap);
 }
 void ld_cache_settle_deferred(heap_t *heap) { settle_deferred(heap, false); }
+
+bool ld_cache_defer(heap_t *heap, void *p, ld_bin_t *bin) {
+  unsigned place = ld_heap_deferred_oldest(heap);
+  /* p's tag first: a double free of p is reported before p waits */
+  if (ld_block_is_free((ld_block_t *)p)) ld_fatal_bad_free("double free", p);
+  bool flushed = false;
+  if (ld_heap_deferred_holds(heap, place)) {
+    flushed = settle_deferred_at(heap, place, p, bin, false);
+  } else {
+    ld_deferred_t *entry = &heap->deferred[place];
+    LD_OWNER_SET(entry->block, (ld_block_t *)p);
+    LD_OWNER_SET(entry->bin, bin);
+  }
+  LD_OWNER_SET(heap->deferred_at, (uintptr_t)((place + 1) % LD_DEFERRED) * sizeof(ld_deferred_t));
+  return flushed;
+}
+
 void ld_cache_settle_deferred_now(heap_t *heap) {
-  if (!LD_READ(heap->deferred_free) && !slow_frees_waiting(heap)) return;
+  if (!deferred_waiting(heap) && !slow_frees_waiting(heap)) return;
   ld_cache_enter(heap);
   settle_slow_frees(heap);
   settle_deferred(heap, false);
@@ -784,7 +848,7 @@ static void bins_turn_back(heap_t *heap) {
 bool ld_cache_holds(const heap_t *heap) {
   if (LD_READ(heap->remote_bytes) || slow_frees_waiting(heap) || LD_READ(heap->medium_cached)) return true;
   if (!__atomic_load_n(&heap->bins_ready, __ATOMIC_ACQUIRE)) return false;
-  if (LD_READ(heap->deferred_free)) return true;
+  if (deferred_waiting(heap)) return true;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
     if (LD_READ(heap->bins[c].count)) return true;
   return false;
@@ -805,7 +869,7 @@ static uint64_t bins_set_up(const heap_t *heap) {
  * fast path of any bin not turned away while the purge settles it (thread_churn with a purge
  * delay of 0: "double free", about 1 run in 300). */
 static bool drain_covers_deferred(const heap_t *heap, uint64_t classes) {
-  return !LD_READ(heap->deferred_free) || !(bins_set_up(heap) & ~classes);
+  return !deferred_waiting(heap) || !(bins_set_up(heap) & ~classes);
 }
 
 int ld_cache_drain_idle(heap_t *heap) {
@@ -813,10 +877,11 @@ int ld_cache_drain_idle(heap_t *heap) {
   uint64_t set_up = bins_set_up(heap), classes = 0; /* the bins set up; those holding blocks */
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
     if ((set_up >> c & 1) && LD_READ(heap->bins[c].count)) classes |= (uint64_t)1 << c;
-  bool deferred = LD_READ(heap->deferred_free) != NULL;
+  bool deferred = deferred_waiting(heap);
   if (!classes && !deferred) return 0;
   /* A deferred free goes to the bin of its class, which the free fast path of any class may
-   * write: with one deferred, every bin is turned away. */
+   * write: with one deferred, every bin is turned away (and only then does the purge touch
+   * the deferred frees' places, below). */
   if (deferred) classes = set_up;
   /* From in use, or from turned away (the owner was in its bins last time and has not called
    * since): the owner may turn them back at this very moment, and one of the two wins. */
@@ -830,7 +895,9 @@ int ld_cache_drain_idle(heap_t *heap) {
   int drained = -1;
   if (ld_os_fence_all_threads() == 0 && !__atomic_load_n(&heap->bins_busy, __ATOMIC_ACQUIRE) &&
       drain_covers_deferred(heap, classes)) {
-    settle_deferred(heap, true);
+    /* The fast path of a bin not turned away may defer a free into an empty place at any
+     * moment: the places are the purge's only when every bin is turned away. */
+    if (!(set_up & ~classes)) settle_deferred(heap, true);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
       if (classes >> c & 1) bin_flush_blocks(heap, c, heap->bins[c].count, true);
     drained = 1;

@@ -43,7 +43,7 @@ static void heap_current_none(heap_t *heap) {
 }
 void ld_heap_empty_init(void) {
   heap_current_none(&ld_heap_empty);
-  ld_heap_empty.deferred_bin = &ld_bin_none;
+  ld_heap_reset_deferred(&ld_heap_empty);
 }
 __thread heap_t *ld_heap_tls __attribute__((tls_model("initial-exec"))) = &ld_heap_empty;
 
@@ -512,12 +512,29 @@ void ld_heap_return(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsi
   heap_unlock(heap);
 }
 
-void ld_heap_settle_deferred(heap_t *heap, ld_bin_t *bin, ld_block_t *b) {
+void ld_heap_reset_deferred(heap_t *heap) {
+  for (unsigned i = 0; i < LD_DEFERRED; i++) {
+    ld_block_t *sink = &heap->deferred_sinks[i];
+    sink->tag = 0;
+    LD_OWNER_SET(heap->deferred[i].block, sink);
+    LD_OWNER_SET(heap->deferred[i].bin, &heap->deferred_sink_bin);
+  }
+  heap->deferred_sink_bin.count = 0;
+}
+
+void ld_heap_settle_deferred(heap_t *heap, unsigned place, ld_block_t *block, ld_bin_t *bin) {
+  ld_deferred_t *entry = &heap->deferred[place];
+  ld_bin_t *old_bin = entry->bin;
+  ld_block_t *old = entry->block;
+  if (!block) {
+    block = &heap->deferred_sinks[place];
+    bin = &heap->deferred_sink_bin;
+  }
   heap_lock(heap);
-  bin->slots[bin->count] = b;
-  LD_OWNER_SET(bin->count, bin->count + 1);
-  LD_OWNER_SET(heap->deferred_free, NULL);
-  LD_OWNER_SET(heap->deferred_bin, &ld_bin_none);
+  old_bin->slots[old_bin->count] = old;
+  LD_OWNER_SET(old_bin->count, old_bin->count + 1);
+  LD_OWNER_SET(entry->block, block);
+  LD_OWNER_SET(entry->bin, bin);
   heap_unlock(heap);
 }
 
@@ -907,11 +924,13 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures) {
       figures->cached_blocks += blocks;
       figures->cached += blocks * ld_class_size[c];
     }
-    /* the deferred free (internal.h), counted as cached: its class is its bin's */
-    ld_bin_t *deferred_bin = LD_READ(h->deferred_bin);
-    if (LD_READ(h->deferred_free) && deferred_bin != &ld_bin_none) {
-      figures->cached_blocks += 1;
-      figures->cached += ld_class_size[deferred_bin - h->bins];
+    /* the deferred frees (internal.h), counted as cached: their class is their bin's */
+    for (unsigned i = 0; i < LD_DEFERRED; i++) {
+      ld_bin_t *deferred_bin = LD_READ(h->deferred[i].bin);
+      if (deferred_bin >= h->bins && deferred_bin < h->bins + LD_CLASS_COUNT) {
+        figures->cached_blocks += 1;
+        figures->cached += ld_class_size[deferred_bin - h->bins];
+      }
     }
     heap_unlock(h);
   }

@@ -232,6 +232,27 @@ static inline bool ld_ring_marked(const ld_block_t *b) {
   return (uint16_t)(t >> 48) == ld_ring_mark_bits() && ((t ^ ld_tag(b)) << 16) != 0;
 }
 
+/* Whether a deferred free's word w lets it settle at once (the free fast path, alloc.c): not
+ * its free tag (a double free) and not a slow free's mark (another thread frees the block
+ * too, and the two must not both go on: ld_tag_claim), in one compare: w xor the free tag
+ * has 0x0000 in its top 16 bits for the free tag, 0xffff for a mark. A live block whose own
+ * word has the key's top 16 bits (1 in 65,536 of random data; never 0x0000 or 0xffff:
+ * maintain.c) takes the slow path, which lets it settle. */
+static inline bool ld_tag_settles(uintptr_t w, uintptr_t tag) { return ((w ^ tag) >> 48) - 1 < 0xfffe; }
+/* Writes b's free tag where the block holds w, read and checked (not its free tag), as one
+ * atomic step when w is a slow free's mark: the owner settling its deferred free and another
+ * thread's slow free leaving its ring both check the word, then write the tag, and a double
+ * free by the two must not pass both checks (double_free_random, a busy thread: about 1 run in
+ * 100 with four deferred frees, when both wrote with a plain store). Returns false when the
+ * word changed since it was read: the other one wrote it first, a double free. */
+static inline bool ld_tag_claim(ld_block_t *b, uintptr_t w) {
+  if (((w ^ ld_tag(b)) >> 48) != 0xffff) {
+    b->tag = ld_tag(b);
+    return true;
+  }
+  return __atomic_compare_exchange_n(&b->tag, &w, ld_tag(b), false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
 /* Asks for p's cache line in a state this core may write (x86's PREFETCHW; other CPUs: the
  * compiler's write prefetch): the owner prefetches the blocks of a batch of remote frees
  * (superblock.c), which malloc will write (the tag) once they are handed out. A prefetch never
@@ -443,8 +464,14 @@ typedef struct ld_bin_s {
   void *slots[LD_BIN_SLOTS];
 } ld_bin_t;
 _Static_assert(sizeof(ld_bin_t) == 1024, "a bin is 1 KiB, so its address is a shift");
-/* A bin that is always full (slots[0] is LD_BIN_FULL): deferred_bin when no free is
- * deferred, so that the free fast path needs no test for it. Never written. */
+/* A free the thread's fast path deferred (heap_t, deferred): the block and its bin. */
+typedef struct ld_deferred_s {
+  ld_block_t *block;
+  ld_bin_t *bin;
+} ld_deferred_t;
+#define LD_DEFERRED 4 /* frees deferred (heap_t, deferred; ld_heap_deferred_is compares each) */
+
+/* A bin that is always full (slots[0] is LD_BIN_FULL). Never written. */
 extern ld_bin_t ld_bin_none;
 
 /* The superblocks a heap owns, each as its address | class << 7, in a table indexed by the
@@ -624,19 +651,27 @@ typedef struct heap_s {
    * touch the bins (ld_cache_enter), so the purge may empty an idle thread's bins (cache.c,
    * ld_cache_drain_idle). Beside the statistics free counts in: no line of its own. */
   int bins_busy;
-  /* The block the thread freed last into its own bins: checked for its range (its class's
-   * blocks, carved) but not yet for the free tag, and in no bin. Its line was prefetched; the
-   * next free reads its tag there, sets it and pushes it, so that no free waits for the line
-   * of the block it frees (issue 17: at 10^6 live blocks, churn's 96 ns per replacement
-   * became 72; jemalloc's is 68). Every slow path, the purge's drain, the thread's
-   * exit and the process's settle it first (ld_cache_settle_deferred): before a double free
-   * could hand a block out twice, and before the process ends. NULL, with deferred_bin the
-   * full ld_bin_none, when there is none. */
-  ld_block_t *deferred_free;
-  ld_bin_t *deferred_bin;
+  /* The blocks the thread freed last into its own bins, oldest at deferred_at: each checked
+   * for its range (its class's blocks, carved) but not yet for the free tag, and in no bin.
+   * Their lines were prefetched; a free reads the oldest's tag, whose line has had
+   * LD_DEFERRED calls' time to arrive, sets it and pushes it, and puts its own block in that
+   * place, so that no free waits for the line of the block it frees (issue 17: churn of 256 B
+   * blocks at 10^6 live, 96 ns per replacement with none deferred, about 88 with one, 66 with
+   * four; jemalloc 68). An empty place holds one of deferred_sinks, whose tag is 0 and which
+   * goes into deferred_sink_bin, so that the fast path needs no test for it.
+   * A double free is caught as the block settles (its free tag is there), and before then:
+   * malloc's pop of a block that is also deferred goes to the slow path, which settles them all
+   * (ld_heap_deferred_is: the block was in its bin when its free came, and would be handed out
+   * twice); every refill and flush first looks for a free tag on them (cache.c,
+   * deferred_check), since a superblock's list may hold such a block; the purge's drain, the
+   * thread's exit and the process's settle them (ld_cache_settle_deferred). */
+  ld_deferred_t deferred[LD_DEFERRED];
+  uintptr_t deferred_at; /* in bytes from deferred[0]: the fast path adds, masks and stores */
   int bins_draining;                   /* LD_BINS_*: the purge empties this idle heap's bins */
   uint64_t bins_turned_classes;        /* the classes whose frees the purge turned away */
   ld_stats_t stats;
+  ld_block_t deferred_sinks[LD_DEFERRED]; /* stand-ins for deferred[]'s empty places */
+  ld_bin_t deferred_sink_bin;             /* where they go: never full, emptied with them */
   /* medium spans this thread allocated less those it freed, their chunks' bytes and their
    * usable bytes (either may go below zero; the sum over heaps is what is in use): two shared
    * atomics were a contended line between threads that churn medium blocks (large.c) */
@@ -757,9 +792,25 @@ void ld_heap_return(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsi
  * class, 31 times per larson thread). A bin's blocks of superblocks given away while cached
  * stay in it, bin->count of them, for the caller to send to their owners. */
 void ld_heap_return_bins(heap_t *heap);
-/* The heap's deferred free b into its bin, which has room: under the heap's lock, as a fill's
- * blocks are, so that a merge of the statistics never sees b both deferred and in the bin. */
-void ld_heap_settle_deferred(heap_t *heap, ld_bin_t *bin, ld_block_t *b);
+/* The heap's deferred free at place (heap_t, deferred) into its bin, which has room, and
+ * block (of bin) in its place, or the place's stand-in when block is NULL: under the heap's
+ * lock, as a fill's blocks are, so that a merge of the statistics never sees a block both
+ * deferred and in its bin. */
+void ld_heap_settle_deferred(heap_t *heap, unsigned place, ld_block_t *block, ld_bin_t *bin);
+/* Every place of heap's deferred frees empty (none may hold a free): their stand-ins ready
+ * for the fast path, their bin emptied, the counters counting them. */
+void ld_heap_reset_deferred(heap_t *heap);
+/* Whether b is in one of the places (a free or a stand-in: the stand-ins are in no bin). */
+static inline bool ld_heap_deferred_is(const heap_t *heap, const void *b) {
+  _Static_assert(LD_DEFERRED == 4, "four compares");
+  return b == heap->deferred[0].block || b == heap->deferred[1].block || b == heap->deferred[2].block || b == heap->deferred[3].block;
+}
+/* The place of the oldest deferred free (the next a free settles). */
+static inline unsigned ld_heap_deferred_oldest(const heap_t *heap) { return (unsigned)(heap->deferred_at / sizeof(ld_deferred_t)); }
+/* Whether place holds a free (not a stand-in). */
+static inline bool ld_heap_deferred_holds(const heap_t *heap, unsigned place) {
+  return LD_READ(heap->deferred[place].bin) != &heap->deferred_sink_bin;
+}
 /* Collects the frees announced on heap's pending list and those pushed onto its current
  * superblocks (the caller owns heap). */
 void ld_heap_collect_pending(heap_t *heap);
@@ -848,9 +899,15 @@ static inline void ld_cache_leave(heap_t *heap) {
 /* Empties the bins of heap, whose thread has stopped calling, if it is not in them (the
  * purge): 1 emptied, 0 nothing to empty, -1 the owner was in them (try again later). */
 int     ld_cache_drain_idle(heap_t *heap);
-/* The deferred free (heap_t, deferred_free) checked for a double free, tagged and put in its
- * bin; the owner, in its bins (ld_cache_enter). */
+/* The deferred frees (heap_t, deferred) checked for a double free, tagged and put in their
+ * bins; the owner, in its bins (ld_cache_enter). */
 void    ld_cache_settle_deferred(heap_t *heap);
+/* The oldest deferred free settled and p (of bin, range checked) deferred in its place: the
+ * free fast path's work, when the oldest's bin is full (flushed: returns true) or it carries
+ * the free tag (reported). p is checked for the free tag. */
+bool    ld_cache_defer(heap_t *heap, void *p, ld_bin_t *bin);
+/* Whether b is one of the deferred frees (bin_pop found its counter set). */
+bool    ld_cache_deferred_holds(const heap_t *heap, const void *b);
 /* The same from outside the bins (realloc, the process's exit, a thread's statistics): enters
  * them if a free waits; the slow frees waiting (heap_t, slow_frees) are taken as well. */
 void    ld_cache_settle_deferred_now(heap_t *heap);
@@ -1090,6 +1147,12 @@ LD_NORETURN void ld_fatal_bad_free(const char *what, const void *p);
 static inline void ld_check_small_free(const sb_t *sb, const void *p) {
   if (!ld_sb_is_block_start(sb, p)) ld_fatal_bad_free("invalid free (not the start of a block)", p);
   if (ld_block_is_free((const ld_block_t *)p)) ld_fatal_bad_free("double free", p);
+}
+/* The same, then the free tag written: at once where the block is marked (ld_tag_claim). */
+static inline void ld_check_small_free_tag(const sb_t *sb, ld_block_t *b) {
+  if (!ld_sb_is_block_start(sb, b)) ld_fatal_bad_free("invalid free (not the start of a block)", b);
+  uintptr_t w = __atomic_load_n(&b->tag, __ATOMIC_RELAXED);
+  if (w == ld_tag(b) || !ld_tag_claim(b, w)) ld_fatal_bad_free("double free", b);
 }
 
 #pragma GCC visibility pop

@@ -97,6 +97,11 @@ void ld_maintain_init(void) {
   ld_link_secret |= 1;
   ld_free_key ^= ld_link_secret & ~(uintptr_t)1;
 #endif
+  /* The key's top 16 bits (the free tag's) and their inverse (a slow free's mark) are neither
+   * 0x0000 nor 0xffff, the top bytes of most words of data (small numbers, user pointers,
+   * negative ones): a block whose own word had them would take the free's slow path at every
+   * free (alloc.c, larder_free; internal.h, ld_tag_settles). */
+  if ((uint16_t)((ld_free_key >> 48) + 1) <= 1) ld_free_key ^= (uintptr_t)0x5a5a << 48;
   ld_os_cond_init(&thread_wake);
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   if (ld_options.verbose)
@@ -428,8 +433,8 @@ static void purge_thread_nudge(uint64_t now) {
  * about to go. The thread-exit hook is unregistered (a thread that ends later would call it),
  * and the purge thread is woken and waited for (it finishes a purge run at most). */
 __attribute__((destructor)) static void maintain_unload(void) {
-  /* The exiting thread's deferred free is checked now: a double free as the program's last
-   * free is still reported (alloc.c, larder_free). */
+  /* The exiting thread's deferred frees are checked now: a double free among the program's
+   * last frees is still reported (alloc.c, larder_free). */
   ld_cache_settle_deferred_now(ld_heap_tls);
   if (atomic_load_explicit(&heap_key_made, memory_order_acquire)) {
     atomic_store_explicit(&heap_key_made, 0, memory_order_release);

@@ -168,7 +168,12 @@ static int race(int remote_first, int batched) {
     pthread_barrier_wait(&race_step); /* the other thread freed it */
     alloc_announce(race_block);
     free(race_block);
-    free(pad[31]); /* the block goes in the owner's bin */
+    /* the block goes in the owner's bin, on top, as the fourth free after it settles it (the
+     * owner defers its last 4 frees: src/internal.h, LD_DEFERRED) */
+    free(pad[31]);
+    free(pad[40]);
+    free(pad[41]);
+    free(pad[42]);
   } else {
     free(race_block);
     free(pad[31]);
@@ -240,6 +245,31 @@ static int child(const char *mode) {
     pthread_t t;
     if (pthread_create(&t, NULL, free_twice_late_in_thread, blocks) != 0) return 93;
     pthread_join(t, NULL);
+    return 0;
+  }
+  if (strncmp(mode, "double-between-", 15) == 0) {
+    /* As double-between, with k frees between the two frees of a: the owner defers its last
+     * frees (src/internal.h, LD_DEFERRED), and a must be caught wherever it is among them or
+     * past them, whether the mallocs reach it before or after it settles. */
+    int k = atoi(mode + 15);
+    if (k < 1 || k > 12) return 95;
+    void *warm[64], *got[20];
+    for (int i = 0; i < 64; i++) warm[i] = malloc(48);
+    void *a = warm[20];
+    for (int i = 0; i <= k; i++) memset(warm[20 + i], 1, 48);
+    free(a);
+    for (int i = 1; i <= k; i++) free(warm[20 + i]);
+    alloc_announce(a);
+    free(a);
+    int n = 0;
+    for (; n < k + 2; n++) got[n] = malloc(48);
+    void *volatile settle = malloc(48);
+    free(settle);
+    got[n++] = malloc(48);
+    got[n++] = malloc(48);
+    for (int i = 0; i < n; i++)
+      for (int j = i + 1; j < n; j++)
+        if (got[i] == got[j]) fprintf(stderr, "a block was handed out twice: %p\n", got[i]);
     return 0;
   }
   if (strcmp(mode, "double-between") == 0) {
@@ -418,7 +448,8 @@ int main(int argc, char **argv) {
     printf("bad_free: skipped, larder is not the allocator (glibc names no address)\n");
     return ALLOC_SKIP;
   }
-  const char *modes[] = {"double", "interior", "never", "double-late", "double-between", "double-remote",
+  const char *modes[] = {"double", "interior", "never", "double-late", "double-between", "double-between-2",
+                         "double-between-3", "double-between-4", "double-between-5", "double-between-8", "double-remote",
                          "remote-double", "remote-double-late", "remote-double-batched", "race-owner-first",
                          "race-remote-first", "race-remote-first-batched", "idle-double", "large-double", "large-interior",
                          "medium-double", "medium-double-late", "medium-double-remote"};
