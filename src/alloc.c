@@ -321,8 +321,10 @@ static LD_NOINLINE void free_span(heap_t *heap, sb_t *sb, void *p) {
 
 static LD_NOINLINE void free_remote_sent(heap_t *heap) { ld_maintain_poll(heap, ld_os_now_coarse_ns(), false); }
 
-/* A checked small block that is the thread's own, or freed by a thread without a heap yet. */
-static LD_NOINLINE void free_small_own(heap_t *heap, sb_t *sb, ld_block_t *b) {
+/* A checked small block that is the thread's own, or freed by a thread without a heap yet.
+ * claimed: it left the thread's ring of slow frees marked, and carries the claimed word that
+ * its leaving wrote (cache.c, slow_free_leaves), checked there. */
+static LD_NOINLINE void free_small_own(heap_t *heap, sb_t *sb, ld_block_t *b, bool claimed) {
   /* A thread that only frees gets a heap too: its batches of remote frees and its counters
    * are its own (shared ones would serialise every consumer thread on one cache line). */
   if (heap == &ld_heap_empty) {
@@ -340,8 +342,8 @@ static LD_NOINLINE void free_small_own(heap_t *heap, sb_t *sb, ld_block_t *b) {
   ld_bin_t *bin = &heap->bins[sb->size_class];
   ld_cache_enter(heap);
   ld_cache_settle_deferred(heap); /* a double free of the deferred block is caught there */
-  uintptr_t w = __atomic_load_n(&b->tag, __ATOMIC_RELAXED);
-  if (w == ld_tag(b) || !ld_tag_claim(b, w)) ld_fatal_bad_free("double free", b);
+  if (claimed) b->tag = ld_tag(b);
+  else ld_cache_claim_own(b);
   if (bin->count < bin->limit) {
     ld_cache_free_owned(heap, sb, b);
     ld_cache_leave(heap);
@@ -373,15 +375,15 @@ static LD_NOINLINE void free_deferred_slow(heap_t *heap, void *p, ld_bin_t *bin)
 #endif
 
 /* free_checked past the ownership map's look (p's header is larder's). */
-static LD_NOINLINE void free_mapped(heap_t *heap, sb_t *sb, void *p);
+static LD_NOINLINE void free_mapped(heap_t *heap, sb_t *sb, void *p, bool claimed);
 
 /* free_slow past its first look: everything checked from the ownership map on. */
-static LD_NOINLINE void free_checked(heap_t *heap, sb_t *sb, void *p) {
+static LD_NOINLINE void free_checked(heap_t *heap, sb_t *sb, void *p, bool claimed) {
   if (LD_UNLIKELY(!ld_addrmap_contains_header(p))) not_owned("free", p);
-  free_mapped(heap, sb, p);
+  free_mapped(heap, sb, p, claimed);
 }
 
-static LD_NOINLINE void free_mapped(heap_t *heap, sb_t *sb, void *p) {
+static LD_NOINLINE void free_mapped(heap_t *heap, sb_t *sb, void *p, bool claimed) {
   if (sb->magic != LD_SB_MAGIC) ld_fatal_bad_free("invalid free (not a block from larder)", p);
   if (LD_UNLIKELY(sb->kind != LD_KIND_SMALL)) {
     free_span(heap, sb, p);
@@ -390,7 +392,7 @@ static LD_NOINLINE void free_mapped(heap_t *heap, sb_t *sb, void *p) {
   ld_check_small_free(sb, p);
   ld_block_t *b = p;
   if (LD_UNLIKELY(heap == &ld_heap_empty || atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap)) {
-    free_small_own(heap, sb, b);
+    free_small_own(heap, sb, b, claimed);
     return;
   }
   b->tag = ld_tag(b);
@@ -411,13 +413,13 @@ static LD_NOINLINE void free_remote_append(heap_t *heap, sb_t *sb, void *p) {
 /* A remote free past the ring, after its join (ld_cache_join_held): joined its batch open in
  * the thread's buffer (inline), the batch full (appended and sent), or none (free_checked
  * opens one, or frees into a superblock the global heap holds). */
-static inline void free_joined(heap_t *heap, sb_t *sb, void *p, int joined) {
+static inline void free_joined(heap_t *heap, sb_t *sb, void *p, int joined, bool claimed) {
   if (LD_LIKELY(joined == LD_JOIN_DONE)) return;
   if (joined == LD_JOIN_APPEND) {
     free_remote_append(heap, sb, p);
     return;
   }
-  free_checked(heap, sb, p);
+  free_checked(heap, sb, p, claimed);
 }
 
 #ifndef LARDER_HARDENED
@@ -436,7 +438,7 @@ static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
     if (LD_UNLIKELY(!ld_addrmap_contains_header(p))) not_owned("free", p);
     uintptr_t offset = (uintptr_t)p - (uintptr_t)sb;
     if (LD_UNLIKELY(!(offset & (offset - 1)))) {
-      free_mapped(heap, sb, p); /* (looked up just now) */
+      free_mapped(heap, sb, p, false); /* (looked up just now) */
       return;
     }
   }
@@ -466,7 +468,8 @@ static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
   p = ld_cache_defer_slow_free(heap, p, slot, &slot);
   if (!p) return;
   sb = ld_sb_of(p);
-  free_joined(heap, sb, p, ld_cache_join_held(heap, sb, p, slot));
+  bool claimed = slot & LD_SLOW_FREE_TAGGED;
+  free_joined(heap, sb, p, ld_cache_join_held(heap, sb, p, slot & ~LD_SLOW_FREE_TAGGED), claimed);
 }
 #endif
 
@@ -481,7 +484,7 @@ static LD_NOINLINE void free_slow(void *p, heap_t *heap) {
     return;
   }
 #endif
-  free_joined(heap, sb, p, ld_cache_free_remote_batched(heap, sb, p));
+  free_joined(heap, sb, p, ld_cache_free_remote_batched(heap, sb, p), false);
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -290,7 +290,8 @@ static inline int join_held(heap_t *heap, sb_t *sb, void *p, unsigned i) {
     }
   }
   ld_block_t *b = p;
-  ld_check_small_free_tag(sb, b); /* (p has left the ring: alloc.c, free_deferring) */
+  ld_check_small_free(sb, p); /* (p has left the ring: alloc.c, free_deferring) */
+  b->tag = ld_tag(b);
   LD_STAT_INC(heap, remote_frees);
   ld_remote_slot_t *slot = &heap->remote[i];
   uint32_t size = sb->block_size;
@@ -400,11 +401,16 @@ static bool slow_frees_waiting(const heap_t *heap) {
  * still carry the mark, over six bytes that are not its free tag's: else it was free already
  * when this free came, or its owner wrote its tag since (freed it again, or handed it out),
  * or the program wrote it after its free; sending it on would give the owner a block that is
- * free already or that the program holds. The mark stays: a marked word never equals the
- * free tag (their top two bytes differ), so the checks that follow, those of any slow free, pass,
- * and every way on writes the free tag over it. */
-static inline void slow_free_leaves(const void *p, unsigned tagged) {
-  if (tagged && LD_UNLIKELY(!ld_ring_marked(p))) ld_fatal_bad_free("double free (or write after free)", p);
+ * free already or that the program holds. The claimed word goes over the mark before the
+ * block's slot is let go (the callers store the slot after, with release order): an owner
+ * that meets the mark as it settles a deferred free of the block looks for it in every ring,
+ * and must find either the slot or this word (cache.c, deferred_claim). The claimed word
+ * never equals the free tag (their top two bytes differ), so the checks that follow, those of
+ * any slow free, pass, and every way on writes the free tag over it. */
+static inline void slow_free_leaves(void *p, unsigned tagged) {
+  if (!tagged) return;
+  if (LD_UNLIKELY(!ld_ring_marked(p))) ld_fatal_bad_free("double free (or write after free)", p);
+  __atomic_store_n(&((ld_block_t *)p)->tag, ld_ring_claimed_word(p), __ATOMIC_RELAXED);
 }
 
 /* One slow free out of the ring (NULL: none), under the remote buffer's protocol: the owner's
@@ -413,8 +419,8 @@ static void *take_slow_free(heap_t *heap) {
   for (unsigned i = 0; i < LD_SLOW_FREES; i++) {
     void *p = heap->slow_frees[i];
     if (p) {
-      heap->slow_frees[i] = NULL;
       slow_free_leaves(p, heap->slow_free_slots[i] & LD_SLOW_FREE_TAGGED);
+      __atomic_store_n(&heap->slow_frees[i], NULL, __ATOMIC_RELEASE);
       return p;
     }
   }
@@ -428,10 +434,10 @@ void *ld_cache_defer_slow_free(heap_t *heap, void *p, unsigned slot, unsigned *o
     if (LD_UNLIKELY(ring[i] == p)) ld_fatal_bad_free("double free", p);
   unsigned i = heap->slow_free_next++ % LD_SLOW_FREES;
   void *old = ring[i];
-  ring[i] = p;
   unsigned old_entry = heap->slow_free_slots[i];
   if (old) slow_free_leaves(old, old_entry & LD_SLOW_FREE_TAGGED);
-  *old_slot = old_entry & ~LD_SLOW_FREE_TAGGED;
+  __atomic_store_n(&ring[i], p, __ATOMIC_RELEASE);
+  *old_slot = old_entry; /* (LD_SLOW_FREE_TAGGED kept: the caller knows the claimed word is there) */
   heap->slow_free_slots[i] = (uint16_t)slot;
   if (!old) remote_leave(heap); /* else the caller joins old to its batch, still in the buffer */
   return old;
@@ -454,11 +460,13 @@ static void settle_slow_free(heap_t *heap, void *p, bool by_purge) {
   if (!by_purge && atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap) {
     if ((char *)b >= sb->bump) ld_fatal_bad_free("invalid free (block was never allocated)", b);
     settle_deferred(heap, false); /* it may be b (the table lost b's superblock since): tagged first */
-    ld_check_small_free_tag(sb, b);
+    ld_check_small_free(sb, b);
+    b->tag = ld_tag(b);
     ld_cache_free_owned(heap, sb, b);
     return;
   }
-  ld_check_small_free_tag(sb, b);
+  ld_check_small_free(sb, b);
+  b->tag = ld_tag(b);
   ld_stat_count(by_purge ? &ld_heap_empty : heap, offsetof(ld_stats_t, remote_frees));
   void *one[1] = {b};
   send_foreign(heap, one, 1, by_purge);
@@ -554,9 +562,41 @@ bool ld_cache_deferred_holds(const heap_t *heap, const void *b) {
 static void deferred_check(const heap_t *heap) {
   for (unsigned i = 0; i < LD_DEFERRED; i++) {
     const ld_block_t *b = heap->deferred[i].block;
-    if (ld_heap_deferred_holds(heap, i) && ld_block_is_free(b)) ld_fatal_bad_free("double free", b);
+    if (ld_heap_deferred_holds(heap, i) && (ld_block_is_free(b) || b->tag == ld_ring_claimed_word(b)))
+      ld_fatal_bad_free("double free", b);
   }
 }
+
+/* Whether p waits in any thread's ring of slow frees (a walk of every heap's ring, without a
+ * lock: heaps are never unmapped, and the list only grows; the rings' slots are stored with
+ * release order, each after its block's mark or claimed word). */
+static bool slow_free_waits_anywhere(const void *p) {
+  for (heap_t *h = ld_heaps_first(); h; h = h->next_heap)
+    for (unsigned i = 0; i < LD_SLOW_FREES; i++)
+      if (__atomic_load_n(&h->slow_frees[i], __ATOMIC_ACQUIRE) == p) return true;
+  return false;
+}
+
+/* The owner writes the free tag of b, its own block freed on the fast path (deferred) or a slow
+ * one, after a last look at its word. The free tag, or a slow free's claimed word
+ * (slow_free_leaves), is a double free. A mark means another thread's free of b waits in its
+ * ring, one of the two being a double free; or it is the program's data, which matches a mark
+ * in 1 word of 65,536. Both check the word and then write it, and must not both go on
+ * (double_free_random, a busy thread: about 1 run in 100 with four deferred frees, when the
+ * owner wrote over a mark): so a marked word sends the owner through every heap's ring. There
+ * it finds b, a double free; or it does not, and then the other free has left its ring and
+ * its claimed word is there (it writes the word, then its slot), or there was none. A free
+ * that marks b after that finds the owner's free tag over its mark as it leaves. */
+static void deferred_claim(ld_block_t *b) {
+  uintptr_t tag = ld_tag(b), w = __atomic_load_n(&b->tag, __ATOMIC_RELAXED);
+  if (((w ^ tag) >> 48) == 0xffff) {
+    if (slow_free_waits_anywhere(b)) ld_fatal_bad_free("double free", b);
+    w = __atomic_load_n(&b->tag, __ATOMIC_RELAXED);
+  }
+  if (w == tag || w == ld_ring_claimed_word(b)) ld_fatal_bad_free("double free", b);
+  __atomic_store_n(&b->tag, tag, __ATOMIC_RELAXED);
+}
+void ld_cache_claim_own(ld_block_t *b) { deferred_claim(b); }
 
 /* The deferred free at place into its bin (by the owner, or by the purge for an idle owner),
  * and block (of bin) in its place, or its stand-in (NULL). Its tag is read here, where the free
@@ -564,15 +604,12 @@ static void deferred_check(const heap_t *heap) {
 static bool settle_deferred_at(heap_t *heap, unsigned place, ld_block_t *block, ld_bin_t *block_bin, bool by_purge) {
   ld_block_t *b = heap->deferred[place].block;
   ld_bin_t *bin = heap->deferred[place].bin;
-  uintptr_t w = __atomic_load_n(&b->tag, __ATOMIC_RELAXED);
-  if (w == ld_tag(b)) ld_fatal_bad_free("double free", b);
+  if (ld_block_is_free(b)) ld_fatal_bad_free("double free", b);
   unsigned cls = (unsigned)(bin - heap->bins);
   bool full = bin->count >= bin->limit;
   /* (before b's tag: the flush looks for free tags on the deferred frees, b among them) */
   if (full) bin_flush_blocks(heap, cls, (bin->count + 1u) / 2, by_purge);
-  /* marked: another thread's free of b waits in its ring, and one of the two is a double
-   * free, reported by whichever writes the tag second (internal.h, ld_tag_claim) */
-  if (!ld_tag_claim(b, w)) ld_fatal_bad_free("double free", b);
+  deferred_claim(b);
   ld_bin_seal(b);
   ld_heap_settle_deferred(heap, place, block, block_bin);
   return full;

@@ -221,6 +221,7 @@ static inline bool ld_block_is_free(const ld_block_t *b) { return b->tag == ld_t
 #else
 #define LD_TAG_TOP_BYTES 6
 #endif
+#define LD_MARK_FLIP ((uintptr_t)0xffff << 48) /* a mark's top 16 bits are the key's, flipped */
 static inline uint16_t ld_ring_mark_bits(void) { return (uint16_t)~(ld_free_key >> 48); }
 static inline void ld_ring_mark(ld_block_t *b) {
   uint16_t mark = ld_ring_mark_bits();
@@ -234,24 +235,16 @@ static inline bool ld_ring_marked(const ld_block_t *b) {
 
 /* Whether a deferred free's word w lets it settle at once (the free fast path, alloc.c): not
  * its free tag (a double free) and not a slow free's mark (another thread frees the block
- * too, and the two must not both go on: ld_tag_claim), in one compare: w xor the free tag
- * has 0x0000 in its top 16 bits for the free tag, 0xffff for a mark. A live block whose own
- * word has the key's top 16 bits (1 in 65,536 of random data; never 0x0000 or 0xffff:
- * maintain.c) takes the slow path, which lets it settle. */
+ * too, and the two must not both go on: cache.c, deferred_claim), in one compare: w xor the
+ * free tag has 0x0000 in its top 16 bits for the free tag, 0xffff for a mark. A live block
+ * whose own word has either (1 in 32,768 of random data; never 0x0000 or 0xffff: maintain.c)
+ * takes the slow path, which lets it settle. */
 static inline bool ld_tag_settles(uintptr_t w, uintptr_t tag) { return ((w ^ tag) >> 48) - 1 < 0xfffe; }
-/* Writes b's free tag where the block holds w, read and checked (not its free tag), as one
- * atomic step when w is a slow free's mark: the owner settling its deferred free and another
- * thread's slow free leaving its ring both check the word, then write the tag, and a double
- * free by the two must not pass both checks (double_free_random, a busy thread: about 1 run in
- * 100 with four deferred frees, when both wrote with a plain store). Returns false when the
- * word changed since it was read: the other one wrote it first, a double free. */
-static inline bool ld_tag_claim(ld_block_t *b, uintptr_t w) {
-  if (((w ^ ld_tag(b)) >> 48) != 0xffff) {
-    b->tag = ld_tag(b);
-    return true;
-  }
-  return __atomic_compare_exchange_n(&b->tag, &w, ld_tag(b), false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-}
+/* What a slow free leaving its ring writes over its mark (cache.c, slow_free_leaves): the mark
+ * over the free tag's six low bytes, a word that says "another thread's free has this block"
+ * to its owner (a deferred free of it is a double free: cache.c, deferred_claim), and that the
+ * free's own later checks do not take for the free tag. */
+static inline uintptr_t ld_ring_claimed_word(const void *b) { return ld_tag(b) ^ LD_MARK_FLIP; }
 
 /* Asks for p's cache line in a state this core may write (x86's PREFETCHW; other CPUs: the
  * compiler's write prefetch): the owner prefetches the blocks of a batch of remote frees
@@ -906,15 +899,19 @@ void    ld_cache_settle_deferred(heap_t *heap);
  * free fast path's work, when the oldest's bin is full (flushed: returns true) or it carries
  * the free tag (reported). p is checked for the free tag. */
 bool    ld_cache_defer(heap_t *heap, void *p, ld_bin_t *bin);
-/* Whether b is one of the deferred frees (bin_pop found its counter set). */
+/* Whether b is one of the deferred frees (bin_pop's compare matched). */
 bool    ld_cache_deferred_holds(const heap_t *heap, const void *b);
+/* The free tag written on b, a block of the thread's own freed on a slow path, after its word
+ * is checked: not the free tag, nor marked by another thread's free (a double free). */
+void    ld_cache_claim_own(ld_block_t *b);
 /* The same from outside the bins (realloc, the process's exit, a thread's statistics): enters
  * them if a free waits; the slow frees waiting (heap_t, slow_frees) are taken as well. */
 void    ld_cache_settle_deferred_now(heap_t *heap);
 /* free_slow's p joins the thread's ring of slow frees (its lines are being prefetched), with
  * `slot`, where its superblock's batch was in the remote buffer (LD_REMOTE_SLOTS: none; a hint,
  * looked at again when p leaves the ring). The free it displaces, if any, is returned with its
- * slot in *old_slot, and the caller is left in the remote buffer (remote_busy: it finishes with
+ * slot in *old_slot (LD_SLOW_FREE_TAGGED set if it was marked: its claimed word is on it now,
+ * slow_free_leaves), and the caller is left in the remote buffer (remote_busy: it finishes with
  * ld_cache_join_held); NULL: none, and the buffer is left. A pointer already in the ring is
  * reported as a double free. */
 void   *ld_cache_defer_slow_free(heap_t *heap, void *p, unsigned slot, unsigned *old_slot);
@@ -1148,12 +1145,7 @@ static inline void ld_check_small_free(const sb_t *sb, const void *p) {
   if (!ld_sb_is_block_start(sb, p)) ld_fatal_bad_free("invalid free (not the start of a block)", p);
   if (ld_block_is_free((const ld_block_t *)p)) ld_fatal_bad_free("double free", p);
 }
-/* The same, then the free tag written: at once where the block is marked (ld_tag_claim). */
-static inline void ld_check_small_free_tag(const sb_t *sb, ld_block_t *b) {
-  if (!ld_sb_is_block_start(sb, b)) ld_fatal_bad_free("invalid free (not the start of a block)", b);
-  uintptr_t w = __atomic_load_n(&b->tag, __ATOMIC_RELAXED);
-  if (w == ld_tag(b) || !ld_tag_claim(b, w)) ld_fatal_bad_free("double free", b);
-}
+
 
 #pragma GCC visibility pop
 
