@@ -32,9 +32,11 @@
  *      it joins the heap's 4 deferred frees (internal.h, heap_t deferred), in the place of the
  *      oldest, whose line has had 4 calls' time to arrive: it must not carry the free tag (a
  *      double free), gets it and goes in its bin. A free of a cold block thus never waits for
- *      its line (churn of 256 B blocks at 10^6 live: 96 ns per replacement with no deferred
- *      free, about 88 with one, 66 with four; jemalloc 68). malloc's pop compares its block
- *      with the 4; every refill and flush looks for a free tag on them first; the purge's
+ *      its line (churn of 256 B blocks at 10^6 live: 81-96 ns per replacement with one
+ *      deferred free, 61-66 with four; docs/results.md). One compare sends a deferred block
+ *      whose word is its free tag or another thread's mark to the slow path (cache.c,
+ *      deferred_claim). malloc's pop compares its block with the 4; a refill looks for free
+ *      tags on them after its fill, a flush before and after; the purge's
  *      drain of an idle thread, the thread's exit and the process's settle them, so a double
  *      free is reported before the block could be handed out twice. The hardened build defers
  *      nothing.

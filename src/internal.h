@@ -649,15 +649,17 @@ typedef struct heap_s {
    * Their lines were prefetched; a free reads the oldest's tag, whose line has had
    * LD_DEFERRED calls' time to arrive, sets it and pushes it, and puts its own block in that
    * place, so that no free waits for the line of the block it frees (issue 17: churn of 256 B
-   * blocks at 10^6 live, 96 ns per replacement with none deferred, about 88 with one, 66 with
-   * four; jemalloc 68). An empty place holds one of deferred_sinks, whose tag is 0 and which
-   * goes into deferred_sink_bin, so that the fast path needs no test for it.
-   * A double free is caught as the block settles (its free tag is there), and before then:
-   * malloc's pop of a block that is also deferred goes to the slow path, which settles them all
-   * (ld_heap_deferred_is: the block was in its bin when its free came, and would be handed out
-   * twice); every refill and flush first looks for a free tag on them (cache.c,
-   * deferred_check), since a superblock's list may hold such a block; the purge's drain, the
-   * thread's exit and the process's settle them (ld_cache_settle_deferred). */
+   * blocks at 10^6 live, 81-96 ns per replacement with one deferred, 61-66 with four). An
+   * empty place holds one of deferred_sinks, whose tag is 0 and which goes into
+   * deferred_sink_bin, so that the fast path needs no test for it.
+   * A double free is caught as the block settles (its free tag is there, or another thread's
+   * mark or claimed word: cache.c, deferred_claim), and before then: malloc's pop of a block
+   * that is also deferred goes to the slow path, which settles them all (ld_heap_deferred_is:
+   * the block was in its bin when its free came, and would be handed out twice); a refill
+   * looks for a free tag on them after its fill and a flush before and after (cache.c,
+   * deferred_check), since a superblock's list, or another thread's batch of frees, may hold
+   * such a block; the purge's drain, the thread's exit and the process's settle them
+   * (ld_cache_settle_deferred). */
   ld_deferred_t deferred[LD_DEFERRED];
   uintptr_t deferred_at; /* in bytes from deferred[0]: the fast path adds, masks and stores */
   int bins_draining;                   /* LD_BINS_*: the purge empties this idle heap's bins */
