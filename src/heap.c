@@ -526,8 +526,9 @@ void ld_heap_settle_deferred(heap_t *heap, unsigned place, ld_block_t *block, ld
   ld_deferred_t *entry = &heap->deferred[place];
   ld_bin_t *old_bin = entry->bin;
   ld_block_t *old = entry->block;
-  if (!block) {
+  if (!block) { /* the place's stand-in, its tag 0 again (cache.c, deferred_check) */
     block = &heap->deferred_sinks[place];
+    block->tag = 0;
     bin = &heap->deferred_sink_bin;
   }
   heap_lock(heap);
