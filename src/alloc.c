@@ -233,7 +233,7 @@ static void *malloc_class(heap_t *heap, unsigned cls) {
      * reports it, its tag being the free tag); they stay otherwise, as they stay at a refill
      * (which looks for free tags on them after its fill, cache.c): settled here, they would
      * refill the bin a few blocks at a time, and a malloc and free pair went slow every 5 */
-    if (ld_cache_deferred_holds(heap, bin->slots[bin->count - 1])) ld_cache_settle_deferred(heap);
+    if (ld_heap_deferred_is(heap, bin->slots[bin->count - 1])) ld_cache_settle_deferred(heap);
     ld_block_t *b = bin->slots[bin->count - 1];
     LD_OWNER_SET(bin->count, bin->count - 1);
     ld_bin_check(b);

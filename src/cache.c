@@ -549,12 +549,6 @@ static bool deferred_waiting(const heap_t *heap) {
   return any;
 }
 
-bool ld_cache_deferred_holds(const heap_t *heap, const void *b) {
-  for (unsigned i = 0; i < LD_DEFERRED; i++)
-    if (heap->deferred[i].block == b && ld_heap_deferred_holds(heap, i)) return true;
-  return false;
-}
-
 /* Before blocks move between the bins and the superblocks (a refill, a flush, a settle): a
  * deferred free of a block that was free already when its free came (its free tag is there:
  * it is in a bin or on its superblock's list) is reported now, before that block could be

@@ -925,7 +925,9 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures) {
       figures->cached_blocks += blocks;
       figures->cached += blocks * ld_class_size[c];
     }
-    /* the deferred frees (internal.h), counted as cached: their class is their bin's */
+    /* the deferred frees (internal.h), counted as cached: their class is their bin's. A range
+     * check, not a compare with the stand-ins' bin: a heap whose bins are not set up yet has
+     * NULL places (the statistics during start-up: misuse_stats_during_start) */
     for (unsigned i = 0; i < LD_DEFERRED; i++) {
       ld_bin_t *deferred_bin = LD_READ(h->deferred[i].bin);
       if (deferred_bin >= h->bins && deferred_bin < h->bins + LD_CLASS_COUNT) {

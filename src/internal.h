@@ -464,9 +464,6 @@ typedef struct ld_deferred_s {
 } ld_deferred_t;
 #define LD_DEFERRED 4 /* frees deferred (heap_t, deferred; ld_heap_deferred_is compares each) */
 
-/* A bin that is always full (slots[0] is LD_BIN_FULL). Never written. */
-extern ld_bin_t ld_bin_none;
-
 /* The superblocks a heap owns, each as its address | class << 7, in a table indexed by the
  * address in 64 KiB units (the default S; a bigger superblock fills one slot per 64 KiB, so a
  * block's own address finds it): the free fast path learns a block's owner and bin
@@ -793,7 +790,7 @@ void ld_heap_return_bins(heap_t *heap);
  * deferred and in its bin. */
 void ld_heap_settle_deferred(heap_t *heap, unsigned place, ld_block_t *block, ld_bin_t *bin);
 /* Every place of heap's deferred frees empty (none may hold a free): their stand-ins ready
- * for the fast path, their bin emptied, the counters counting them. */
+ * for the fast path (tag 0), their bin emptied. */
 void ld_heap_reset_deferred(heap_t *heap);
 /* Whether b is in one of the places (a free or a stand-in: the stand-ins are in no bin). */
 static inline bool ld_heap_deferred_is(const heap_t *heap, const void *b) {
@@ -901,8 +898,6 @@ void    ld_cache_settle_deferred(heap_t *heap);
  * free fast path's work, when the oldest's bin is full (flushed: returns true) or it carries
  * the free tag (reported). p is checked for the free tag. */
 bool    ld_cache_defer(heap_t *heap, void *p, ld_bin_t *bin);
-/* Whether b is one of the deferred frees (bin_pop's compare matched). */
-bool    ld_cache_deferred_holds(const heap_t *heap, const void *b);
 /* The free tag written on b, a block of the thread's own freed on a slow path, after its word
  * is checked: not the free tag, nor marked by another thread's free (a double free). */
 void    ld_cache_claim_own(ld_block_t *b);
@@ -1147,7 +1142,6 @@ static inline void ld_check_small_free(const sb_t *sb, const void *p) {
   if (!ld_sb_is_block_start(sb, p)) ld_fatal_bad_free("invalid free (not the start of a block)", p);
   if (ld_block_is_free((const ld_block_t *)p)) ld_fatal_bad_free("double free", p);
 }
-
 
 #pragma GCC visibility pop
 
