@@ -95,6 +95,7 @@ typedef struct larder_stats_s {
   size_t medium_bytes_cached;     /* kept spans' chunks (in bytes_cached and bytes_held) */
   size_t remote_inbox_full;       /* batches that found their owner's inbox full: onto the superblock's remote list instead */
   size_t remote_hint_taken;       /* of remote_hinted, blocks taken in whole batches from their hints, without reading them */
+  size_t remote_to_bins;          /* blocks freed by other threads in batches of one or two, put straight in their owners' caches unread */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);

@@ -412,6 +412,7 @@ typedef struct ld_stats_s {
   size_t refill_pending_examined; /* messages and announced superblocks refills looked at (at most 64 of each per refill) */
   size_t remote_hinted;           /* remote-list blocks whose lines a refill prefetched from hints */
   size_t remote_hint_taken;       /* of those, taken in whole batches from their hints (superblock.c) */
+  size_t remote_to_bins;          /* blocks of batches of one or two put in the owner's bins unread (heap.c) */
 } ld_stats_t;
 
 #ifdef LARDER_STATS
@@ -769,9 +770,11 @@ static inline ld_message_t *ld_inbox_next(heap_t *heap) {
   return atomic_load_explicit(&m->seq, memory_order_acquire) == (uint16_t)(pos + 1) ? m : NULL;
 }
 
-/* Fills bin cls of the calling thread's heap with up to `want` blocks (the heap's pending
- * frees first, then its superblocks, the global heap, a new superblock) and raises the bin's
- * count by as many. Returns how many (0: out of memory, errno ENOMEM). Takes the heap's lock. */
+/* Fills bin cls (empty) of the calling thread's heap with up to `want` blocks (the heap's
+ * pending frees first, whose batches of one or two blocks go straight into their classes'
+ * bins, this one's included; then its superblocks, the global heap, a new superblock) and
+ * raises the bin's count by as many. Returns the bin's count (0: out of memory, errno ENOMEM).
+ * The owner's, in its bins; takes the heap's lock. */
 unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want);
 /* Returns n blocks of the calling thread's (blocks[i] freed or cached, tagged), which leave
  * `bin` (its count falls by n), to their superblocks, and applies Hoard's threshold to their

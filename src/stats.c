@@ -19,7 +19,8 @@
   X(bytes_refaulted) X(purge_thread_runs) X(purge_thread_bytes) X(bytes_cached) X(bytes_remote_pending) \
   X(cache_flushes) X(remote_batches) X(remote_announcements) X(purge_thread_starts) X(idle_bins_emptied) \
   X(parked_heaps_taken) X(parked_heaps_released) X(heaps_examined) X(refill_pending_examined) \
-  X(remote_hinted) X(medium_tails_purged) X(medium_cache_hits) X(medium_bytes_cached) X(remote_inbox_full) X(remote_hint_taken)
+  X(remote_hinted) X(medium_tails_purged) X(medium_cache_hits) X(medium_bytes_cached) X(remote_inbox_full) X(remote_hint_taken) \
+  X(remote_to_bins)
 
 static size_t positive(int64_t v) { return v > 0 ? (size_t)v : 0; }
 
@@ -82,6 +83,7 @@ void larder_stats_get(larder_stats_t *out) {
   out->remote_announcements = counts.remote_announcements;
   out->remote_inbox_full = counts.remote_inbox_full;
   out->remote_hint_taken = counts.remote_hint_taken;
+  out->remote_to_bins = counts.remote_to_bins;
   out->validations = atomic_load_explicit(&ld_validations, memory_order_relaxed);
   out->medium_allocs = counts.medium_allocs;
   out->medium_bytes_in_use = medium;

@@ -14,6 +14,9 @@
  *              (it was handed out twice, unreported; the child says so and ends normally);
  *   double-remote - the owner frees a block, then another thread frees it again;
  *   remote-double - another thread frees a block twice (both through the remote path);
+ *   remote-into-bin-double - another thread frees a block (a batch of one, which the owner's
+ *              next refill puts in its bin unread: heap.c, inbox_to_bin), then the owner frees
+ *              it again;
  *   remote-double-late - another thread frees a block, ten others of its owner's, then the
  *              first again (the first has left the ring of slow frees by then: its tag tells);
  *   idle-double - a thread that stopped calling has its bins emptied and turned away by the
@@ -60,6 +63,11 @@
 
 static void *free_in_thread(void *p) {
   alloc_announce(p);
+  free(p);
+  return NULL;
+}
+
+static void *free_quietly_in_thread(void *p) {
   free(p);
   return NULL;
 }
@@ -305,6 +313,27 @@ static int child(const char *mode) {
     free(p);
     return 0;
   }
+  if (strcmp(mode, "remote-into-bin-double") == 0) {
+    /* another thread's free of p is a batch of one, which main's next refill puts straight in
+     * its bin (heap.c, inbox_to_bin: the block is not read); then main frees p again */
+    void *warm[64], *got[12];
+    for (int i = 0; i < 64; i++) warm[i] = malloc(48);
+    void *p = warm[40];
+    memset(p, 1, 48);
+    pthread_t t;
+    if (pthread_create(&t, NULL, free_quietly_in_thread, p) != 0) return 93;
+    pthread_join(t, NULL);
+    void *volatile refill = malloc(3000); /* a class main has not used: a refill reads the inbox */
+    (void)refill;
+    alloc_announce(p);
+    free(p);
+    for (int i = 0; i < 8; i++) free(warm[i]);
+    for (int i = 0; i < 12; i++) got[i] = malloc(48);
+    for (int i = 0; i < 12; i++)
+      for (int j = i + 1; j < 12; j++)
+        if (got[i] == got[j]) fprintf(stderr, "a block was handed out twice: %p\n", got[i]);
+    return 0;
+  }
   if (strcmp(mode, "double-remote") == 0 || strcmp(mode, "remote-double") == 0) {
     void *p = malloc(48), *keep = malloc(48);
     memset(p, 1, 48);
@@ -450,7 +479,7 @@ int main(int argc, char **argv) {
   }
   const char *modes[] = {"double", "interior", "never", "double-late", "double-between", "double-between-2",
                          "double-between-3", "double-between-4", "double-between-5", "double-between-8", "double-remote",
-                         "remote-double", "remote-double-late", "remote-double-batched", "race-owner-first",
+                         "remote-double", "remote-double-late", "remote-double-batched", "remote-into-bin-double", "race-owner-first",
                          "race-remote-first", "race-remote-first-batched", "idle-double", "large-double", "large-interior",
                          "medium-double", "medium-double-late", "medium-double-remote"};
   for (int debug = 0; debug <= 1; debug++)
