@@ -50,11 +50,14 @@
  *      superblock has a batch in the thread's buffer, which was checked as it opened. It is
  *      marked as it enters (two bytes of its tag word: a store), and must still carry the mark
  *      as it leaves, so that a double free by two threads is caught in either order. The free
- *      it displaces goes on: into its superblock's batch (cache.c: 256 slots, 4-way
- *      set-associative, 256 KiB in all), after its own checks (block start, free tag),
+ *      it displaces goes on: into its superblock's batch (cache.c: 1,024 slots, 4-way
+ *      set-associative, 512 KiB in all), after its own checks (block start, free tag),
  *      inline; else the header's checks, then a free into a superblock the global heap holds
  *      (global.c), or a new batch. A full batch is handed over with one CAS, as a message in
- *      the owner's inbox (internal.h, ld_message_t), which the owner reads at its next fill.
+ *      the owner's inbox (internal.h, ld_message_t), which the owner reads at its next fill;
+ *      a batch of one or two (frees scattered over a large heap) waits in the outbox for 15
+ *      more to the same owner, the 16 sent with one CAS, and the owner's fill puts their
+ *      blocks straight in its bins.
  *      A batch that finds the inbox full reads it for the owner (trylock) or, when the owner's
  *      lock is busy, goes onto its superblock's remote list (a second CAS announces it).
  *      No free waits for a lock (seed 002).

@@ -98,6 +98,28 @@ static void batch_hint_write(const ld_remote_slot_t *slot, const sb_t *sb) {
  * the superblock to its owner with a second (unless the owner allocates from it). Either way
  * it helps an owner that seems idle. now: the coarse clock, read once by a caller that sends
  * many. */
+/* The outbox's batches go (heap_t, outbox): their inbox slots claimed with one CAS, as many as
+ * the inbox has room for; the rest as a batch that finds the inbox full goes (below). */
+static void outbox_send(heap_t *heap, uint64_t now) {
+  unsigned k = heap->outbox_count;
+  if (!k) return;
+  heap_t *owner = heap->outbox_owner;
+  unsigned done = ld_inbox_push_many(owner, heap->outbox, k, heap);
+  if (done < k && ld_heap_help_full_inbox(heap, owner)) done += ld_inbox_push_many(owner, heap->outbox + done, k - done, heap);
+  for (unsigned i = done; i < k; i++) {
+    const ld_message_t *m = &heap->outbox[i];
+    sb_t *sb = ld_sb_of(m->head);
+    LD_STAT_INC(heap, remote_inbox_full);
+    if (ld_sb_push_remote_batch(sb, m->head, ld_message_tail(m), m->count)) {
+      ld_sb_announce(sb);
+      LD_STAT_INC(heap, remote_announcements);
+      ld_due_note(now);
+    }
+  }
+  LD_OWNER_SET(heap->outbox_count, 0);
+  ld_heap_help_idle_owner(heap, owner, now);
+}
+
 static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint64_t now) {
   batch_hint_write(slot, sb);
   uint32_t bytes = slot->count * slot->block_size;
@@ -106,10 +128,26 @@ static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint6
    * has its message forwarded by that owner (heap.c): while the batch holds blocks of sb they
    * count as used, so sb stays a superblock of its class. */
   heap_t *owner = slot->owner;
-  bool announce = false;
+  bool announce = false, staged = false;
   heap_t *self = heap == &ld_heap_empty ? NULL : heap; /* (the empty heap is every thread's) */
-  if (!ld_inbox_push(owner, sb, slot->head, slot->tail, slot->count, self) &&
-      !(ld_heap_help_full_inbox(heap, owner) && ld_inbox_push(owner, sb, slot->head, slot->tail, slot->count, self))) {
+  if (self && slot->count <= 2) {
+    /* A batch of one or two (frees scattered over a large heap: churn-remote at 10^6 live
+     * blocks sent 1.3 blocks a batch) waits in the outbox for others to the same owner, and
+     * LD_OUTBOX of them go with one CAS (a CAS a batch was 6% of that run's time: it waits
+     * for this core's stores to the blocks freed before it, each a line from another core).
+     * Their owner's fill puts them straight in its bins (heap.c, inbox_to_bin). */
+    if (heap->outbox_count && heap->outbox_owner != owner) outbox_send(heap, now);
+    if (!heap->outbox_count && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX)
+      ld_due_note(now); /* sent by the purge if the thread idles */
+    ld_message_t *m = &heap->outbox[heap->outbox_count];
+    m->head = slot->head;
+    m->tail_offset = (uint32_t)((char *)slot->tail - (char *)sb);
+    m->count = (uint16_t)slot->count;
+    heap->outbox_owner = owner;
+    LD_OWNER_SET(heap->outbox_count, heap->outbox_count + 1);
+    staged = true;
+  } else if (!ld_inbox_push(owner, sb, slot->head, slot->tail, slot->count, self) &&
+             !(ld_heap_help_full_inbox(heap, owner) && ld_inbox_push(owner, sb, slot->head, slot->tail, slot->count, self))) {
     announce = ld_sb_push_remote_batch(sb, slot->head, slot->tail, slot->count);
     if (heap != &ld_heap_empty) LD_STAT_INC(heap, remote_inbox_full);
   }
@@ -130,6 +168,10 @@ static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint6
     if (heap != &ld_heap_empty) LD_STAT_INC(heap, remote_announcements);
     ld_due_note(now); /* the owner collects at its next fill; if it idles, the purge does */
   }
+  if (staged) {
+    if (heap->outbox_count == LD_OUTBOX) outbox_send(heap, now);
+    return;
+  }
   /* An owner that stopped calling (blocked on a queue) is helped by its freers, batch by
    * batch, rather than keeping everything they free until the purge (Hoard §2.2). */
   ld_heap_help_idle_owner(heap, owner, now);
@@ -145,6 +187,7 @@ static void remote_send_open(heap_t *heap) {
       unsigned i = word * 64 + (unsigned)__builtin_ctzll(bits);
       remote_send_at(heap, heap->remote_sb[i], &heap->remote[i], now);
     }
+  outbox_send(heap, now);
 }
 
 /* b joins slot's batch (b's superblock's, which has room; the caller sets the tail of a new
@@ -312,7 +355,7 @@ int ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p) {
 }
 
 static void remote_send_all(heap_t *heap) {
-  if (!heap->remote_bytes) return;
+  if (!heap->remote_bytes && !heap->outbox_count) return;
   remote_enter(heap);
   remote_send_open(heap);
   remote_leave(heap);
@@ -350,7 +393,7 @@ static void *take_slow_free(heap_t *heap);
 static void settle_slow_free(heap_t *heap, void *p, bool by_purge);
 
 bool ld_cache_send_idle_batches(heap_t *heap) {
-  if (!LD_READ(heap->remote_bytes) && !slow_frees_waiting(heap)) return true;
+  if (!LD_READ(heap->remote_bytes) && !LD_READ(heap->outbox_count) && !slow_frees_waiting(heap)) return true;
   __atomic_store_n(&heap->remote_draining, 1, __ATOMIC_SEQ_CST);
   bool sent = false;
   int fence = ld_os_fence_all_threads();
@@ -886,7 +929,8 @@ static void bins_turn_back(heap_t *heap) {
 }
 
 bool ld_cache_holds(const heap_t *heap) {
-  if (LD_READ(heap->remote_bytes) || slow_frees_waiting(heap) || LD_READ(heap->medium_cached)) return true;
+  if (LD_READ(heap->remote_bytes) || LD_READ(heap->outbox_count) || slow_frees_waiting(heap) || LD_READ(heap->medium_cached))
+    return true;
   if (!__atomic_load_n(&heap->bins_ready, __ATOMIC_ACQUIRE)) return false;
   if (deferred_waiting(heap)) return true;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)

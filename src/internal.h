@@ -372,6 +372,9 @@ bool ld_sb_is_announced(const sb_t *sb);
  * false: the inbox is full, nothing was done. self: the sending thread's heap, which keeps the
  * owner's head as last read (NULL: none to keep). */
 bool ld_inbox_push(struct heap_s *owner, sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n, struct heap_s *self);
+/* Sends the first of k messages (each a batch, as above; their seq is not read) with one CAS,
+ * as many as the inbox has room for: returns how many. */
+unsigned ld_inbox_push_many(struct heap_s *owner, const struct ld_message_s *messages, unsigned k, struct heap_s *self);
 /* Takes the oldest published message of heap's inbox into *out; false: none (or the next one
  * is claimed and not yet written). The caller holds heap's lock. */
 bool ld_inbox_take(struct heap_s *heap, struct ld_message_s *out);
@@ -612,6 +615,7 @@ static inline ld_block_t *ld_message_tail(const ld_message_t *m) {
   return (ld_block_t *)((char *)ld_sb_of(m->head) + m->tail_offset);
 }
 _Static_assert(LD_REMOTE_BATCH <= UINT16_MAX, "a message's count");
+#define LD_OUTBOX 16 /* batches of one or two a thread sends together (heap_t, outbox) */
 
 /* ---- heaps (heap.c) ---- */
 /* Hoard's u and a are kept per size class, as its proof bounds them (seed 004 §4.1): a heap
@@ -694,6 +698,11 @@ typedef struct heap_s {
   uint32_t slow_free_next;             /* the slot the next one takes (wraps) */
   struct heap_s *inbox_seen_owner;     /* the heap whose inbox this thread last wrote to, */
   uint32_t inbox_seen_head;            /* and its inbox_head as read then (superblock.c) */
+  /* Batches of one or two blocks for one owner, sent together: one CAS claims their inbox
+   * slots (cache.c, outbox_send). Part of the remote buffer, under its protocol. */
+  struct heap_s *outbox_owner;
+  uint32_t outbox_count;
+  ld_message_t outbox[LD_OUTBOX];
   struct heap_s *help_owner;           /* the heap this thread last sent batches to, */
   uint64_t help_looks;                 /* its `looks` then, */
   uint32_t help_batches;               /* and the batches sent since (ld_heap_help_idle_owner) */

@@ -423,7 +423,7 @@ sb_t *ld_sb_pending_take(struct heap_s *owner) {
 
 /* ---- the inbox (internal.h, ld_message_t) ---- */
 
-bool ld_inbox_push(struct heap_s *owner, sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n, struct heap_s *self) {
+unsigned ld_inbox_push_many(struct heap_s *owner, const ld_message_t *messages, unsigned k, struct heap_s *self) {
   uint32_t seen;
   if (self && self->inbox_seen_owner == owner) {
     seen = self->inbox_seen_head;
@@ -431,27 +431,37 @@ bool ld_inbox_push(struct heap_s *owner, sb_t *sb, ld_block_t *head, ld_block_t 
     seen = atomic_load_explicit(&owner->inbox_head, memory_order_acquire);
     if (self) self->inbox_seen_owner = owner, self->inbox_seen_head = seen;
   }
-  uint32_t pos = atomic_load_explicit(&owner->inbox_tail, memory_order_relaxed);
+  uint32_t pos = atomic_load_explicit(&owner->inbox_tail, memory_order_relaxed), take;
   for (;;) {
-    if (pos - seen >= LD_INBOX_SLOTS) {
-      /* the head seen is a ring behind: read it again (acquire: the reader is done with the
-       * message the slot held a pass ago) */
+    uint32_t used = pos - seen;
+    if (used + k > LD_INBOX_SLOTS) {
+      /* the head seen may be behind: read it again (acquire: the reader is done with the
+       * messages the slots held a pass ago) */
       seen = atomic_load_explicit(&owner->inbox_head, memory_order_acquire);
       if (self) self->inbox_seen_head = seen;
       /* the tail again, after the head: never behind it */
       pos = atomic_load_explicit(&owner->inbox_tail, memory_order_relaxed);
-      if (pos - seen >= LD_INBOX_SLOTS) return false; /* full */
+      used = pos - seen;
+      if (used >= LD_INBOX_SLOTS) return 0; /* full */
     }
-    if (atomic_compare_exchange_weak_explicit(&owner->inbox_tail, &pos, pos + 1, memory_order_relaxed, memory_order_relaxed))
+    take = k < LD_INBOX_SLOTS - used ? k : LD_INBOX_SLOTS - used;
+    if (atomic_compare_exchange_weak_explicit(&owner->inbox_tail, &pos, pos + take, memory_order_relaxed, memory_order_relaxed))
       break;
   }
-  ld_message_t *m = &owner->inbox[pos & (LD_INBOX_SLOTS - 1)];
-  m->head = head;
-  m->tail_offset = (uint32_t)((char *)tail - (char *)sb);
-  m->count = (uint16_t)n;
-  /* release: the batch's links and tags, written by this thread, go with it */
-  atomic_store_explicit(&m->seq, (uint16_t)(pos + 1), memory_order_release);
-  return true;
+  for (uint32_t i = 0; i < take; i++) {
+    ld_message_t *m = &owner->inbox[(pos + i) & (LD_INBOX_SLOTS - 1)];
+    m->head = messages[i].head;
+    m->tail_offset = messages[i].tail_offset;
+    m->count = messages[i].count;
+    /* release: the batch's links and tags, written by this thread, go with it */
+    atomic_store_explicit(&m->seq, (uint16_t)(pos + i + 1), memory_order_release);
+  }
+  return take;
+}
+
+bool ld_inbox_push(struct heap_s *owner, sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n, struct heap_s *self) {
+  ld_message_t m = {.head = head, .tail_offset = (uint32_t)((char *)tail - (char *)sb), .count = (uint16_t)n};
+  return ld_inbox_push_many(owner, &m, 1, self) == 1;
 }
 
 bool ld_inbox_take(struct heap_s *heap, ld_message_t *out) {

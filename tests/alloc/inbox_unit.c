@@ -9,6 +9,10 @@
  *   wrap              70,000 passes of the ring's 256 slots, one message at a time and in
  *                     bursts: the 16-bit sequence numbers wrap (65,536) and nothing is lost or
  *                     repeated;
+ *   many at once      a thread's outbox of batches of one or two (cache.c) goes with one CAS:
+ *                     16 messages pushed together into a ring with room for 5 put 5 (the
+ *                     first 5, after what was there), the next try none; with room, all 16
+ *                     come out in order;
  *   fork holes        a slot claimed and never written (a thread of the parent that a fork
  *                     left behind) stops the reader; ld_inbox_after_fork publishes it empty
  *                     (count 0) and the messages after it come through;
@@ -73,6 +77,25 @@ static void check_wrap(void) {
     for (unsigned k = 0; k < burst; k++, next++) bad += !take_expect(next, 1 + next % 64);
   }
   CHECK_MSG(bad == 0, "%d pushes or takes failed over %u messages", bad, sent);
+  CHECK(ld_inbox_waiting(&ring_heap) == 0);
+}
+
+static void check_many_at_once(void) {
+  ld_message_t batch[LD_OUTBOX];
+  for (unsigned i = 0; i < LD_OUTBOX; i++) {
+    batch[i].head = block_at(500 + i);
+    batch[i].tail_offset = (uint32_t)((char *)block_at(501 + i) - fake_sb);
+    batch[i].count = (uint16_t)(1 + i % 2);
+  }
+  for (unsigned i = 0; i < LD_INBOX_SLOTS - 5; i++) CHECK(push(i, 1));
+  CHECK_MSG(ld_inbox_push_many(&ring_heap, batch, LD_OUTBOX, &writer_heap) == 5, "room for 5: not 5 put");
+  CHECK_MSG(ld_inbox_push_many(&ring_heap, batch + 5, LD_OUTBOX - 5, &writer_heap) == 0, "a full inbox took more");
+  int bad = 0;
+  for (unsigned i = 0; i < LD_INBOX_SLOTS - 5; i++) bad += !take_expect(i, 1);
+  for (unsigned i = 0; i < 5; i++) bad += !take_expect(500 + i, 1 + i % 2);
+  CHECK(ld_inbox_push_many(&ring_heap, batch, LD_OUTBOX, &writer_heap) == LD_OUTBOX);
+  for (unsigned i = 0; i < LD_OUTBOX; i++) bad += !take_expect(500 + i, 1 + i % 2);
+  CHECK_MSG(bad == 0, "%d messages came out wrong", bad);
   CHECK(ld_inbox_waiting(&ring_heap) == 0);
 }
 
@@ -244,6 +267,7 @@ static void check_forwarded(void) {
 int main(void) {
   check_order_and_bound();
   check_wrap();
+  check_many_at_once();
   check_fork_holes();
   check_many_writers();
   check_inbox_full();
