@@ -174,6 +174,17 @@ int ld_os_purge(void *addr, size_t bytes) {
   return 0;
 }
 
+int ld_os_advise_huge_pages(void *addr, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  int saved = errno;
+  if (madvise(addr, bytes, MADV_HUGEPAGE) != 0) return os_fail(saved, EINVAL);
+  return 0;
+#else
+  (void)addr, (void)bytes;
+  return EINVAL;
+#endif
+}
+
 size_t ld_os_page_size(void) {
   static size_t page;
   if (!page) {

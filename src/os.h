@@ -33,6 +33,10 @@ int      ld_os_protect_none(void *addr, size_t bytes);
 int      ld_os_random(void *buf, size_t bytes);
 /* Gives the pages back to the OS; the range stays mapped and reads as zero when touched again. */
 int      ld_os_purge(void *addr, size_t bytes);
+/* Asks the kernel to back the range with transparent huge pages (MADV_HUGEPAGE) when it can:
+ * a hint, so 0 or the kernel's refusal (EINVAL where THP is absent); not a purge (the
+ * madvise statistics count purges only). */
+int      ld_os_advise_huge_pages(void *addr, size_t bytes);
 
 size_t   ld_os_page_size(void);
 int      ld_os_cpu_count(void);

@@ -313,6 +313,11 @@ static segment_t *segment_map(size_t need_chunks) {
   if (n < header_chunks + need_chunks + GUARD_CHUNKS) return NULL;
   void *base;
   if (ld_os_map_aligned(bytes, LD_SEGMENT_ALIGN, &base) != 0) return NULL;
+  /* LARDER_HUGE_PAGES: a random walk over a large heap misses the TLB on nearly every block
+   * with 4 KiB pages (churn, 10^6 live blocks of 256 B: 0.81x the CPU with huge pages, peak RSS
+   * 1.01x). Off by default: RSS then grows 2 MiB at a time, and the kernel's khugepaged may
+   * make a purged range resident again (docs/allocator.md). */
+  if (ld_options.huge_pages != 0) ld_os_advise_huge_pages(base, bytes);
   if (ld_addrmap_add(base, bytes) != 0) {
     ld_os_unmap(base, bytes);
     return NULL;
