@@ -733,6 +733,10 @@ typedef struct heap_s {
   uint64_t last_slow_ns;               /* coarse clock at the owner's last slow path (set by
                                           alloc.c before it calls down: the heap's "now") */
   uint64_t looks;                      /* times the owner looked at its pending frees */
+  /* A thread uses it. Beside last_slow_ns and looks, which a freer reads with it for every
+   * batch it sends (heap.c, ld_heap_help_idle_owner): one line from the owner's core, not two
+   * (it sat on the lock's line, which the owner writes at every slow path). */
+  int live;
   sb_t *pending_taken;                 /* taken from `pending`, not yet looked at (heap.c) */
   /* Superblocks with frees waiting (announced), pushed by any thread with a CAS. Its own
    * cache line: remote freers write it, the owner reads it on every refill. */
@@ -749,7 +753,6 @@ typedef struct heap_s {
   struct heap_s *next_heap;            /* all heaps, live and abandoned */
   struct heap_s *next_idle;            /* heaps no thread uses, newest first (heaps.lock) */
   struct heap_s *next_orphan;          /* the queue of orphan heaps (heaps.lock) */
-  int live;                            /* a thread uses it */
   int orphan_tid;                      /* made after its thread's exit hook ran: that thread's id */
   bool kept_current;                   /* parked with its classes' current superblocks (heap.c) */
   bool table_purged;                   /* parked with nothing: owned[]'s pages given back (heap.c) */
