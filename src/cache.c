@@ -91,35 +91,40 @@ static void batch_hint_write(const ld_remote_slot_t *slot, const sb_t *sb) {
   }
 }
 
-/* Hands slot's batch to its superblock's owner: one message in the owner's inbox, one CAS
- * (internal.h, ld_message_t). A batch that finds the inbox full reads it for the owner
- * (trylock); when the owner's lock is busy, it goes the way every batch went before: onto the
- * superblock's remote list with a CAS, and the first batch since the owner looked announces
- * the superblock to its owner with a second (unless the owner allocates from it). Either way
- * it helps an owner that seems idle. now: the coarse clock, read once by a caller that sends
- * many. */
-/* The outbox's batches go (heap_t, outbox): their inbox slots claimed with one CAS, as many as
- * the inbox has room for; the rest as a batch that finds the inbox full goes (below). */
-static void outbox_send(heap_t *heap, uint64_t now) {
-  unsigned k = heap->outbox_count;
-  if (!k) return;
-  heap_t *owner = heap->outbox_owner;
-  unsigned done = ld_inbox_push_many(owner, heap->outbox, k, heap);
-  if (done < k && ld_heap_help_full_inbox(heap, owner)) done += ld_inbox_push_many(owner, heap->outbox + done, k - done, heap);
+/* Sends k messages (batches of remote frees) to owner's inbox, their slots claimed with one
+ * CAS (internal.h, ld_message_t). When the inbox has room for fewer, the freer reads it for
+ * the owner (trylock) and tries again; a message still left goes the way every batch went
+ * before: onto its superblock's remote list with a CAS, and the first batch since the owner
+ * looked announces the superblock to its owner with a second (unless the owner allocates from
+ * it). A superblock is read after its push only when the push announced it (else it may be
+ * freed: internal.h). */
+static void messages_send(heap_t *heap, heap_t *owner, const ld_message_t *messages, unsigned k, uint64_t now) {
+  heap_t *self = heap == &ld_heap_empty ? NULL : heap; /* (the empty heap is every thread's) */
+  unsigned done = ld_inbox_push_many(owner, messages, k, self);
+  if (done < k && ld_heap_help_full_inbox(heap, owner)) done += ld_inbox_push_many(owner, messages + done, k - done, self);
   for (unsigned i = done; i < k; i++) {
-    const ld_message_t *m = &heap->outbox[i];
+    const ld_message_t *m = &messages[i];
     sb_t *sb = ld_sb_of(m->head);
-    LD_STAT_INC(heap, remote_inbox_full);
+    if (self) LD_STAT_INC(heap, remote_inbox_full);
     if (ld_sb_push_remote_batch(sb, m->head, ld_message_tail(m), m->count)) {
       ld_sb_announce(sb);
-      LD_STAT_INC(heap, remote_announcements);
-      ld_due_note(now);
+      if (self) LD_STAT_INC(heap, remote_announcements);
+      ld_due_note(now); /* the owner collects at its next fill; if it idles, the purge does */
     }
   }
-  LD_OWNER_SET(heap->outbox_count, 0);
-  ld_heap_help_idle_owner(heap, owner, now);
 }
 
+/* The outbox's batches go (heap_t, outbox), 16 for one CAS. */
+static void outbox_send(heap_t *heap, uint64_t now) {
+  if (!heap->outbox_count) return;
+  messages_send(heap, heap->outbox_owner, heap->outbox, heap->outbox_count, now);
+  LD_OWNER_SET(heap->outbox_count, 0);
+  ld_heap_help_idle_owner(heap, heap->outbox_owner, now);
+}
+
+/* Hands slot's batch to its superblock's owner: one message (messages_send), or a place in the
+ * outbox for a batch of one or two. Either way it helps an owner that seems idle. now: the
+ * coarse clock, read once by a caller that sends many. */
 static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint64_t now) {
   batch_hint_write(slot, sb);
   uint32_t bytes = slot->count * slot->block_size;
@@ -128,9 +133,8 @@ static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint6
    * has its message forwarded by that owner (heap.c): while the batch holds blocks of sb they
    * count as used, so sb stays a superblock of its class. */
   heap_t *owner = slot->owner;
-  bool announce = false, staged = false;
-  heap_t *self = heap == &ld_heap_empty ? NULL : heap; /* (the empty heap is every thread's) */
-  if (self && slot->count <= 2) {
+  bool staged = heap != &ld_heap_empty && slot->count <= 2;
+  if (staged) {
     /* A batch of one or two (frees scattered over a large heap: churn-remote at 10^6 live
      * blocks sent 1.3 blocks a batch) waits in the outbox for others to the same owner, and
      * LD_OUTBOX of them go with one CAS (a CAS a batch was 6% of that run's time: it waits
@@ -145,11 +149,9 @@ static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint6
     m->count = (uint16_t)slot->count;
     heap->outbox_owner = owner;
     LD_OWNER_SET(heap->outbox_count, heap->outbox_count + 1);
-    staged = true;
-  } else if (!ld_inbox_push(owner, sb, slot->head, slot->tail, slot->count, self) &&
-             !(ld_heap_help_full_inbox(heap, owner) && ld_inbox_push(owner, sb, slot->head, slot->tail, slot->count, self))) {
-    announce = ld_sb_push_remote_batch(sb, slot->head, slot->tail, slot->count);
-    if (heap != &ld_heap_empty) LD_STAT_INC(heap, remote_inbox_full);
+  } else {
+    ld_message_t m = {.head = slot->head, .tail_offset = (uint32_t)((char *)slot->tail - (char *)sb), .count = (uint16_t)slot->count};
+    messages_send(heap, owner, &m, 1, now);
   }
   if (heap != &ld_heap_empty) {
     LD_STAT_INC(heap, remote_batches);
@@ -163,11 +165,6 @@ static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint6
   slot->head = slot->tail = NULL;
   slot->count = 0;
   if (heap->remote_busy) LD_OWNER_SET(heap->last_slow_ns, now); /* the owner at work: not idle */
-  if (announce) {
-    ld_sb_announce(sb);
-    if (heap != &ld_heap_empty) LD_STAT_INC(heap, remote_announcements);
-    ld_due_note(now); /* the owner collects at its next fill; if it idles, the purge does */
-  }
   if (staged) {
     if (heap->outbox_count == LD_OUTBOX) outbox_send(heap, now);
     return;

@@ -368,12 +368,11 @@ void ld_sb_announce(sb_t *sb);
  * under its lock (heap.c, global.c: a bounded part at a time, the rest kept in pending_taken). */
 sb_t *ld_sb_pending_take(struct heap_s *owner);
 bool ld_sb_is_announced(const sb_t *sb);
-/* Sends a batch (head..tail, n blocks of sb, linked and tagged) to owner's inbox: one CAS.
- * false: the inbox is full, nothing was done. self: the sending thread's heap, which keeps the
- * owner's head as last read (NULL: none to keep). */
-bool ld_inbox_push(struct heap_s *owner, sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n, struct heap_s *self);
-/* Sends the first of k messages (each a batch, as above; their seq is not read) with one CAS,
- * as many as the inbox has room for: returns how many. */
+/* Sends k messages to owner's inbox (each a batch: its first block, its last's offset from
+ * their superblock and its count, the blocks linked and tagged; seq is not read), as many as
+ * the inbox has room for, with one CAS: returns how many (0: the inbox is full, nothing was
+ * done). self: the sending thread's heap, which keeps the owner's head as last read (NULL:
+ * none to keep). */
 unsigned ld_inbox_push_many(struct heap_s *owner, const struct ld_message_s *messages, unsigned k, struct heap_s *self);
 /* Takes the oldest published message of heap's inbox into *out; false: none (or the next one
  * is claimed and not yet written). The caller holds heap's lock. */

@@ -459,11 +459,6 @@ unsigned ld_inbox_push_many(struct heap_s *owner, const ld_message_t *messages, 
   return take;
 }
 
-bool ld_inbox_push(struct heap_s *owner, sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n, struct heap_s *self) {
-  ld_message_t m = {.head = head, .tail_offset = (uint32_t)((char *)tail - (char *)sb), .count = (uint16_t)n};
-  return ld_inbox_push_many(owner, &m, 1, self) == 1;
-}
-
 bool ld_inbox_take(struct heap_s *heap, ld_message_t *out) {
   ld_message_t *m = ld_inbox_next(heap);
   if (!m) return false;

@@ -41,8 +41,13 @@ static _Alignas(65536) char fake_sb[65536];
 
 static ld_block_t *block_at(unsigned i) { return (ld_block_t *)(fake_sb + 1024 + 16 * (i % 2048)); }
 
+/* One batch (head..tail, count blocks of sb) as one message. */
+static bool push_one(heap_t *owner, sb_t *sb, ld_block_t *head, ld_block_t *tail, unsigned count, heap_t *self) {
+  ld_message_t m = {.head = head, .tail_offset = (uint32_t)((char *)tail - (char *)sb), .count = (uint16_t)count};
+  return ld_inbox_push_many(owner, &m, 1, self) == 1;
+}
 static bool push(unsigned i, unsigned count) {
-  return ld_inbox_push(&ring_heap, (sb_t *)fake_sb, block_at(i), block_at(i + 1), count, &writer_heap);
+  return push_one(&ring_heap, (sb_t *)fake_sb, block_at(i), block_at(i + 1), count, &writer_heap);
 }
 static bool take_expect(unsigned i, unsigned count) {
   ld_message_t m;
@@ -120,7 +125,7 @@ static void *writer(void *arg) {
   for (unsigned i = 0; i < PER_WRITER; i++) {
     /* the writer and its sequence number, in the head's place (nothing reads through it) */
     ld_block_t *head = (ld_block_t *)(((uintptr_t)w << 40) | ((uintptr_t)i << 4));
-    while (!ld_inbox_push(&ring_heap, (sb_t *)fake_sb, head, block_at(0), 1, &heaps[w])) sched_yield();
+    while (!push_one(&ring_heap, (sb_t *)fake_sb, head, block_at(0), 1, &heaps[w])) sched_yield();
   }
   return NULL;
 }
@@ -240,7 +245,7 @@ static void check_forwarded(void) {
   ba->tag = ld_tag(ba);
   ld_set_next(bb, ba);
   bb->tag = ld_tag(bb);
-  CHECK(ld_inbox_push(other_heap, sb, bb, ba, 2, NULL));
+  CHECK(push_one(other_heap, sb, bb, ba, 2, NULL));
   /* The help takes the other heap's lock with a trylock, which the purge thread may hold for
    * a moment (its tidy of every heap, which may also read the message and forward it itself:
    * either way it comes back to main). A failed try is a busy lock, not the case under test. */
