@@ -149,11 +149,9 @@ void larder_free(void *p) {
   LD_BUSY_INC(heap);
   atomic_signal_fence(memory_order_seq_cst);
   uintptr_t sb = (uintptr_t)p & ld_sb_mask;
-  /* class << 6, if the heap owns sb (a relaxed load, a plain one: the purge may clear an entry) */
-  const uintptr_t *owned = heap->owned;
-  uintptr_t bin_offset = LD_READ(owned[ld_owned_slot((uintptr_t)p)]) - sb;
-  if (LD_LIKELY(bin_offset < ((uintptr_t)LD_CLASS_COUNT << LD_OWNED_CLASS_SHIFT))) {
-    ld_bin_t *bin = (ld_bin_t *)((char *)heap + bin_offset * (sizeof(ld_bin_t) >> LD_OWNED_CLASS_SHIFT));
+  uintptr_t owned_class = ld_heap_owned_class(heap, (uintptr_t)p, sb);
+  if (LD_LIKELY(owned_class < LD_OWNED_NONE)) {
+    ld_bin_t *bin = ld_heap_owned_bin(heap, owned_class);
     uint32_t offset = (uint32_t)((uintptr_t)p - sb) - bin->first;
 #ifdef LARDER_HARDENED
     /* Hardened: no free is deferred. The block is sealed (its link written) as it is
@@ -616,11 +614,11 @@ static inline bool realloc_keeps(heap_t *heap, void *p, size_t size, size_t *own
   return false; /* the hardened build checks every call in full */
 #else
   uintptr_t sb = (uintptr_t)p & ld_sb_mask;
-  uintptr_t bin_offset = LD_READ(heap->owned[ld_owned_slot((uintptr_t)p)]) - sb;
-  if (bin_offset >= ((uintptr_t)LD_CLASS_COUNT << LD_OWNED_CLASS_SHIFT)) return false;
-  const ld_bin_t *bin = (const ld_bin_t *)((char *)heap + bin_offset * (sizeof(ld_bin_t) >> LD_OWNED_CLASS_SHIFT));
+  uintptr_t owned_class = ld_heap_owned_class(heap, (uintptr_t)p, sb);
+  if (owned_class >= LD_OWNED_NONE) return false;
+  const ld_bin_t *bin = ld_heap_owned_bin(heap, owned_class);
   uint32_t offset = (uint32_t)((uintptr_t)p - sb) - bin->first;
-  size_t usable = ld_class_size[bin_offset >> LD_OWNED_CLASS_SHIFT];
+  size_t usable = ld_class_size[owned_class >> LD_OWNED_CLASS_SHIFT];
   if (!(offset < bin->span && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
         (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len && !ld_heap_deferred_is(heap, p) &&
         !ld_block_is_free((const ld_block_t *)p)))

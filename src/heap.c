@@ -298,10 +298,10 @@ static bool inbox_to_bin(heap_t *heap, const ld_message_t *m) {
   unsigned k = m->count;
   if (k == 0 || k > 2) return false;
   uintptr_t sb = (uintptr_t)ld_sb_of(m->head);
-  uintptr_t bin_offset = heap->owned[ld_owned_slot(sb)] - sb;
-  if (bin_offset >= ((uintptr_t)LD_CLASS_COUNT << LD_OWNED_CLASS_SHIFT)) return false; /* not the heap's now */
-  unsigned cls = (unsigned)(bin_offset >> LD_OWNED_CLASS_SHIFT);
-  ld_bin_t *bin = &heap->bins[cls];
+  uintptr_t owned_class = ld_heap_owned_class(heap, sb, sb);
+  if (owned_class >= LD_OWNED_NONE) return false; /* not the heap's now */
+  unsigned cls = (unsigned)(owned_class >> LD_OWNED_CLASS_SHIFT);
+  ld_bin_t *bin = ld_heap_owned_bin(heap, owned_class);
   if (bin->count + k > bin->limit) return false; /* full (or not set up: limit 0) */
   bin->slots[bin->count] = m->head;
   if (k == 2) bin->slots[bin->count + 1] = ld_message_tail(m);

@@ -768,6 +768,20 @@ typedef struct heap_s {
 
 /* bin_of's entry for bin c */
 #define ld_bin_offset(c) ((uint32_t)(offsetof(heap_t, bins) + (size_t)(c) * sizeof(ld_bin_t)))
+/* What heap's table of owned superblocks says of p, whose superblock is sb (p masked): p's class
+ * << LD_OWNED_CLASS_SHIFT when the heap owns sb, else a value at or past LD_OWNED_NONE, so one
+ * compare tells (the free fast path's; a relaxed load, a plain one: the purge may clear an
+ * entry). */
+#define LD_OWNED_NONE ((uintptr_t)LD_CLASS_COUNT << LD_OWNED_CLASS_SHIFT)
+static inline uintptr_t ld_heap_owned_class(const heap_t *heap, uintptr_t p, uintptr_t sb) {
+  const uintptr_t *owned = heap->owned; /* (indexed so, the table's offset folds into the load) */
+  return LD_READ(owned[ld_owned_slot(p)]) - sb;
+}
+/* The bin of such a class: a multiply by a power of two (a bin is 1 KiB, the bins first). */
+_Static_assert(offsetof(heap_t, bins) == 0, "a bin's address is the heap's plus a shift");
+static inline ld_bin_t *ld_heap_owned_bin(const heap_t *heap, uintptr_t owned_class) {
+  return (ld_bin_t *)((char *)heap + owned_class * (sizeof(ld_bin_t) >> LD_OWNED_CLASS_SHIFT));
+}
 extern heap_t ld_heap_empty;          /* every thread starts here: no blocks, owns nothing */
 extern sb_t ld_sb_none;               /* the current superblock of a class that has none */
 extern __thread heap_t *ld_heap_tls __attribute__((tls_model("initial-exec")));
