@@ -321,10 +321,11 @@ bool ld_cache_free_remote(heap_t *heap, sb_t *sb, ld_block_t *b) {
  * Every call it makes is its last (the checks' reports never return; a batch that must go is
  * the caller's to finish): so it needs no register saved, where one call in the middle cost 8
  * instructions on every remote free. */
-static inline int join_held(heap_t *heap, sb_t *sb, void *p, unsigned i) {
+static inline int join_held(heap_t *heap, sb_t *sb, void *p, unsigned i, ld_block_t *mark) {
   if (i >= LD_REMOTE_SLOTS || heap->remote_sb[i] != sb) { /* the ring's hint is stale */
     i = ld_cache_batch_slot(heap, sb);
     if (i == LD_REMOTE_SLOTS) {
+      if (mark) ld_ring_mark(mark);
       remote_leave(heap);
       return LD_JOIN_NONE;
     }
@@ -337,18 +338,20 @@ static inline int join_held(heap_t *heap, sb_t *sb, void *p, unsigned i) {
   uint32_t size = sb->block_size;
   if (LD_LIKELY(slot->count + 1 < slot->full && heap->remote_bytes + size <= LD_REMOTE_PENDING_BYTES)) {
     batch_append(heap, slot, sb, b); /* a batch in the set has a tail already */
+    if (mark) ld_ring_mark(mark);
     remote_leave(heap);
     return LD_JOIN_DONE;
   }
+  if (mark) ld_ring_mark(mark);
   return LD_JOIN_APPEND;
 }
 /* (each of the two entries has its own copy, so that free_deferring's, its one caller, is
  * inlined there: a call cost 7 instructions a remote free) */
-int ld_cache_join_held(heap_t *heap, sb_t *sb, void *p, unsigned slot) { return join_held(heap, sb, p, slot); }
+int ld_cache_join_held(heap_t *heap, sb_t *sb, void *p, unsigned slot, void *mark) { return join_held(heap, sb, p, slot, mark); }
 int ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p) {
   if (heap == &ld_heap_empty) return LD_JOIN_NONE; /* its buffer is never used: remote_append */
   remote_enter(heap);
-  return join_held(heap, sb, p, LD_REMOTE_SLOTS);
+  return join_held(heap, sb, p, LD_REMOTE_SLOTS, NULL);
 }
 
 static void remote_send_all(heap_t *heap) {
@@ -479,7 +482,10 @@ void *ld_cache_defer_slow_free(heap_t *heap, void *p, unsigned slot, unsigned *o
   __atomic_store_n(&ring[i], p, __ATOMIC_RELEASE);
   *old_slot = old_entry; /* (LD_SLOW_FREE_TAGGED kept: the caller knows the claimed word is there) */
   heap->slow_free_slots[i] = (uint16_t)slot;
-  if (!old) remote_leave(heap); /* else the caller joins old to its batch, still in the buffer */
+  if (!old) { /* else the caller joins old to its batch, still in the buffer, and marks p */
+    if (slot & LD_SLOW_FREE_TAGGED) ld_ring_mark(p);
+    remote_leave(heap);
+  }
   return old;
 }
 
@@ -611,8 +617,8 @@ static void deferred_check(const heap_t *heap) {
 }
 
 /* Whether p waits in any thread's ring of slow frees (a walk of every heap's ring, without a
- * lock: heaps are never unmapped, and the list only grows; the rings' slots are stored with
- * release order, each after its block's mark or claimed word). */
+ * lock: heaps are never unmapped, and the list only grows; a ring's slot is filled before its
+ * block's mark is written, and emptied, with release order, after its claimed word). */
 static bool slow_free_waits_anywhere(const void *p) {
   for (heap_t *h = ld_heaps_first(); h; h = h->next_heap)
     for (unsigned i = 0; i < LD_SLOW_FREES; i++)
@@ -627,8 +633,9 @@ static bool slow_free_waits_anywhere(const void *p) {
  * in 1 word of 65,536. Both check the word and then write it, and must not both go on
  * (double_free_random, a busy thread: about 1 run in 100 with four deferred frees, when the
  * owner wrote over a mark): so a marked word sends the owner through every heap's ring. There
- * it finds b, a double free; or it does not, and then the other free has left its ring and
- * its claimed word is there (it writes the word, then its slot), or there was none. A free
+ * it finds b, a double free (a free fills its slot, then marks); or it does not, and then the
+ * other free has left its ring and its claimed word is there (it writes the word, then empties
+ * its slot), or there was none. A free
  * that marks b after that finds the owner's free tag over its mark as it leaves. */
 static void deferred_claim(ld_block_t *b) {
   uintptr_t tag = ld_tag(b), w = __atomic_load_n(&b->tag, __ATOMIC_RELAXED);

@@ -225,6 +225,9 @@ static inline bool ld_block_is_free(const ld_block_t *b) { return b->tag == ld_t
 static inline uint16_t ld_ring_mark_bits(void) { return (uint16_t)~(ld_free_key >> 48); }
 static inline void ld_ring_mark(ld_block_t *b) {
   uint16_t mark = ld_ring_mark_bits();
+  /* after the block's slot in the ring (cache.c, deferred_claim: an owner that sees the mark
+   * finds the slot); on x86 an order the compiler keeps, no instruction */
+  atomic_thread_fence(memory_order_release);
   memcpy((unsigned char *)&b->tag + LD_TAG_TOP_BYTES, &mark, sizeof mark);
 }
 /* Whether a marked block still carries its mark, over six bytes that are not its free tag's. */
@@ -937,8 +940,8 @@ void    ld_cache_settle_deferred_now(heap_t *heap);
  * looked at again when p leaves the ring). The free it displaces, if any, is returned with its
  * slot in *old_slot (LD_SLOW_FREE_TAGGED set if it was marked: its claimed word is on it now,
  * slow_free_leaves), and the caller is left in the remote buffer (remote_busy: it finishes with
- * ld_cache_join_held); NULL: none, and the buffer is left. A pointer already in the ring is
- * reported as a double free. */
+ * ld_cache_join_held, which marks p); NULL: none, p is marked if slot has LD_SLOW_FREE_TAGGED,
+ * and the buffer is left. A pointer already in the ring is reported as a double free. */
 void   *ld_cache_defer_slow_free(heap_t *heap, void *p, unsigned slot, unsigned *old_slot);
 /* Every slow free waiting is taken (the owner, in its bins: before a refill). */
 void    ld_cache_settle_slow_frees(heap_t *heap);
@@ -964,10 +967,12 @@ bool    ld_cache_free_remote(heap_t *heap, sb_t *sb, ld_block_t *b);
  * joins it after the block's own checks. LD_JOIN_DONE: p joined; LD_JOIN_NONE: sb has no batch
  * there (nothing done, p not read); LD_JOIN_APPEND: p is checked, tagged and counted, and the
  * caller finishes with ld_cache_append_and_leave. ld_cache_join_held is the same for a caller
- * already in the remote buffer (ld_cache_defer_slow_free), with a hint of sb's slot. */
+ * already in the remote buffer (ld_cache_defer_slow_free), with a hint of sb's slot, and marks
+ * `mark` (unless NULL: the free that took p's place in the ring) before it leaves the buffer or
+ * returns LD_JOIN_APPEND (alloc.c, free_deferring). */
 enum { LD_JOIN_DONE, LD_JOIN_NONE, LD_JOIN_APPEND };
 int     ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p);
-int     ld_cache_join_held(heap_t *heap, sb_t *sb, void *p, unsigned slot);
+int     ld_cache_join_held(heap_t *heap, sb_t *sb, void *p, unsigned slot, void *mark);
 bool    ld_cache_append_and_leave(heap_t *heap, sb_t *sb, void *p);
 /* The thread's own maintenance: bins unused since the last call give back most of what they
  * hold (as jemalloc's tcache garbage collection does), and the remote buffer is sent. */
