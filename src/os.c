@@ -185,6 +185,17 @@ int ld_os_advise_huge_pages(void *addr, size_t bytes) {
 #endif
 }
 
+int ld_os_advise_no_huge_pages(void *addr, size_t bytes) {
+#ifdef MADV_NOHUGEPAGE
+  int saved = errno;
+  if (madvise(addr, bytes, MADV_NOHUGEPAGE) != 0) return os_fail(saved, ENOMEM);
+  return 0;
+#else
+  (void)addr, (void)bytes;
+  return EINVAL;
+#endif
+}
+
 size_t ld_os_page_size(void) {
   static size_t page;
   if (!page) {

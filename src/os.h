@@ -37,6 +37,11 @@ int      ld_os_purge(void *addr, size_t bytes);
  * a hint, so 0 or the kernel's refusal (EINVAL where THP is absent); not a purge (the
  * madvise statistics count purges only). */
 int      ld_os_advise_huge_pages(void *addr, size_t bytes);
+/* The opposite (MADV_NOHUGEPAGE): the range keeps 4 KiB pages, and khugepaged leaves it alone.
+ * The kernel may refuse (ENOMEM past its count of mappings); not a purge either. */
+int      ld_os_advise_no_huge_pages(void *addr, size_t bytes);
+/* The size of a transparent huge page the advice above is about (2 MiB on x86-64). */
+#define LD_OS_HUGE_PAGE ((size_t)2 << 20)
 
 size_t   ld_os_page_size(void);
 int      ld_os_cpu_count(void);

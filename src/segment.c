@@ -86,6 +86,7 @@ typedef struct segment_s {
   uint32_t magic;
   uint32_t chunk_count, header_chunks, used_chunks;
   size_t bytes;
+  bool huge; /* advised for transparent huge pages (LARDER_HUGE_PAGES): segment_purge */
   struct segment_s *next, *prev;
   chunk_t chunks[];
 } segment_t;
@@ -315,9 +316,9 @@ static segment_t *segment_map(size_t need_chunks) {
   if (ld_os_map_aligned(bytes, LD_SEGMENT_ALIGN, &base) != 0) return NULL;
   /* LARDER_HUGE_PAGES: a random walk over a large heap misses the TLB on nearly every block
    * with 4 KiB pages (churn, 10^6 live blocks of 256 B: 0.81x the CPU with huge pages, peak RSS
-   * 1.01x). Off by default: RSS then grows 2 MiB at a time, and the kernel's khugepaged may
-   * make a purged range resident again (docs/allocator.md). */
-  if (ld_options.huge_pages != 0) ld_os_advise_huge_pages(base, bytes);
+   * 1.01x). Off by default: RSS then grows 2 MiB at a time (docs/allocator.md); the ranges a
+   * purge leaves in part go back to 4 KiB pages (segment_purge). */
+  bool huge = ld_options.huge_pages != 0 && ld_os_advise_huge_pages(base, bytes) == 0;
   if (ld_addrmap_add(base, bytes) != 0) {
     ld_os_unmap(base, bytes);
     return NULL;
@@ -328,6 +329,7 @@ static segment_t *segment_map(size_t need_chunks) {
   s->header_chunks = (uint32_t)header_chunks;
   s->used_chunks = 0;
   s->bytes = bytes;
+  s->huge = huge;
   for (uint32_t i = 0; i < n; i++) s->chunks[i].index = i;
   run_mark(s, 0, (uint32_t)header_chunks, CHUNK_HEADER);
 #ifdef LARDER_HARDENED
@@ -430,10 +432,32 @@ static void run_free_locked(segment_t *s, uint32_t start, uint32_t len, uint64_t
   run_file_coalesced(s, start, len, true, false, now, resident < bytes ? resident : bytes);
 }
 
+/* Gives [addr, addr + bytes) of s back to the OS. In a segment advised for huge pages
+ * (LARDER_HUGE_PAGES), a 2 MiB range the purge covers only in part keeps pages it did not
+ * purge, and the kernel's khugepaged collapses such a range into a huge page again, faulting
+ * the purged part back in: a 256 MiB range purged but for one page in 2 MiB came back at 16
+ * MiB every 10 s (this kernel's defaults: 4,096 pages scanned every 10 s), so memory given back
+ * after a peak came back within minutes. Those ranges (at most the two at the purge's ends)
+ * keep 4 KiB pages from then on (MADV_NOHUGEPAGE), the rest of the segment its huge pages. A
+ * refusal (the kernel's count of mappings) leaves the range as it was. */
+static int segment_purge(segment_t *s, char *addr, size_t bytes) {
+  int rc = ld_os_purge(addr, bytes);
+  if (rc != 0 || !s->huge) return rc;
+  uintptr_t lo = (uintptr_t)addr, hi = lo + bytes, huge = LD_OS_HUGE_PAGE;
+  uintptr_t seg_lo = (uintptr_t)s, seg_hi = seg_lo + s->bytes;
+  uintptr_t partial[2] = {lo & (huge - 1) ? lo & ~(huge - 1) : 0, hi & (huge - 1) ? hi & ~(huge - 1) : 0};
+  for (int i = 0; i < 2; i++) {
+    if (!partial[i] || (i == 1 && partial[1] == partial[0])) continue;
+    uintptr_t from = partial[i] > seg_lo ? partial[i] : seg_lo, to = partial[i] + huge < seg_hi ? partial[i] + huge : seg_hi;
+    ld_os_advise_no_huge_pages((void *)from, to - from);
+  }
+  return 0;
+}
+
 /* Purges chunks [start, start+n) of s, free and filed nowhere yet, and files them clean. */
 static size_t run_purge_and_file(segment_t *s, uint32_t start, uint32_t n) {
   size_t bytes = (size_t)n * ld_sb_size;
-  ld_os_purge((char *)s + (size_t)start * ld_sb_size, bytes);
+  segment_purge(s, (char *)s + (size_t)start * ld_sb_size, bytes);
   run_file_coalesced(s, start, n, false, true, 0, 0);
   return bytes;
 }
@@ -574,7 +598,7 @@ size_t ld_segment_purge(uint64_t now, bool all) {
   /* Tails of runs in use that have lived the delay: pages past what their users touch. */
   while (seg.tails_head && (all || seg.tails_head->freed_ns + delay <= now)) {
     chunk_t *c = seg.tails_head;
-    if (c->resident > c->need && ld_os_purge(chunk_address(c) + c->need, c->resident - c->need) == 0) {
+    if (c->resident > c->need && segment_purge(segment_of_chunk(c), chunk_address(c) + c->need, c->resident - c->need) == 0) {
       seg.bytes_tails_purged += c->resident - c->need;
       c->resident = c->need;
     }

@@ -6,10 +6,17 @@
  *         mapping that holds them says THPeligible: 1 in /proc/self/smaps, and the blocks
  *         read back intact;
  *   off   with LARDER_HUGE_PAGES=0, when the kernel's THP mode is "madvise" (only advised
- *         ranges get huge pages), the same mapping says THPeligible: 0.
+ *         ranges get huge pages), the same mapping says THPeligible: 0;
+ *   purge with LARDER_HUGE_PAGES=1, half of the blocks are freed, two superblocks in every
+ *         four, and malloc_trim gives the free ones back: every 2 MiB range then holds purged
+ *         pages beside live ones, which khugepaged would fault back in to make a huge page
+ *         again (src/segment.c, segment_purge); the mapping that holds a live block says
+ *         "nh" (MADV_NOHUGEPAGE) in its VmFlags, and the blocks read back intact.
  * Skipped (77) without larder, where the kernel has no transparent huge pages or they are off
  * ("never"), or where smaps has no THPeligible line. Whether the kernel found free 2 MiB pages
  * (AnonHugePages) is printed, not checked: it depends on the machine's memory. */
+#include <malloc.h>
+
 #include "alloc_util.h"
 
 #define BLOCKS (16 * 4096)
@@ -37,6 +44,55 @@ static int smaps_of(const void *p, int *eligible, long *huge_kib) {
   }
   fclose(f);
   return found;
+}
+
+/* Whether the VmFlags of the mapping holding p name flag (two letters): 1, 0, or -1 (none). */
+static int vmflag_of(const void *p, const char *flag) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f) return -1;
+  char line[512];
+  int inside = 0, result = -1;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+      if (inside) break;
+      inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+      continue;
+    }
+    if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+      char want[4] = {' ', flag[0], flag[1], 0};
+      line[strcspn(line, "\n")] = ' ';
+      result = strstr(line + 7, want) != NULL;
+    }
+  }
+  fclose(f);
+  return result;
+}
+
+static int child_purge(void) {
+  static void *blocks[BLOCKS];
+  for (int i = 0; i < BLOCKS; i++) {
+    blocks[i] = malloc(SIZE);
+    if (!blocks[i]) return 90;
+    memset(blocks[i], i & 0xff, SIZE);
+  }
+  /* 512 blocks of 256 B are two superblocks of 64 KiB: two freed, two kept, and so on */
+  for (int i = 0; i < BLOCKS; i++)
+    if (i % 1024 < 512) {
+      free(blocks[i]);
+      blocks[i] = NULL;
+    }
+  malloc_trim(0);
+  void *probe = blocks[BLOCKS / 2 + 512 + 256];
+  int nh = vmflag_of(probe, "nh"), hg = vmflag_of(probe, "hg");
+  for (int i = 0; i < BLOCKS; i++)
+    if (blocks[i]) {
+      for (int k = 0; k < SIZE; k++)
+        if (((unsigned char *)blocks[i])[k] != (unsigned char)(i & 0xff)) return 92;
+      free(blocks[i]);
+    }
+  fprintf(stderr, "nh=%d hg=%d\n", nh, hg);
+  return 0;
 }
 
 static int child(void) {
@@ -73,6 +129,7 @@ static int run(const char *value, int *eligible, long *huge_kib) {
 
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--child") == 0) return child();
+  if (argc == 2 && strcmp(argv[1], "--child-purge") == 0) return child_purge();
   if (!alloc_is_larder()) {
     printf("huge_pages: not larder, skipped\n");
     return ALLOC_SKIP;
@@ -97,6 +154,18 @@ int main(int argc, char **argv) {
   printf("huge_pages: LARDER_HUGE_PAGES=1: THPeligible %d, AnonHugePages %ld KiB (kernel mode: %.*s)\n", on, on_kib,
          (int)strcspn(mode, "\n"), mode);
   CHECK_MSG(on == 1, "LARDER_HUGE_PAGES=1: the heap's mapping is not eligible for huge pages");
+  {
+    char *args[] = {(char *)"--child-purge", NULL};
+    char *envs[] = {(char *)"LARDER_HUGE_PAGES=1", NULL};
+    alloc_child_t c;
+    REQUIRE(alloc_run_self(args, envs, 60, &c) == 0);
+    CHECK_MSG(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0, "purge child status %d: %s", c.status, c.err);
+    int nh = -1, hg = -1;
+    const char *at = strstr(c.err, "nh=");
+    CHECK_MSG(at && sscanf(at, "nh=%d hg=%d", &nh, &hg) == 2, "purge child printed no flags: %s", c.err);
+    printf("huge_pages: after the purge, a live block's mapping: nh %d, hg %d\n", nh, hg);
+    CHECK_MSG(nh == 1 && hg == 0, "a 2 MiB range purged in part is still advised for huge pages (nh %d, hg %d)", nh, hg);
+  }
   if (strstr(mode, "[madvise]")) {
     REQUIRE(run("0", &off, &off_kib));
     printf("huge_pages: LARDER_HUGE_PAGES=0: THPeligible %d, AnonHugePages %ld KiB\n", off, off_kib);
