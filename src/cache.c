@@ -37,7 +37,9 @@ static void bin_of_set(heap_t *heap) {
   for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++)
     __atomic_store_n(&heap->bin_of[g], ld_bin_offset(ld_class_of_granule[g]), __ATOMIC_RELAXED);
 }
-static void bin_setup(ld_bin_t *bin, unsigned c) {
+static void bin_setup(heap_t *heap, unsigned c) {
+  ld_bin_t *bin = &heap->bins[c];
+  LD_OWNER_SET(heap->bins_set_up, heap->bins_set_up | (uint64_t)1 << c);
   uint32_t size = ld_class_size[c];
   uint32_t limit = LD_BIN_BYTES / size;
   if (limit > LD_BIN_SLOTS - 1) limit = LD_BIN_SLOTS - 1;
@@ -556,7 +558,7 @@ static void bin_flush_blocks(heap_t *heap, unsigned cls, unsigned n, bool by_pur
 
 void *ld_cache_refill(heap_t *heap, unsigned cls) {
   ld_bin_t *bin = &heap->bins[cls];
-  if (LD_UNLIKELY(!bin_is_set_up(bin))) bin_setup(bin, cls);
+  if (LD_UNLIKELY(!bin_is_set_up(bin))) bin_setup(heap, cls);
   /* The fast path found the bin empty: `fill` blocks come in, twice as many next time, up to
    * half of what the bin may hold. */
   unsigned n = ld_heap_fill(heap, cls, bin->fill); /* sets bin->count to n */
@@ -711,9 +713,9 @@ void ld_cache_trim(heap_t *heap) {
       medium_cache_empty_and_unlock(heap);
     }
   }
-  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
-    ld_bin_t *bin = &heap->bins[c];
-    if (!bin_is_set_up(bin)) continue; /* (not written: its page may never have been touched) */
+  for (uint64_t set_up = heap->bins_set_up; set_up; set_up &= set_up - 1) {
+    unsigned c = (unsigned)__builtin_ctzll(set_up);
+    ld_bin_t *bin = &heap->bins[c]; /* (only those set up: the others' pages may never have been touched) */
     if (!bin->refilled) {
       if (bin->count) bin_flush(heap, c, (bin->count * 3u + 3u) / 4);
       if (bin->fill > first_fill(bin)) bin->fill = (uint8_t)(bin->fill / 2 > first_fill(bin) ? bin->fill / 2 : first_fill(bin));
@@ -999,9 +1001,8 @@ void ld_cache_drain(heap_t *heap) {
   settle_slow_frees(heap);
   settle_deferred(heap, false);
   ld_heap_return_bins(heap);
-  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
-    ld_bin_t *bin = &heap->bins[c];
-    if (!bin_is_set_up(bin)) continue;
+  for (uint64_t set_up = heap->bins_set_up; set_up; set_up &= set_up - 1) {
+    ld_bin_t *bin = &heap->bins[__builtin_ctzll(set_up)];
     send_foreign(heap, bin->slots, bin->count, false);
     LD_OWNER_SET(bin->count, 0);
     bin->refilled = 0;

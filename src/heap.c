@@ -580,8 +580,8 @@ void ld_heap_return_bins(heap_t *heap) {
   heap_lock(heap);
   heap_check_options(heap);
   uint64_t classes = 0;
-  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
-    ld_bin_t *bin = &heap->bins[c];
+  for (uint64_t set_up = heap->bins_set_up; set_up; set_up &= set_up - 1) { /* (the others are empty) */
+    ld_bin_t *bin = &heap->bins[__builtin_ctzll(set_up)];
     unsigned foreign;
     if (!bin->count) continue;
     classes |= heap_return_locked(heap, bin, bin->slots, bin->count, &foreign);
