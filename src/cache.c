@@ -39,7 +39,6 @@ static void bin_of_set(heap_t *heap) {
 }
 static void bin_setup(heap_t *heap, unsigned c) {
   ld_bin_t *bin = &heap->bins[c];
-  LD_OWNER_SET(heap->bins_set_up, heap->bins_set_up | (uint64_t)1 << c);
   uint32_t size = ld_class_size[c];
   uint32_t limit = LD_BIN_BYTES / size;
   if (limit > LD_BIN_SLOTS - 1) limit = LD_BIN_SLOTS - 1;
@@ -52,8 +51,12 @@ static void bin_setup(heap_t *heap, unsigned c) {
   bin->limit = (uint16_t)limit;
   bin->slots[limit] = LD_BIN_FULL;
   bin->fill = (uint8_t)first_fill(bin);
+  LD_OWNER_SET(heap->bins_set_up, heap->bins_set_up | (uint64_t)1 << c); /* (after the limit: the purge reads both) */
 }
 static inline bool bin_is_set_up(const ld_bin_t *bin) { return bin->limit != 0; }
+/* The bins set up (a limit given), as a mask of classes (heap_t, bins_set_up): the walks of a
+ * heap's bins look at those only, never at the pages of bins its thread did not use. */
+static inline uint64_t bins_set_up(const heap_t *heap) { return LD_READ(heap->bins_set_up); }
 
 void ld_cache_init_bins(heap_t *heap) {
   /* A heap reused from an exited thread keeps the bins its earlier threads set up (emptied
@@ -66,7 +69,10 @@ void ld_cache_init_bins(heap_t *heap) {
 
 int64_t ld_cache_bytes(const heap_t *heap) {
   int64_t bytes = 0;
-  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) bytes += (int64_t)LD_READ(heap->bins[c].count) * ld_class_size[c];
+  for (uint64_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
+    unsigned c = (unsigned)__builtin_ctzll(set_up);
+    bytes += (int64_t)LD_READ(heap->bins[c].count) * ld_class_size[c];
+  }
   return bytes;
 }
 
@@ -713,9 +719,9 @@ void ld_cache_trim(heap_t *heap) {
       medium_cache_empty_and_unlock(heap);
     }
   }
-  for (uint64_t set_up = heap->bins_set_up; set_up; set_up &= set_up - 1) {
+  for (uint64_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
     unsigned c = (unsigned)__builtin_ctzll(set_up);
-    ld_bin_t *bin = &heap->bins[c]; /* (only those set up: the others' pages may never have been touched) */
+    ld_bin_t *bin = &heap->bins[c];
     if (!bin->refilled) {
       if (bin->count) bin_flush(heap, c, (bin->count * 3u + 3u) / 4);
       if (bin->fill > first_fill(bin)) bin->fill = (uint8_t)(bin->fill / 2 > first_fill(bin) ? bin->fill / 2 : first_fill(bin));
@@ -939,17 +945,9 @@ bool ld_cache_holds(const heap_t *heap) {
     return true;
   if (!__atomic_load_n(&heap->bins_ready, __ATOMIC_ACQUIRE)) return false;
   if (deferred_waiting(heap)) return true;
-  for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
-    if (LD_READ(heap->bins[c].count)) return true;
+  for (uint64_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1)
+    if (LD_READ(heap->bins[__builtin_ctzll(set_up)].count)) return true;
   return false;
-}
-
-/* The bins set up (a limit given), as a mask of classes. */
-static uint64_t bins_set_up(const heap_t *heap) {
-  uint64_t set_up = 0;
-  for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
-    if (LD_READ(heap->bins[c].limit)) set_up |= (uint64_t)1 << c;
-  return set_up;
 }
 
 /* Whether the bins turned away (classes) cover a free deferred now. Read once the owner was
@@ -965,8 +963,10 @@ static bool drain_covers_deferred(const heap_t *heap, uint64_t classes) {
 int ld_cache_drain_idle(heap_t *heap) {
   if (!__atomic_load_n(&heap->bins_ready, __ATOMIC_ACQUIRE)) return 0;
   uint64_t set_up = bins_set_up(heap), classes = 0; /* the bins set up; those holding blocks */
-  for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
-    if ((set_up >> c & 1) && LD_READ(heap->bins[c].count)) classes |= (uint64_t)1 << c;
+  for (uint64_t left = set_up; left; left &= left - 1) {
+    unsigned c = (unsigned)__builtin_ctzll(left);
+    if (LD_READ(heap->bins[c].count)) classes |= (uint64_t)1 << c;
+  }
   bool deferred = deferred_waiting(heap);
   if (!classes && !deferred) return 0;
   /* A deferred free goes to the bin of its class, which the free fast path of any class may
@@ -1001,7 +1001,7 @@ void ld_cache_drain(heap_t *heap) {
   settle_slow_frees(heap);
   settle_deferred(heap, false);
   ld_heap_return_bins(heap);
-  for (uint64_t set_up = heap->bins_set_up; set_up; set_up &= set_up - 1) {
+  for (uint64_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
     ld_bin_t *bin = &heap->bins[__builtin_ctzll(set_up)];
     send_foreign(heap, bin->slots, bin->count, false);
     LD_OWNER_SET(bin->count, 0);

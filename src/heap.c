@@ -1048,6 +1048,8 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
     if (heap->bins[c].limit == 0 ? heap->bins[c].count != 0 || heap->bins[c].slots[0] != NULL /* not set up */
                                  : heap->bins[c].count > heap->bins[c].limit || heap->bins[c].slots[heap->bins[c].limit] != LD_BIN_FULL)
       VIOLATION("heap %p class %u: %u blocks cached, limit %u, or its end mark lost\n", (void *)heap, c, heap->bins[c].count, heap->bins[c].limit);
+    if ((heap->bins_set_up >> c & 1) != (heap->bins[c].limit != 0))
+      VIOLATION("heap %p class %u: bins_set_up says %s, limit %u\n", (void *)heap, c, heap->bins_set_up >> c & 1 ? "set up" : "not", heap->bins[c].limit);
     /* Hoard's invariant (seed 004 §3.1), per size class as its proof has it (§4.1), with K
      * raised by at most LD_BOOST_MAX for classes that ping-pong: the bound stays O(1). */
     if (!(heap->u[c] >= heap->a[c] - k_slack || (double)heap->u[c] >= (1.0 - f) * (double)heap->a[c]))

@@ -710,8 +710,9 @@ typedef struct heap_s {
   uint32_t help_batches;               /* and the batches sent since (ld_heap_help_idle_owner) */
   uint64_t last_maintenance_ns;        /* coarse clock at the last trim of idle bins */
   int bins_ready;                      /* bins and bin_of set up (ld_cache_init_bins) */
-  /* bit c: bins[c] is set up (cache.c, bin_setup). The walks of the bins at a thread's exit and
-   * trim look at these only: a walk of all 64 read 64 KiB, 16 pages a thread that uses a few
+  /* bit c: bins[c] is set up (cache.c, bin_setup; the validation walk checks it against the
+   * limits). The walks of the bins (the thread's exit and trim, the purge's, the statistics)
+   * look at these only: a walk of all 64 read 64 KiB, 16 pages a thread that uses a few
    * classes never touched (a one-object program: 15 of its 127 page faults at its exit). */
   uint64_t bins_set_up;
   /* ---- the heap proper: under `lock` ---- */
