@@ -141,6 +141,7 @@ static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint6
    * has its message forwarded by that owner (heap.c): while the batch holds blocks of sb they
    * count as used, so sb stays a superblock of its class. */
   heap_t *owner = slot->owner;
+  ld_message_t m = {.head = slot->head, .tail_offset = (uint32_t)((char *)slot->tail - (char *)sb), .count = (uint16_t)slot->count};
   bool staged = heap != &ld_heap_empty && slot->count <= 2;
   if (staged) {
     /* A batch of one or two (frees scattered over a large heap: churn-remote at 10^6 live
@@ -151,14 +152,10 @@ static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint6
     if (heap->outbox_count && heap->outbox_owner != owner) outbox_send(heap, now);
     if (!heap->outbox_count && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX)
       ld_due_note(now); /* sent by the purge if the thread idles */
-    ld_message_t *m = &heap->outbox[heap->outbox_count];
-    m->head = slot->head;
-    m->tail_offset = (uint32_t)((char *)slot->tail - (char *)sb);
-    m->count = (uint16_t)slot->count;
+    heap->outbox[heap->outbox_count] = m;
     heap->outbox_owner = owner;
     LD_OWNER_SET(heap->outbox_count, heap->outbox_count + 1);
   } else {
-    ld_message_t m = {.head = slot->head, .tail_offset = (uint32_t)((char *)slot->tail - (char *)sb), .count = (uint16_t)slot->count};
     messages_send(heap, owner, &m, 1, now);
   }
   if (heap != &ld_heap_empty) {
