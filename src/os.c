@@ -174,11 +174,17 @@ int ld_os_purge(void *addr, size_t bytes) {
   return 0;
 }
 
+/* Advice that purges nothing (not counted): 0, or the kernel's refusal (`refused` if it
+ * gives no errno). */
+static inline int os_advise(void *addr, size_t bytes, int advice, int refused) {
+  int saved = errno;
+  if (madvise(addr, bytes, advice) != 0) return os_fail(saved, refused);
+  return 0;
+}
+
 int ld_os_advise_huge_pages(void *addr, size_t bytes) {
 #ifdef MADV_HUGEPAGE
-  int saved = errno;
-  if (madvise(addr, bytes, MADV_HUGEPAGE) != 0) return os_fail(saved, EINVAL);
-  return 0;
+  return os_advise(addr, bytes, MADV_HUGEPAGE, EINVAL);
 #else
   (void)addr, (void)bytes;
   return EINVAL;
@@ -187,9 +193,7 @@ int ld_os_advise_huge_pages(void *addr, size_t bytes) {
 
 int ld_os_advise_no_huge_pages(void *addr, size_t bytes) {
 #ifdef MADV_NOHUGEPAGE
-  int saved = errno;
-  if (madvise(addr, bytes, MADV_NOHUGEPAGE) != 0) return os_fail(saved, ENOMEM);
-  return 0;
+  return os_advise(addr, bytes, MADV_NOHUGEPAGE, ENOMEM);
 #else
   (void)addr, (void)bytes;
   return EINVAL;
