@@ -22,14 +22,14 @@
 #define BLOCKS (16 * 4096)
 #define SIZE 256
 
-/* The THPeligible and AnonHugePages figures of the mapping holding p: 1 if found. */
-static int smaps_of(const void *p, int *eligible, long *huge_kib) {
+/* The smaps lines of the mapping holding p, after its address line, into text: 1 if found. */
+static int mapping_of(const void *p, char *text, size_t size) {
   FILE *f = fopen("/proc/self/smaps", "r");
   if (!f) return 0;
   char line[512];
   int inside = 0, found = 0;
-  *eligible = -1;
-  *huge_kib = -1;
+  size_t used = 0;
+  text[0] = 0;
   while (fgets(line, sizeof line, f)) {
     unsigned long lo, hi;
     if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
@@ -38,35 +38,34 @@ static int smaps_of(const void *p, int *eligible, long *huge_kib) {
       found |= inside;
       continue;
     }
-    if (!inside) continue;
-    sscanf(line, "THPeligible: %d", eligible);
-    sscanf(line, "AnonHugePages: %ld kB", huge_kib);
+    size_t n = strlen(line);
+    if (inside && used + n < size) memcpy(text + used, line, n + 1), used += n;
   }
   fclose(f);
   return found;
 }
 
+/* The THPeligible and AnonHugePages figures of the mapping holding p: 1 if found. */
+static int smaps_of(const void *p, int *eligible, long *huge_kib) {
+  char text[4096];
+  *eligible = -1;
+  *huge_kib = -1;
+  if (!mapping_of(p, text, sizeof text)) return 0;
+  const char *at;
+  if ((at = strstr(text, "THPeligible:"))) sscanf(at, "THPeligible: %d", eligible);
+  if ((at = strstr(text, "AnonHugePages:"))) sscanf(at, "AnonHugePages: %ld kB", huge_kib);
+  return 1;
+}
+
 /* Whether the VmFlags of the mapping holding p name flag (two letters): 1, 0, or -1 (none). */
 static int vmflag_of(const void *p, const char *flag) {
-  FILE *f = fopen("/proc/self/smaps", "r");
-  if (!f) return -1;
-  char line[512];
-  int inside = 0, result = -1;
-  while (fgets(line, sizeof line, f)) {
-    unsigned long lo, hi;
-    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-      if (inside) break;
-      inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
-      continue;
-    }
-    if (inside && strncmp(line, "VmFlags:", 8) == 0) {
-      char want[4] = {' ', flag[0], flag[1], 0};
-      line[strcspn(line, "\n")] = ' ';
-      result = strstr(line + 7, want) != NULL;
-    }
-  }
-  fclose(f);
-  return result;
+  char text[4096];
+  const char *at;
+  if (!mapping_of(p, text, sizeof text) || !(at = strstr(text, "VmFlags:"))) return -1;
+  char want[5] = {' ', flag[0], flag[1], ' ', 0};
+  char flags[256];
+  snprintf(flags, sizeof flags, "%.*s ", (int)strcspn(at + 8, "\n"), at + 8); /* a space after the last */
+  return strstr(flags, want) != NULL;
 }
 
 static int child_purge(void) {
