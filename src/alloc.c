@@ -463,7 +463,7 @@ static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
    * when the prefetch has brought the line, 16.6, but a free and a malloc of the block by its
    * owner in between then went unseen: double_free_random, 48 runs in 1,200).
    * LARDER_REMOTE_FREE_CHECK=0 leaves the mark out. */
-  unsigned cls = !ld_options.remote_free_check ? LD_CLASS_LARGE
+  unsigned cls = !ld_options.remote_free_check || !heap->ring_id ? LD_CLASS_LARGE
                  : slot != LD_REMOTE_SLOTS     ? ld_class_of_granule[heap->remote[slot].block_size >> 4]
                  : sb->kind == LD_KIND_SMALL   ? sb->size_class
                                                : LD_CLASS_LARGE;

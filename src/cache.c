@@ -341,7 +341,7 @@ static inline int join_held(heap_t *heap, sb_t *sb, void *p, unsigned i, ld_bloc
   if (i >= LD_REMOTE_SLOTS || heap->remote_sb[i] != sb) { /* the ring's hint is stale */
     i = ld_cache_batch_slot(heap, sb);
     if (i == LD_REMOTE_SLOTS) {
-      if (mark) ld_ring_mark(mark);
+      if (mark) ld_ring_mark(mark, heap->ring_id);
       remote_leave(heap);
       return LD_JOIN_NONE;
     }
@@ -354,11 +354,11 @@ static inline int join_held(heap_t *heap, sb_t *sb, void *p, unsigned i, ld_bloc
   uint32_t size = sb->block_size;
   if (LD_LIKELY(slot->count + 1 < slot->full && heap->remote_bytes + size <= LD_REMOTE_PENDING_BYTES)) {
     batch_append(heap, slot, sb, b); /* a batch in the set has a tail already */
-    if (mark) ld_ring_mark(mark);
+    if (mark) ld_ring_mark(mark, heap->ring_id);
     remote_leave(heap);
     return LD_JOIN_DONE;
   }
-  if (mark) ld_ring_mark(mark);
+  if (mark) ld_ring_mark(mark, heap->ring_id);
   return LD_JOIN_APPEND;
 }
 /* (each of the two entries has its own copy, so that free_deferring's, its one caller, is
@@ -499,7 +499,7 @@ void *ld_cache_defer_slow_free(heap_t *heap, void *p, unsigned slot, unsigned *o
   *old_slot = old_entry; /* (LD_SLOW_FREE_TAGGED kept: the caller knows the claimed word is there) */
   heap->slow_free_slots[i] = (uint16_t)slot;
   if (!old) { /* else the caller joins old to its batch, still in the buffer, and marks p */
-    if (slot & LD_SLOW_FREE_TAGGED) ld_ring_mark(p);
+    if (slot & LD_SLOW_FREE_TAGGED) ld_ring_mark(p, heap->ring_id);
     remote_leave(heap);
   }
   return old;
@@ -632,13 +632,19 @@ static void deferred_check(const heap_t *heap) {
     }
 }
 
-/* Whether p waits in any thread's ring of slow frees (a walk of every heap's ring, without a
- * lock: heaps are never unmapped, and the list only grows; a ring's slot is filled before its
- * block's mark is written, and emptied, with release order, after its claimed word). */
-static bool slow_free_waits_anywhere(const void *p) {
-  for (heap_t *h = ld_heaps_first(); h; h = h->next_heap)
-    for (unsigned i = 0; i < LD_SLOW_FREES; i++)
-      if (__atomic_load_n(&h->slow_frees[i], __ATOMIC_ACQUIRE) == p) return true;
+/* Whether p waits in the ring of slow frees of the heap its mark names (internal.h,
+ * ld_ring_mark): four slots read, however many heaps there are (a walk of every heap's ring
+ * before). Without a lock: heaps are never unmapped; a ring's slot is filled before its block's
+ * id and mark are written, and emptied, with release order, after its claimed word. The id of a
+ * word that only looks like a mark (the program's data) names any heap or none: p is in no
+ * ring then, or in the ring of a thread that frees it too, which is the double free. */
+static bool slow_free_waits_at_marker(const ld_block_t *p) {
+  const heap_t *h = ld_heap_of_ring_id(ld_ring_mark_id(p));
+  if (!h) return false;
+  /* (counted as no one thread's: the purge settles an idle thread's deferred frees too) */
+  ld_stat_count(&ld_heap_empty, offsetof(ld_stats_t, mark_rings_examined));
+  for (unsigned i = 0; i < LD_SLOW_FREES; i++)
+    if (__atomic_load_n(&h->slow_frees[i], __ATOMIC_ACQUIRE) == p) return true;
   return false;
 }
 
@@ -648,15 +654,16 @@ static bool slow_free_waits_anywhere(const void *p) {
  * ring, one of the two being a double free; or it is the program's data, which matches a mark
  * in 1 word of 65,536. Both check the word and then write it, and must not both go on
  * (double_free_random, a busy thread: about 1 run in 100 with four deferred frees, when the
- * owner wrote over a mark): so a marked word sends the owner through every heap's ring. There
- * it finds b, a double free (a free fills its slot, then marks); or it does not, and then the
- * other free has left its ring and its claimed word is there (it writes the word, then empties
- * its slot), or there was none. A free
- * that marks b after that finds the owner's free tag over its mark as it leaves. */
+ * owner wrote over a mark): so a marked word sends the owner to the ring of the heap the mark
+ * names. There it finds b, a double free (a free fills its slot, then writes its id and marks);
+ * or it does not, and then that free has left its ring and its claimed word is there (it
+ * writes the word, then empties its slot), or there was none. The id may be a later marker's
+ * than the mark read (both free b: a double free), never an earlier one's. A free that marks b
+ * after that finds the owner's free tag over its mark as it leaves. */
 static void deferred_claim(ld_block_t *b) {
   uintptr_t tag = ld_tag(b), w = __atomic_load_n(&b->tag, __ATOMIC_RELAXED);
   if (((w ^ tag) >> 48) == 0xffff) {
-    if (slow_free_waits_anywhere(b)) ld_fatal_bad_free("double free", b);
+    if (slow_free_waits_at_marker(b)) ld_fatal_bad_free("double free", b);
     w = __atomic_load_n(&b->tag, __ATOMIC_RELAXED);
   }
   if (w == tag || w == ld_ring_claimed_word(b)) ld_fatal_bad_free("double free", b);

@@ -58,6 +58,37 @@ static struct {
   _Atomic size_t parked_keeping; /* parked heaps that kept their current superblocks */
 } heaps = {.lock = LD_LOCK_INIT};
 
+/* Every heap made gets a ring id, its place in this table, which the marks of its slow frees
+ * carry (internal.h, ld_ring_mark): an owner that finds a mark on its block looks in that one
+ * heap's ring (cache.c, deferred_claim), a cost that no longer grows with the heaps. Two levels,
+ * a page of ids mapped as the first heap of it is made. Ids run from 1; a heap made past
+ * LD_RING_IDS - 1 (or when a page cannot be mapped) has none, and its slow frees go unmarked,
+ * as with LARDER_REMOTE_FREE_CHECK=0. */
+#define RING_IDS_PER_PAGE 512u
+static heap_t **ring_pages[LD_RING_IDS / RING_IDS_PER_PAGE];
+static unsigned ring_ids_given; /* heaps.lock */
+
+static void ring_id_give(heap_t *heap) {
+  unsigned id = ring_ids_given + 1;
+  if (id >= LD_RING_IDS) return;
+  heap_t **page = ring_pages[id / RING_IDS_PER_PAGE];
+  if (!page) {
+    void *mem;
+    if (ld_os_map(RING_IDS_PER_PAGE * sizeof(heap_t *), &mem) != 0) return;
+    page = mem;
+    __atomic_store_n(&ring_pages[id / RING_IDS_PER_PAGE], page, __ATOMIC_RELEASE);
+  }
+  __atomic_store_n(&page[id % RING_IDS_PER_PAGE], heap, __ATOMIC_RELEASE);
+  ring_ids_given = id;
+  heap->ring_id = (uint16_t)id;
+}
+
+heap_t *ld_heap_of_ring_id(unsigned id) {
+  if (id == 0 || id >= LD_RING_IDS) return NULL;
+  heap_t **page = __atomic_load_n(&ring_pages[id / RING_IDS_PER_PAGE], __ATOMIC_ACQUIRE);
+  return page ? __atomic_load_n(&page[id % RING_IDS_PER_PAGE], __ATOMIC_ACQUIRE) : NULL;
+}
+
 /* At most this many parked heaps keep their classes' current superblocks (ld_heap_park): a
  * thread that ends while few others wait is followed by one that takes its heap at once (a
  * thread per task or connection), while the heaps of a wave of threads that ended together
@@ -797,6 +828,7 @@ static heap_t *heap_new_locked(bool after_exit_hook, size_t *examined) {
     ld_lock_reset(&heap->lock);
     heap_current_none(heap);
     heap->next_heap = heaps.heaps;
+    ring_id_give(heap);
     __atomic_store_n(&heaps.heaps, heap, __ATOMIC_RELEASE); /* the purge walks without the lock */
   }
   heap->orphan_tid = after_exit_hook ? ld_os_thread_id() : 0;

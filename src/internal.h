@@ -223,12 +223,32 @@ static inline bool ld_block_is_free(const ld_block_t *b) { return b->tag == ld_t
 #endif
 #define LD_MARK_FLIP ((uintptr_t)0xffff << 48) /* a mark's top 16 bits are the key's, flipped */
 static inline uint16_t ld_ring_mark_bits(void) { return (uint16_t)~(ld_free_key >> 48); }
-static inline void ld_ring_mark(ld_block_t *b) {
+/* The marking heap's ring id (heap_t, ring_id) goes in the top two bytes of the block's link
+ * word, so that an owner that finds the mark looks in that heap's ring alone (cache.c,
+ * deferred_claim), not in every heap's. A link's top two bytes are 0 (larder's mappings lie
+ * below 2^48) and ld_next ignores them: a block freed twice, still on a list of its owner's
+ * when the second free marks it, keeps a link that leads where it did. */
+#define LD_RING_IDS 65536
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define LD_LINK_TOP_BYTES 0
+#else
+#define LD_LINK_TOP_BYTES 6
+#endif
+static inline void ld_ring_mark(ld_block_t *b, uint16_t ring_id) {
   uint16_t mark = ld_ring_mark_bits();
-  /* after the block's slot in the ring (cache.c, deferred_claim: an owner that sees the mark
-   * finds the slot); on x86 an order the compiler keeps, no instruction */
+  memcpy((unsigned char *)&b->next + LD_LINK_TOP_BYTES, &ring_id, sizeof ring_id);
+  /* after the block's slot in the ring and the id (cache.c, deferred_claim: an owner that sees
+   * the mark finds the id, and the slot of the heap it names); on x86 an order the compiler
+   * keeps, no instruction */
   atomic_thread_fence(memory_order_release);
   memcpy((unsigned char *)&b->tag + LD_TAG_TOP_BYTES, &mark, sizeof mark);
+}
+/* The ring id a marked block carries (read after its mark, with acquire order). */
+static inline uint16_t ld_ring_mark_id(const ld_block_t *b) {
+  uint16_t id;
+  atomic_thread_fence(memory_order_acquire);
+  memcpy(&id, (const unsigned char *)&b->next + LD_LINK_TOP_BYTES, sizeof id);
+  return id;
 }
 /* Whether a marked block still carries its mark, over six bytes that are not its free tag's. */
 static inline bool ld_ring_marked(const ld_block_t *b) {
@@ -283,7 +303,8 @@ static inline ld_block_t *ld_next(const ld_block_t *b) {
 }
 #else
 static inline void ld_set_next(ld_block_t *b, ld_block_t *next) { b->next = next; }
-static inline ld_block_t *ld_next(const ld_block_t *b) { return b->next; }
+/* (the top two bytes may hold a slow free's ring id: ld_ring_mark) */
+static inline ld_block_t *ld_next(const ld_block_t *b) { return (ld_block_t *)((uintptr_t)b->next & (((uintptr_t)1 << 48) - 1)); }
 #endif
 
 /* Blocks in a bin need no link. The hardened build seals them (the link word holds the
@@ -418,6 +439,7 @@ typedef struct ld_stats_s {
   size_t remote_hinted;           /* remote-list blocks whose lines a refill prefetched from hints */
   size_t remote_hint_taken;       /* of those, taken in whole batches from their hints (superblock.c) */
   size_t remote_to_bins;          /* blocks of batches of one or two put in the owner's bins unread (heap.c) */
+  size_t mark_rings_examined;     /* rings looked in for a marked block's other free (cache.c, deferred_claim) */
 } ld_stats_t;
 
 #ifdef LARDER_STATS
@@ -698,6 +720,9 @@ typedef struct heap_s {
    * marked as it came (alloc.c, free_deferring) */
   uint16_t slow_free_slots[LD_SLOW_FREES];
   uint32_t slow_free_next;             /* the slot the next one takes (wraps) */
+  /* this heap's place in the table of rings (heap.c, ld_heap_of_ring_id), which its marks
+   * carry (ld_ring_mark); 0: none (past LD_RING_IDS heaps), and its slow frees are not marked */
+  uint16_t ring_id;
   struct heap_s *inbox_seen_owner;     /* the heap whose inbox this thread last wrote to, */
   uint32_t inbox_seen_head;            /* and its inbox_head as read then (superblock.c) */
   /* Batches of one or two blocks for one owner, sent together: one CAS claims their inbox
@@ -871,6 +896,8 @@ bool    ld_heap_release_parked(heap_t *heap);
 bool    ld_heap_purge_parked_table(heap_t *heap);
 void    ld_heap_validate(heap_t *heap, int *violations);
 heap_t *ld_heaps_first(void);
+/* The heap with this ring id (heap_t, ring_id), or NULL: none has it. Heaps are never unmapped. */
+heap_t *ld_heap_of_ring_id(unsigned id);
 void    ld_heaps_lock_all(void);
 void    ld_heaps_unlock_all(bool reinit);
 size_t  ld_heaps_live_count(void);

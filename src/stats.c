@@ -20,7 +20,7 @@
   X(cache_flushes) X(remote_batches) X(remote_announcements) X(purge_thread_starts) X(idle_bins_emptied) \
   X(parked_heaps_taken) X(parked_heaps_released) X(heaps_examined) X(refill_pending_examined) \
   X(remote_hinted) X(medium_tails_purged) X(medium_cache_hits) X(medium_bytes_cached) X(remote_inbox_full) X(remote_hint_taken) \
-  X(remote_to_bins)
+  X(remote_to_bins) X(mark_rings_examined)
 
 static size_t positive(int64_t v) { return v > 0 ? (size_t)v : 0; }
 
@@ -84,6 +84,7 @@ void larder_stats_get(larder_stats_t *out) {
   out->remote_inbox_full = counts.remote_inbox_full;
   out->remote_hint_taken = counts.remote_hint_taken;
   out->remote_to_bins = counts.remote_to_bins;
+  out->mark_rings_examined = counts.mark_rings_examined;
   out->validations = atomic_load_explicit(&ld_validations, memory_order_relaxed);
   out->medium_allocs = counts.medium_allocs;
   out->medium_bytes_in_use = medium;

@@ -34,6 +34,7 @@ if(TARGET larder_static)
   alloc_internal_test(alloc_inbox_unit alloc/inbox_unit.c) # the inbox of remote frees
   alloc_internal_test(alloc_hint_room alloc/hint_room.c)   # a hinted batch and a bin without room for it whole
   alloc_internal_test(alloc_bin_least alloc/bin_least.c)   # every bin holds 3 blocks: a pair stays on the fast paths
+  alloc_internal_test(alloc_mark_lookup alloc/mark_lookup.c) # a free that finds a mark looks in one ring
 endif()
 
 # ---- misuse of pointers: static, stack, foreign mmap, wild; double and interior frees;
