@@ -97,6 +97,7 @@ typedef struct larder_stats_s {
   size_t remote_hint_taken;       /* of remote_hinted, blocks taken in whole batches from their hints, without reading them */
   size_t remote_to_bins;          /* blocks freed by other threads in batches of one or two, put straight in their owners' caches unread */
   size_t mark_rings_examined;     /* other threads' rings of slow frees looked in by frees of blocks that carried their mark (at most one per such free) */
+  size_t purge_call_runs;         /* purge runs made inside malloc and free calls: only in a process without the purge thread */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);

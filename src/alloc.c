@@ -70,8 +70,9 @@
  * (realloc_own_move); every other call takes realloc_slow (a small
  * block moves; a medium span grows over the free chunks after it; a large one onto a cached
  * span, by mremap in place, or to a new mapping).
- * Every slow path ends with a poll of the maintenance floor (maintain.c): the purge runs
- * there when its deadline has passed, never from below. (A medium call that the thread's kept
+ * Every slow path ends with a poll of the maintenance floor (maintain.c): when the purge's
+ * deadline has passed it wakes the purge thread, or, in a process without one, runs the purge
+ * there; never from below. (A medium call that the thread's kept
  * spans serve polls once in 16: span_poll_due.)
  */
 #define _GNU_SOURCE

@@ -380,8 +380,8 @@ static uint64_t heap_process_inbox(heap_t *heap, uint32_t most, uint32_t *taken,
  * header: a fill, a flush or a freer's help looks at PENDING_PER_CALL of them and leaves the
  * rest in pending_taken for the next. That keeps pace with a producer's frees coming back (a
  * fill brings at most 61 blocks, and each remote batch announces at most one superblock); a
- * burst waits at most until the purge's tidy, which, like the statistics, a thread's exit and
- * heap reuse, looks at all. A superblock waiting there stays announced, so it is neither
+ * burst waits at most until the purge's tidy, which, like the statistics and a thread's exit,
+ * looks at all (heap reuse, on a new thread's first call, looks at PENDING_PER_CALL). A superblock waiting there stays announced, so it is neither
  * given back to the segments nor announced again (which would rewrite its link). The inbox's
  * messages and the pending list's superblocks are looked at `most` of each at most. */
 #define PENDING_PER_CALL 64u
@@ -846,8 +846,10 @@ heap_t *ld_heap_new(bool after_exit_hook) {
   heap_lock(heap);
   LD_STAT_ADD(heap, heaps_examined, examined);
   /* A reused heap's pending list may hold superblocks announced after its last owner left:
-   * its own (a parked heap's) are counted, the others forwarded to their owners. */
-  heap_process_pending(heap);
+   * its own (a parked heap's) are counted, the others forwarded to their owners; as many as a
+   * fill looks at (this is the new thread's first malloc or free), the rest at its fills, or at
+   * the purge's tidy, which looks at all. */
+  heap_process_pending_some(heap, PENDING_PER_CALL, NULL, false);
   LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns());
   heap_unkeep(heap); /* taken: whatever it kept is a live thread's again */
   if (heap->superblocks_held) {

@@ -1163,7 +1163,8 @@ static inline void ld_due_note(uint64_t now) { ld_due_lower_to(now + ld_purge_de
 /* ---- maintenance (maintain.c), entered from alloc.c, stats.c, wrappers.c, its thread ---- */
 void    ld_maintain_init(void);                 /* start-up, once (any thread, any time) */
 heap_t *ld_maintain_thread_heap(void);          /* the calling thread's heap, made on first use */
-/* From the slow paths, with the coarse clock: runs the purge when due and the thread's own
+/* From the slow paths, with the coarse clock: has the purge run when due (by the purge thread,
+ * or here in a process without one: maintain.c) and the thread's own
  * cache trim now and then; allocating: the caller is an allocation (not a free), where the
  * purge thread may be started. Nothing is due on nearly every call, so that test is inline
  * (four loads, no call: a refill or flush of 8 blocks paid about 45 instructions for the
@@ -1187,6 +1188,7 @@ int     ld_maintain_trim(void);
 int     ld_maintain_validate(void);
 typedef struct ld_purge_stats_s {
   size_t thread_runs, thread_bytes, thread_starts;
+  size_t call_runs; /* purge runs made by malloc and free calls (no purge thread) */
   size_t bins_emptied; /* idle threads' bins emptied by any purge run */
 } ld_purge_stats_t;
 void    ld_maintain_purge_stats(ld_purge_stats_t *out);

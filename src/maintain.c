@@ -175,7 +175,7 @@ static void thread_exit(void *arg) {
 
 static _Atomic int purge_running;  /* one purge run at a time */
 static __thread int purging_here;  /* this thread holds purge_running (fork_prepare) */
-static _Atomic size_t thread_runs, thread_bytes, thread_starts, bins_emptied;
+static _Atomic size_t thread_runs, thread_bytes, thread_starts, bins_emptied, call_runs;
 
 /* Tidies every heap (trylock for other threads' heaps) and the global heap, purges what has
  * been idle for the delay (all: everything), and sets the next deadline. */
@@ -291,7 +291,14 @@ void ld_maintain_poll_slow(heap_t *heap, uint64_t now, bool allocating) {
     ld_cache_trim(heap);
     ld_cache_leave(heap);
   }
-  if (due) purge_run_once(ld_os_now_ns());
+  /* The run walks every heap and gives back whatever waited a delay: work that grows with the
+   * process. With a purge thread it is the thread's, woken above when it slept past the
+   * deadline: a malloc or free never pays for it. Without one (a process below
+   * LARDER_PURGE_THREAD_MB mapped, whose heaps and superblocks are few for that reason;
+   * LARDER_PURGE_THREAD=0; a fork child before its first allocation's slow path starts one),
+   * the call that finds it due runs it. */
+  if (due && !atomic_load_explicit(&ld_purge_thread_running, memory_order_acquire) && purge_run_once(ld_os_now_ns()) >= 0)
+    atomic_fetch_add_explicit(&call_runs, 1, memory_order_relaxed);
   errno = saved_errno;
 }
 
@@ -451,6 +458,7 @@ __attribute__((destructor)) static void maintain_unload(void) {
 
 void ld_maintain_purge_stats(ld_purge_stats_t *out) {
   out->thread_runs = atomic_load_explicit(&thread_runs, memory_order_relaxed);
+  out->call_runs = atomic_load_explicit(&call_runs, memory_order_relaxed);
   out->thread_bytes = atomic_load_explicit(&thread_bytes, memory_order_relaxed);
   out->thread_starts = atomic_load_explicit(&thread_starts, memory_order_relaxed);
   out->bins_emptied = atomic_load_explicit(&bins_emptied, memory_order_relaxed);

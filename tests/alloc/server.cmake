@@ -97,3 +97,9 @@ if(ALLOC_HAVE_LARDER)
     set_tests_properties(alloc_server_mix_rss PROPERTIES LABELS alloc TIMEOUT 90)
   endif()
 endif()
+# who runs the purge: the purge thread where there is one, never a malloc or free beside it;
+# the calls themselves in a process without it
+alloc_test(alloc_purge_runner_thread SOURCES alloc/purge_runner.c PRELOAD TIMEOUT 60 ARGS thread
+           ENV LARDER_PURGE_DELAY_MS=100 LARDER_PURGE_THREAD=1)
+alloc_test(alloc_purge_runner_none SOURCES alloc/purge_runner.c PRELOAD TIMEOUT 60 ARGS none
+           ENV LARDER_PURGE_DELAY_MS=100 LARDER_PURGE_THREAD=0)

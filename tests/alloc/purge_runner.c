@@ -1,0 +1,84 @@
+/* Who runs the purge (src/maintain.c, ld_maintain_poll_slow). A purge run walks every heap and
+ * may make thousands of madvise calls after a drop: work that grows with the process. Where the
+ * purge thread runs, a malloc or free that finds the deadline passed leaves the run to it (and
+ * wakes it); only in a process without the thread does the call run it.
+ *
+ * The workload: 8 MiB of 256-byte blocks built and freed (their superblocks empty, to be given
+ * back after a purge delay), then 1.2 s in which four threads (on two cores here) make calls
+ * that take slow paths, one burst after another (2,000 mallocs and frees of 64 sizes): twelve
+ * purge delays of 100 ms. A busy thread meets each deadline as the coarse clock passes it, and
+ * a woken purge thread may wait for a core: calls then ran 2-5 of the ~14 runs before.
+ *
+ *   thread   (LARDER_PURGE_THREAD=1: the thread from the first allocation) purge_call_runs is 0,
+ *            purge_thread_runs at least 2, and memory went back (bytes_purged > 0);
+ *   none     (LARDER_PURGE_THREAD=0) purge_call_runs at least 2, and memory went back.
+ * Under another allocator the workload runs and the larder checks are skipped.
+ *
+ * usage: alloc_purge_runner thread|none */
+#include "server_util.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#define BLOCKS (8u << 20) / 256
+#define CHURNERS 3 /* besides main: more busy threads than cores, so that a woken purge thread may wait */
+
+static void *blocks[BLOCKS];
+static atomic_uint bursts;
+
+/* Bursts of slow-path calls, one after another, for 1.2 s. */
+static void *churn(void *arg) {
+  (void)arg;
+  static _Thread_local void *mine[2000];
+  double end = srv_now() + 1.2;
+  while (srv_now() < end) {
+    for (unsigned i = 0; i < 2000; i++) {
+      mine[i] = malloc(16 + (i % 64) * 16);
+      REQUIRE(mine[i] != NULL);
+      *(volatile char *)mine[i] = 1;
+    }
+    for (unsigned i = 0; i < 2000; i++) free(mine[i]);
+    atomic_fetch_add(&bursts, 1);
+  }
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2 || (strcmp(argv[1], "thread") != 0 && strcmp(argv[1], "none") != 0)) {
+    fprintf(stderr, "usage: %s thread|none\n", argv[0]);
+    return 2;
+  }
+  bool thread = strcmp(argv[1], "thread") == 0;
+  alloc_api_t api = alloc_api();
+  for (unsigned i = 0; i < BLOCKS; i++) {
+    blocks[i] = malloc(256);
+    REQUIRE(blocks[i] != NULL);
+    memset(blocks[i], 1, 256);
+  }
+  for (unsigned i = 0; i < BLOCKS; i++) free(blocks[i]);
+  pthread_t threads[CHURNERS];
+  for (int i = 0; i < CHURNERS; i++) REQUIRE(pthread_create(&threads[i], NULL, churn, NULL) == 0);
+  churn(NULL);
+  for (int i = 0; i < CHURNERS; i++) pthread_join(threads[i], NULL);
+  if (!api.stats_get) {
+    printf("purge_runner: %u bursts (not larder: nothing checked)\n", atomic_load(&bursts));
+    return check_done();
+  }
+  larder_stats_t st;
+  api.stats_get(&st);
+  printf("purge_runner %s: %u bursts; purge runs by calls %zu, by the thread %zu; %zu bytes purged\n", argv[1],
+         atomic_load(&bursts), st.purge_call_runs, st.purge_thread_runs, st.bytes_purged);
+  if (thread) {
+    CHECK_MSG(st.purge_call_runs == 0, "%zu purge runs made inside malloc or free calls beside the purge thread",
+              st.purge_call_runs);
+    CHECK_MSG(st.purge_thread_runs >= 2, "the purge thread ran %zu times in twelve purge delays", st.purge_thread_runs);
+  } else {
+    CHECK_MSG(st.purge_thread_runs == 0, "a purge thread ran with LARDER_PURGE_THREAD=0");
+    CHECK_MSG(st.purge_call_runs >= 2, "calls ran the purge %zu times in twelve purge delays, with no purge thread",
+              st.purge_call_runs);
+  }
+  CHECK_MSG(st.bytes_purged > 0, "nothing given back");
+  CHECK(api.validate() == 0);
+  return check_done();
+}
