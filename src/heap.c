@@ -649,15 +649,23 @@ void ld_heap_collect_pending(heap_t *heap) {
 /* Collects the heap's pending frees and gives its empty superblocks to the global heap (and
  * from there to the segments, to be purged by age): Hoard's K slack is for bursts. No block of
  * an empty superblock is live or cached, so nothing of the owner's refers to it. Heap lock held. */
+/* A heap that freed a large share of the process's blocks gives thousands of superblocks to the
+ * global heap at once, a cold header each (16-36 ms under the global lock after 1.5 GB was
+ * freed, which a refill of another thread waited out): every so many the lock goes to a
+ * thread that waits for it. */
+#define GIVES_PER_TURN 16u
+
 static void heap_give_empty_locked(heap_t *heap) {
   heap_check_options(heap);
   heap_release_classes(heap, heap_process_pending(heap) | heap_count_current(heap));
+  unsigned given = 0;
   ld_global_lock();
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     if (!heap->a[c]) continue; /* holds nothing of that class */
     while (heap->groups[c][0]) {
       heap_give_to_global(heap, heap->groups[c][0]);
       LD_STAT_INC(heap, superblocks_to_global); /* under the heap's lock, as its owner counts it */
+      if (++given % GIVES_PER_TURN == 0) ld_global_let_waiters_in();
     }
     sb_t *cur = heap->current[c];
     if (cur != &ld_sb_none && cur->used == 0) {
@@ -890,12 +898,16 @@ void ld_stats_add(ld_stats_t *dst, const ld_stats_t *src) {
  * §1). Heap lock held; the caller has emptied the heap's cache and remote buffer. */
 static void heap_give_all_locked(heap_t *heap) {
   heap_process_pending(heap);
+  unsigned given = 0;
   ld_global_lock();
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     sb_t *sb = heap->current[c];
     if (sb != &ld_sb_none) heap_give_to_global(heap, sb);
     for (int g = 0; g < LD_GROUP_COUNT; g++)
-      while ((sb = heap->groups[c][g])) heap_give_to_global(heap, sb);
+      while ((sb = heap->groups[c][g])) {
+        heap_give_to_global(heap, sb);
+        if (++given % GIVES_PER_TURN == 0) ld_global_let_waiters_in();
+      }
   }
   ld_global_unlock();
   heap_process_pending(heap); /* announced meanwhile: forwarded to the global heap */

@@ -1029,6 +1029,9 @@ int64_t ld_cache_bytes(const heap_t *heap);   /* what a heap's bins hold, read f
 extern heap_t ld_global_heap;  /* the owner token of superblocks the global heap holds */
 void    ld_global_lock(void);
 void    ld_global_unlock(void);
+/* Global lock held, in a long loop: a thread that waits for it goes first (os.h,
+ * ld_lock_let_waiters_in). */
+void    ld_global_let_waiters_in(void);
 /* A superblock of class cls for heap (from the global heap's lists, else a new one from the
  * segments), or NULL when the OS has no memory. */
 sb_t   *ld_global_take(heap_t *heap, unsigned cls);

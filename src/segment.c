@@ -486,7 +486,8 @@ void ld_segment_free(void *run, size_t chunks, size_t resident) {
   if (c->resident > resident) resident = c->resident;
   if (free_purges) {
     seg.bytes_purged += run_purge_and_file(s, start, (uint32_t)chunks);
-    ld_segment_unlock(false);
+    /* the purge frees superblock after superblock: a thread that waits goes first (os.h) */
+    ld_unlock_to_waiter(&seg.lock);
     return;
   }
   run_free_locked(s, start, (uint32_t)chunks, now, resident);
@@ -591,9 +592,15 @@ static size_t run_purge_tail(chunk_t *c, size_t chunks) {
   return run_purge_and_file(s, start + keep, n);
 }
 
+/* Every so many purges (a madvise each) the purge lets a thread that waits for the segment
+ * lock (a new superblock, a medium span) go first: after a drop the runs to purge are many. Each
+ * loop below reads its list's head again after a turn. */
+#define PURGES_PER_TURN 8u
+
 size_t ld_segment_purge(uint64_t now, bool all) {
   uint64_t delay = ld_purge_delay();
   size_t released = 0;
+  unsigned steps = 0;
   ld_segment_lock();
   /* Tails of runs in use that have lived the delay: pages past what their users touch. */
   while (seg.tails_head && (all || seg.tails_head->freed_ns + delay <= now)) {
@@ -603,9 +610,13 @@ size_t ld_segment_purge(uint64_t now, bool all) {
       c->resident = c->need;
     }
     tail_remove(c);
+    if (++steps % PURGES_PER_TURN == 0) ld_lock_let_waiters_in(&seg.lock);
   }
   /* By age: runs idle for the delay. */
-  while (seg.dirty_tail && (all || seg.dirty_tail->freed_ns + delay <= now)) released += run_purge_tail(seg.dirty_tail, SIZE_MAX);
+  while (seg.dirty_tail && (all || seg.dirty_tail->freed_ns + delay <= now)) {
+    released += run_purge_tail(seg.dirty_tail, SIZE_MAX);
+    if (++steps % PURGES_PER_TURN == 0) ld_lock_let_waiters_in(&seg.lock);
+  }
   /* By amount: dirty memory that was never needed during the last windows, the oldest first.
    * The runs purged by age count towards it. */
   if (all || now - seg.window_start_ns >= delay) {
@@ -615,6 +626,7 @@ size_t ld_segment_purge(uint64_t now, bool all) {
     while (!all && seg.dirty_tail && released < target) {
       size_t want = (target - released + ld_sb_size - 1) / ld_sb_size;
       released += run_purge_tail(seg.dirty_tail, want);
+      if (++steps % PURGES_PER_TURN == 0) ld_lock_let_waiters_in(&seg.lock);
     }
     /* The window ends; what was purged leaves the low marks of the ones before (it is no
      * longer dirty memory that could stay unused). */
