@@ -346,3 +346,13 @@ bench_check(soak soak
          "--expr=abs(f['ops_per_s'] * f['elapsed_s'] - f['ops']) <= 1e-6 * f['ops']"
   ARGS -t 3 --live 2000 --seconds 1 --short-lived 1 --idle-every 0.4 --idle-seconds 0.2 --validate)
 bench_bad(soak -- --live 0 -- --max-size 1000 -- --remote-share 2 -- --short-lived 65 -- --seconds 0)
+
+# ---- drop-wait: a dropped heap, workers' calls timed; the percentiles in order ----
+set(DW_FIGS build_s,drop_s,rss_peak_kib,calls,worst_call_us,worst_call_at_s,calls_over_100us,calls_over_1ms,p999_call_us,p9999_call_us,rss_end_kib)
+bench_check(drop-wait drop-wait
+  CHECKS --params heap_mb,block_size,workers,seconds,worker_size,worker_max_mb,pause_ms --figures ${DW_FIGS}
+         --positive calls,rss_peak_kib
+         "--expr=f['p999_call_us'] <= f['p9999_call_us'] <= f['worst_call_us'] + 1"
+         "--expr=f['calls_over_1ms'] <= f['calls_over_100us'] <= f['calls']"
+  ARGS --heap-mb 16 -w 2 --seconds 0.3 --worker-max-mb 4)
+bench_bad(drop-wait -- --heap-mb 0 -- --workers 0 -- --seconds 0 -- --pause-ms -1 -- --block-size x)
