@@ -53,6 +53,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("soak", "ops_per_cpu_s", True, "--threads",
              "A server's load for a while, every block checked (sparse writes, realloc, calloc, memalign, "
              "remote frees): a wrong byte or a false bad-free report fails the run"),
+    Workload("drop-wait", "worst_call_us", False, "--workers",
+             "One thread drops a large heap while others keep allocating: the worst call and the tail, "
+             "while the allocator gives the dropped memory back"),
     Workload("latency", "malloc_p99_ns", False, "--threads",
              "Per-operation latency percentiles of malloc, free and realloc, one thread (bench/latency)"),
 ]}
