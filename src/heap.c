@@ -780,8 +780,11 @@ static void heap_abandon_locked(heap_t *heap);
 heap_t *ld_heaps_first(void) { return __atomic_load_n(&heaps.heaps, __ATOMIC_ACQUIRE); }
 size_t ld_heaps_live_count(void) { return atomic_load_explicit(&heaps.live, memory_order_relaxed); }
 
-/* A thread start looks at this many orphan heaps at most: the work of finding a heap is
- * bounded by a constant, however many heaps there are (the first version walked them all). */
+/* A thread start looks at this many orphan heaps at most: the number of heaps it looks at is
+ * bounded by a constant, however many heaps there are (the first version walked them all). An
+ * orphan whose thread is gone is given to the global heap there, whole (heap_abandon_locked):
+ * work that grows with what that heap holds, on a path that only a thread-local destructor
+ * that allocates after larder's exit hook leads to (docs/allocator.md, "Known limits"). */
 #define ORPHAN_CHECKS_MAX 4
 
 static void orphan_enqueue(heap_t *heap) {
