@@ -381,8 +381,9 @@ static uint64_t heap_process_inbox(heap_t *heap, uint32_t most, uint32_t *taken,
  * rest in pending_taken for the next. That keeps pace with a producer's frees coming back (a
  * fill brings at most 61 blocks, and each remote batch announces at most one superblock); a
  * burst waits at most until the purge's tidy, which, like the statistics and a thread's exit,
- * looks at all (heap reuse, on a new thread's first call, looks at PENDING_PER_CALL). A superblock waiting there stays announced, so it is neither
- * given back to the segments nor announced again (which would rewrite its link). The inbox's
+ * looks at all (heap reuse, on a new thread's first call, looks at PENDING_PER_CALL). A
+ * superblock waiting there stays announced, so it is neither given back to the segments nor
+ * announced again (which would rewrite its link). The inbox's
  * messages and the pending list's superblocks are looked at `most` of each at most. */
 #define PENDING_PER_CALL 64u
 static LD_NOINLINE uint64_t heap_process_pending_found(heap_t *heap, uint32_t most, uint32_t *looked, bool to_bins);
@@ -646,15 +647,16 @@ void ld_heap_collect_pending(heap_t *heap) {
   heap_unlock(heap);
 }
 
+/* A heap that freed a large share of the process's blocks gives thousands of superblocks to the
+ * global heap at once, a cold header each, under the global lock: every so many the lock goes
+ * to a thread that waits for it, as in the global heap's release (global.c). (After 1.5 GB was
+ * freed the longest wait was the segment lock's, ld_segment_free's; with that one handed over
+ * too, no lock wait passed 0.4 ms.) */
+#define GIVES_PER_TURN 16u
+
 /* Collects the heap's pending frees and gives its empty superblocks to the global heap (and
  * from there to the segments, to be purged by age): Hoard's K slack is for bursts. No block of
  * an empty superblock is live or cached, so nothing of the owner's refers to it. Heap lock held. */
-/* A heap that freed a large share of the process's blocks gives thousands of superblocks to the
- * global heap at once, a cold header each (16-36 ms under the global lock after 1.5 GB was
- * freed, which a refill of another thread waited out): every so many the lock goes to a
- * thread that waits for it. */
-#define GIVES_PER_TURN 16u
-
 static void heap_give_empty_locked(heap_t *heap) {
   heap_check_options(heap);
   heap_release_classes(heap, heap_process_pending(heap) | heap_count_current(heap));
