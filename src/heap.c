@@ -777,16 +777,14 @@ bool ld_heap_help_full_inbox(heap_t *self, heap_t *owner) {
 
 /* ---- heap lifecycle ---- */
 
-static void heap_abandon_locked(heap_t *heap);
-
 heap_t *ld_heaps_first(void) { return __atomic_load_n(&heaps.heaps, __ATOMIC_ACQUIRE); }
 size_t ld_heaps_live_count(void) { return atomic_load_explicit(&heaps.live, memory_order_relaxed); }
 
 /* A thread start looks at this many orphan heaps at most: the number of heaps it looks at is
- * bounded by a constant, however many heaps there are (the first version walked them all). An
- * orphan whose thread is gone is given to the global heap there, whole (heap_abandon_locked):
- * work that grows with what that heap holds, on a path that only a thread-local destructor
- * that allocates after larder's exit hook leads to (docs/allocator.md, "Known limits"). */
+ * bounded by a constant, however many heaps there are (the first version walked them all). The
+ * first orphan it finds whose thread is gone becomes the new thread's heap, as it stands (see
+ * heap_new_locked); until 2026-11-28 each such orphan was given to the global heap there,
+ * whole, work that grew with what it held. */
 #define ORPHAN_CHECKS_MAX 4
 
 static void orphan_enqueue(heap_t *heap) {
@@ -807,29 +805,35 @@ static heap_t *orphan_dequeue(void) {
   return heap;
 }
 
-/* A heap for a new thread: an exited thread's, or a new one. Heaps are never unmapped, and
- * there are never more than the most threads that lived at once. heaps.lock held. *examined
- * counts the heaps looked at: at most ORPHAN_CHECKS_MAX + 1. */
-static heap_t *heap_new_locked(bool after_exit_hook, size_t *examined) {
+/* A heap for a new thread: an orphan whose thread is gone, an exited thread's, or a new one.
+ * Heaps are never unmapped, and there are never more than the most threads that lived at once.
+ * heaps.lock held. *examined counts the heaps looked at: at most ORPHAN_CHECKS_MAX + 1.
+ * *adopted: the heap is such an orphan, live, with whatever its thread left in it. */
+static heap_t *heap_new_locked(bool after_exit_hook, size_t *examined, bool *adopted) {
   /* A heap made by a thread after its exit hook had run (a destructor that allocated in the
-   * last round) is given up once the kernel says that thread is gone: a few of the queue's
-   * heaps are looked at per thread start, oldest first, and those still in use go to its end.
-   * A queued heap that was parked since (a later round of destructors ran the hook) or taken
-   * is no orphan now and leaves the queue. */
+   * last round) has no hook left to give it up. Once the kernel says that thread is gone, a
+   * new thread takes it as it stands, bins, deferred frees and buffers included, as its thread
+   * would have gone on with it: the work is the same whatever the heap holds. (Giving it to the
+   * global heap here moved every superblock it held; leaving it to the purge let 2,000 such
+   * heaps wait with their memory, +408 MiB in tests/alloc/tls_dtor.c.) Until a thread takes it,
+   * it is a live heap whose thread idles: the purge empties its bins and gives its empty
+   * superblocks away. A few of the queue's heaps are looked at per thread start, oldest first;
+   * those whose threads still run, and dead ones after the first, go to its end. A queued heap
+   * that was parked since (a later round of destructors ran the hook) is no orphan now and
+   * leaves the queue. */
+  *adopted = false;
+  heap_t *heap = NULL;
   size_t checks = heaps.orphans_queued < ORPHAN_CHECKS_MAX ? heaps.orphans_queued : ORPHAN_CHECKS_MAX;
   for (size_t i = 0; i < checks; i++) {
     heap_t *h = orphan_dequeue();
     ++*examined;
     if (!h->live || !h->orphan_tid) continue;
-    if (!ld_os_thread_alive(h->orphan_tid) && ld_trylock(&h->lock)) {
-      heap_abandon_locked(h); /* retired: on the idle stack */
-      ld_unlock(&h->lock);
-    } else {
-      orphan_enqueue(h);
-    }
+    if (!heap && !ld_os_thread_alive(h->orphan_tid)) heap = h;
+    else orphan_enqueue(h);
   }
-  heap_t *heap = heaps.idle;
   if (heap) {
+    *adopted = true;
+  } else if ((heap = heaps.idle)) {
     heaps.idle = heap->next_idle;
     heap->next_idle = NULL;
     ++*examined;
@@ -853,11 +857,18 @@ static heap_t *heap_new_locked(bool after_exit_hook, size_t *examined) {
 heap_t *ld_heap_new(bool after_exit_hook) {
   size_t examined = 0;
   ld_lock(&heaps.lock);
-  heap_t *heap = heap_new_locked(after_exit_hook, &examined);
+  bool adopted;
+  heap_t *heap = heap_new_locked(after_exit_hook, &examined, &adopted);
   ld_unlock(&heaps.lock);
   if (!heap) return NULL;
   heap_lock(heap);
   LD_STAT_ADD(heap, heaps_examined, examined);
+  if (adopted) {
+    /* an orphan whose thread is gone (heap_new_locked): live already, and counted so */
+    LD_STAT_INC(heap, orphan_heaps_taken);
+    heap_unlock(heap);
+    return heap;
+  }
   /* A reused heap's pending list may hold superblocks announced after its last owner left:
    * its own (a parked heap's) are counted, the others forwarded to their owners; as many as a
    * fill looks at (this is the new thread's first malloc or free), the rest at its fills, or at
@@ -931,11 +942,6 @@ static void heap_retire_locked(heap_t *heap) {
   __atomic_store_n(&heap->live, 0, __ATOMIC_RELEASE);
   heap->next_idle = heaps.idle;
   heaps.idle = heap;
-}
-
-static void heap_abandon_locked(heap_t *heap) {
-  heap_give_all_locked(heap);
-  heap_retire_locked(heap);
 }
 
 /* The bytes in use below which a parked heap gives class c's emptiest superblocks away. */

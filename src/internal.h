@@ -433,6 +433,7 @@ typedef struct ld_stats_s {
   size_t remote_sent_bytes;     /* freed by this thread into other heaps' superblocks */
   size_t remote_taken_bytes;    /* taken by this heap from its superblocks' remote lists */
   size_t parked_heaps_taken;    /* an exited thread's heap taken whole by a new thread */
+  size_t orphan_heaps_taken;    /* a heap made after its thread's exit hook, taken by a new thread once that thread was gone */
   size_t parked_heaps_released; /* a parked heap's superblocks given to the global heap by the purge */
   size_t heaps_examined;        /* heaps looked at to find a new thread's (constant per thread) */
   size_t refill_pending_examined; /* messages and announced superblocks refills looked at (at most 64 of each per refill) */

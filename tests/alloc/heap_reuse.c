@@ -13,8 +13,16 @@
  *   orphans        64 threads at once whose key destructor sets itself again in every round
  *                  and allocates, so that the last round makes a heap after the exit hook
  *                  ran; then 200 threads start one after another: at most 5 heaps examined
- *                  each, the queue's count checked by the validation walk.
+ *                  each, the queue's count checked by the validation walk; the orphans
+ *                  left by then are taken (orphan_heaps_taken; the 64 threads' later
+ *                  destructor rounds took those of the threads that ended before them).
+ *   a large orphan   a thread's last destructor round allocates 16 MiB of 256-byte blocks
+ *                  and keeps them; the next thread's start takes that orphan heap as it
+ *                  stands (orphan_heaps_taken + 1), moving none of its 256 superblocks
+ *                  (until 2026-11-28 it gave them all to the global heap, inside that
+ *                  thread's first malloc), then frees every block as its own.
  * Every block carries a pattern, checked before it is freed. */
+#include <limits.h>
 #include <pthread.h>
 
 #include "alloc_util.h"
@@ -103,11 +111,84 @@ static void check_orphans(void) {
   for (int i = 0; i < AFTER_ORPHANS; i++) run(short_lived);
   larder_stats_t after = alloc_stats(&api);
   size_t examined = after.heaps_examined - before.heaps_examined;
-  printf("heap_reuse: %d threads that allocated after their exit hook, then %d threads: %zu heaps examined\n",
-         ORPHAN_THREADS, AFTER_ORPHANS, examined);
+  size_t taken = after.orphan_heaps_taken - before.orphan_heaps_taken;
+  printf("heap_reuse: %d threads that allocated after their exit hook, then %d threads: %zu heaps examined, "
+         "%zu orphan heaps taken\n",
+         ORPHAN_THREADS, AFTER_ORPHANS, examined, taken);
   CHECK_MSG(examined <= 5 * AFTER_ORPHANS, "%zu heaps examined for %d threads: more than 5 each", examined,
             AFTER_ORPHANS);
+  /* (threads still in their destructors take the orphans of those gone before them: at least
+   * the last one's is left for the 200) */
+  CHECK_MSG(taken >= 1, "no orphan heap taken by %d new threads, after %d orphans' threads were gone", AFTER_ORPHANS,
+            ORPHAN_THREADS);
   CHECK(api.validate() == 0);
+}
+
+#define LARGE_BLOCKS 65536
+#define LARGE_SIZE 256
+static void **large_blocks;
+static pthread_key_t large_key;
+static int large_round;
+
+/* Every round sets the key again; the last one (PTHREAD_DESTRUCTOR_ITERATIONS) runs after the
+ * exit hook ran in the round before, so its blocks go into a heap made after that hook. */
+static void large_again(void *v) {
+  free(v);
+  if (++large_round < PTHREAD_DESTRUCTOR_ITERATIONS) {
+    pthread_setspecific(large_key, malloc(32));
+    return;
+  }
+  for (int i = 0; i < LARGE_BLOCKS; i++) {
+    large_blocks[i] = malloc(LARGE_SIZE);
+    if (large_blocks[i]) alloc_fill(large_blocks[i], LARGE_SIZE);
+  }
+}
+
+static void *large_orphan_maker(void *arg) {
+  pthread_setspecific(large_key, malloc(32));
+  return arg;
+}
+
+static larder_stats_t start_before, start_after;
+
+static void *large_orphan_taker(void *arg) {
+  start_before = alloc_stats(&api); /* no heap yet: this thread's first call is the malloc below */
+  void *volatile p = malloc(LARGE_SIZE); /* volatile: a malloc and free of nothing may be left out */
+  start_after = alloc_stats(&api);
+  free(p);
+  for (int i = 0; i < LARGE_BLOCKS; i++) {
+    if (!large_blocks[i]) continue;
+    if (alloc_check(large_blocks[i], LARGE_SIZE) != (size_t)-1) atomic_fetch_add(&corrupt, 1);
+    free(large_blocks[i]);
+  }
+  return arg;
+}
+
+static void check_large_orphan(void) {
+  large_blocks = calloc(LARGE_BLOCKS, sizeof *large_blocks);
+  REQUIRE(large_blocks);
+  REQUIRE(pthread_key_create(&large_key, large_again) == 0); /* after larder's own key */
+  run(large_orphan_maker);
+  int made = 0;
+  for (int i = 0; i < LARGE_BLOCKS; i++) made += large_blocks[i] != NULL;
+  CHECK_MSG(made == LARGE_BLOCKS, "%d of %d blocks allocated in the last destructor round", made, LARGE_BLOCKS);
+  larder_stats_t before = alloc_stats(&api);
+  run(large_orphan_taker);
+  larder_stats_t after = alloc_stats(&api);
+  size_t taken = start_after.orphan_heaps_taken - start_before.orphan_heaps_taken;
+  long to_global = (long)(start_after.superblocks_to_global - start_before.superblocks_to_global);
+  long from_global = (long)(start_after.superblocks_from_global - start_before.superblocks_from_global);
+  long in_use = (long)after.bytes_in_use - (long)before.bytes_in_use;
+  printf("heap_reuse: a thread start after a 16 MiB orphan heap: %zu orphan heaps taken, superblocks to / from the "
+         "global heap %ld / %ld; bytes in use %+ld after its blocks were freed\n",
+         taken, to_global, from_global, in_use);
+  CHECK_MSG(taken == 1, "the thread start took %zu orphan heaps, not the one whose thread was gone", taken);
+  CHECK_MSG(to_global == 0 && from_global <= 1, "the thread start moved %ld superblocks to the global heap and %ld from it",
+            to_global, from_global);
+  CHECK_MSG(in_use < -(long)(LARGE_BLOCKS * LARGE_SIZE) * 9 / 10, "bytes in use fell by %ld, not by the 16 MiB freed",
+            -in_use);
+  CHECK(api.validate() == 0);
+  free(large_blocks);
 }
 
 int main(void) {
@@ -118,6 +199,7 @@ int main(void) {
   }
   check_many_heaps();
   check_orphans();
+  check_large_orphan();
   CHECK_MSG(atomic_load(&corrupt) == 0, "%ld blocks lost their pattern", atomic_load(&corrupt));
   return check_done();
 }
