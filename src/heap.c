@@ -222,6 +222,14 @@ static inline void heap_check_options(heap_t *heap) {
   if (heap->options_epoch != atomic_load_explicit(&ld_options_epoch, memory_order_relaxed)) heap_options_changed(heap);
 }
 
+void ld_heaps_options_apply(void) {
+  for (heap_t *h = __atomic_load_n(&heaps.heaps, __ATOMIC_ACQUIRE); h; h = h->next_heap) {
+    heap_lock(h);
+    heap_check_options(h);
+    heap_unlock(h);
+  }
+}
+
 /* A superblock that may be given back (at most (1-f) full): the head of group 0, 1 or 2, else
  * (with_current) the current one. If u < (1-f)a one of them is, since the others are all above
  * (1-f). */

@@ -886,6 +886,10 @@ bool ld_heap_help_full_inbox(heap_t *self, heap_t *owner);
 heap_t *ld_heap_new(bool after_exit_hook);  /* a heap for the calling thread (made or reused) */
 void    ld_heap_empty_init(void);           /* the empty heap's non-zero fields (start-up) */
 void    ld_heap_fraction_changed(void);     /* Hoard's f was set: the groups' boundaries follow */
+/* larder_option_set: every heap files its superblocks and sets its thresholds under the new
+ * options now, each under its own lock, in the setter's call, so that no thread's refill or
+ * flush does it for a heap of any size (only one that reaches its heap first, heap.c). */
+void    ld_heaps_options_apply(void);
 /* Thread exit: the heap's empty superblocks go to the global heap, and the heap with the rest
  * waits (parked) for the next new thread; true if it still holds superblocks. */
 bool    ld_heap_park(heap_t *heap);

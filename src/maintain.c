@@ -591,7 +591,11 @@ int larder_option_set(const char *name, const char *value) {
   ld_heap_fraction_changed();
   purge_delay_changed();
   atomic_fetch_add(&ld_options_epoch, 1);
-  /* The bins' limits follow the options at the thread's next heap; the heaps' groups and
-   * thresholds at their next slow path (heap.c, heap_check_options). */
+  /* The bins' limits follow the options at the thread's next heap. The heaps' groups and
+   * thresholds follow here, every heap under its lock: work that grows with the superblocks
+   * held, done by the setter. Until 2026-11-28 each heap's next refill or flush did it, on a
+   * malloc or free path (heap.c, heap_check_options, which still does it for a heap its thread
+   * reaches before this walk does). */
+  ld_heaps_options_apply();
   return 0;
 }
