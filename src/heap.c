@@ -836,8 +836,14 @@ static heap_t *heap_new_locked(bool after_exit_hook, size_t *examined, bool *ado
     heap_t *h = orphan_dequeue();
     ++*examined;
     if (!h->live || !h->orphan_tid) continue;
-    if (!heap && !ld_os_thread_alive(h->orphan_tid)) heap = h;
-    else orphan_enqueue(h);
+    if (!heap && !ld_os_thread_alive(h->orphan_tid)) {
+      /* (bins_busy: its thread ended inside a fast path, cancelled from a signal handler: the
+       * bins may be half changed, and the heap stays unused, out of the queue) */
+      if (LD_READ(h->bins_busy)) h->orphan_tid = 0;
+      else heap = h;
+      continue;
+    }
+    orphan_enqueue(h);
   }
   if (heap) {
     *adopted = true;
@@ -1005,12 +1011,23 @@ void ld_heaps_unlock_all(bool reinit) {
     if (reinit) {
       ld_lock_reset(&h->lock);
       ld_inbox_after_fork(h);
+      /* A fork child: the parent's orphans stay as the parent's other threads' heaps stay,
+       * unused (their threads may have been anywhere in a call when the parent forked), not
+       * taken by the child's new threads (heap_new_locked). */
+      h->orphan_tid = 0;
+      h->orphan_queued = false;
+      h->next_orphan = NULL;
     } else {
       ld_unlock(&h->lock);
     }
   }
-  if (reinit) ld_lock_reset(&heaps.lock);
-  else ld_unlock(&heaps.lock);
+  if (reinit) {
+    heaps.orphans = heaps.orphans_tail = NULL;
+    heaps.orphans_queued = 0;
+    ld_lock_reset(&heaps.lock);
+  } else {
+    ld_unlock(&heaps.lock);
+  }
 }
 
 /* ---- statistics ---- */

@@ -21,6 +21,11 @@
  *                  stands (orphan_heaps_taken + 1), moving none of its 256 superblocks
  *                  (until 2026-11-28 it gave them all to the global heap, inside that
  *                  thread's first malloc), then frees every block as its own.
+ *   fork           a thread's last destructor round leaves an orphan heap, and the process
+ *                  forks before any thread starts: in the child a new thread leaves that orphan
+ *                  alone (the parent's threads may have been anywhere in a call at the fork;
+ *                  their heaps stay unused in the child), and the validation walk passes; in
+ *                  the parent the next thread takes it.
  * Every block carries a pattern, checked before it is freed. */
 #include <limits.h>
 #include <pthread.h>
@@ -188,6 +193,44 @@ static void check_large_orphan(void) {
   CHECK_MSG(in_use < -(long)(LARGE_BLOCKS * LARGE_SIZE) * 9 / 10, "bytes in use fell by %ld, not by the 16 MiB freed",
             -in_use);
   CHECK(api.validate() == 0);
+}
+
+static void *one_malloc(void *arg) {
+  void *volatile p = malloc(48);
+  free(p);
+  return arg;
+}
+
+static void check_fork_orphan(void) {
+  large_round = 0;
+  for (int i = 0; i < LARGE_BLOCKS; i++) large_blocks[i] = NULL;
+  run(large_orphan_maker); /* an orphan holding 16 MiB, its thread gone */
+  fflush(stdout);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    larder_stats_t before = alloc_stats(&api);
+    run(one_malloc);
+    larder_stats_t after = alloc_stats(&api);
+    int v = api.validate();
+    _exit(after.orphan_heaps_taken != before.orphan_heaps_taken ? 3 : v != 0 ? 4 : 0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+            "fork child: status %d (3: a thread took the parent's orphan heap; 4: validation failed)", status);
+  larder_stats_t before = alloc_stats(&api);
+  run(one_malloc);
+  larder_stats_t after = alloc_stats(&api);
+  printf("heap_reuse: an orphan heap at a fork: left alone in the child, %zu taken in the parent\n",
+         after.orphan_heaps_taken - before.orphan_heaps_taken);
+  CHECK(after.orphan_heaps_taken - before.orphan_heaps_taken == 1);
+  for (int i = 0; i < LARGE_BLOCKS; i++) {
+    if (!large_blocks[i]) continue;
+    if (alloc_check(large_blocks[i], LARGE_SIZE) != (size_t)-1) atomic_fetch_add(&corrupt, 1);
+    free(large_blocks[i]);
+  }
+  CHECK(api.validate() == 0);
   free(large_blocks);
 }
 
@@ -200,6 +243,7 @@ int main(void) {
   check_many_heaps();
   check_orphans();
   check_large_orphan();
+  check_fork_orphan();
   CHECK_MSG(atomic_load(&corrupt) == 0, "%ld blocks lost their pattern", atomic_load(&corrupt));
   return check_done();
 }
