@@ -877,23 +877,23 @@ heap_t *ld_heap_new(bool after_exit_hook) {
   if (!heap) return NULL;
   heap_lock(heap);
   LD_STAT_ADD(heap, heaps_examined, examined);
+  /* A reused heap's pending list may hold superblocks announced after its last owner left:
+   * its own (a parked heap's) are counted, the others forwarded to their owners; as many as a
+   * fill looks at (this is the new thread's first malloc or free), the rest at its fills, or at
+   * the purge's tidy, which looks at all. */
+  heap_process_pending_some(heap, PENDING_PER_CALL, NULL, false);
+  LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns()); /* (not idle: the purge leaves its bins) */
   if (adopted) {
     /* an orphan whose thread is gone (heap_new_locked): live already, and counted so */
     LD_STAT_INC(heap, orphan_heaps_taken);
     heap_unlock(heap);
     return heap;
   }
-  /* A reused heap's pending list may hold superblocks announced after its last owner left:
-   * its own (a parked heap's) are counted, the others forwarded to their owners; as many as a
-   * fill looks at (this is the new thread's first malloc or free), the rest at its fills, or at
-   * the purge's tidy, which looks at all. */
-  heap_process_pending_some(heap, PENDING_PER_CALL, NULL, false);
-  LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns());
   heap_unkeep(heap); /* taken: whatever it kept is a live thread's again */
   if (heap->superblocks_held) {
     /* A parked heap (ld_heap_park): the new thread takes it whole, its superblocks, counts and
-     * thresholds as its last owner left them (the options' epoch too: a change since is
-     * applied at the first slow path, heap_check_options). */
+     * thresholds as its last owner left them (an option changed since was applied by
+     * larder_option_set's walk, ld_heaps_options_apply). */
     LD_STAT_INC(heap, parked_heaps_taken);
     heap_unlock(heap);
     atomic_fetch_add_explicit(&heaps.live, 1, memory_order_relaxed);
