@@ -19,8 +19,17 @@
  * from its own key destructor, and makes the thread a new heap when a later destructor
  * allocates, must not lose that heap when no round is left to give it back: RSS growth over
  * the 2000 threads must stay under 16 MiB (each thread touches ~50 KiB; one stranded 64 KiB
- * superblock per thread would be 125 MiB of address space and at least 8 MiB resident). */
+ * superblock per thread would be 125 MiB of address space and at least 8 MiB resident).
+ *
+ * Then hand-offs: two spawners start 400 threads each, 4 at a time. Each thread frees 32
+ * blocks other threads made and leaves a key whose destructor, in every round, allocates 64
+ * blocks and hands them to a shared stack, so that the last round's blocks live in a heap made
+ * after the exit hook (an orphan, which a later thread start takes as it stands: larder's
+ * orphan_heaps_taken) while a freer thread and the next threads free them from other threads,
+ * during and after the takes. Every block's pattern is checked before its free, and the
+ * validation walk passes at the end. */
 #include <pthread.h>
+#include <sched.h>
 
 #include "alloc_util.h"
 
@@ -125,6 +134,98 @@ static void *body(void *arg) {
   return NULL;
 }
 
+/* ---- phase 3: hand-offs ---- */
+#define HAND_SPAWNERS 2
+#define HAND_THREADS 400 /* per spawner */
+#define HAND_WAVE 4
+#define HAND_BLOCKS 64
+#define HAND_CAP 4096
+static pthread_key_t k_hand;
+static pthread_mutex_t hand_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *hand_stack[HAND_CAP];
+static size_t hand_size[HAND_CAP], hand_n;
+static atomic_int hand_stop;
+static atomic_long hand_freed;
+
+static void hand_push(void *p, size_t n) {
+  pthread_mutex_lock(&hand_lock);
+  int kept = hand_n < HAND_CAP;
+  if (kept) hand_stack[hand_n] = p, hand_size[hand_n++] = n;
+  pthread_mutex_unlock(&hand_lock);
+  if (!kept) free(p);
+}
+
+static int hand_pop_free(void) {
+  pthread_mutex_lock(&hand_lock);
+  void *p = NULL;
+  size_t n = 0;
+  if (hand_n) p = hand_stack[--hand_n], n = hand_size[hand_n];
+  pthread_mutex_unlock(&hand_lock);
+  if (!p) return 0;
+  if (alloc_check(p, n) != (size_t)-1) atomic_fetch_add(&bad, 1);
+  free(p);
+  atomic_fetch_add(&hand_freed, 1);
+  return 1;
+}
+
+static void dtor_hand(void *v) {
+  free(v);
+  for (int i = 0; i < HAND_BLOCKS; i++) {
+    size_t n = 16 + (size_t)((i * 37) % 1000);
+    void *p = malloc(n);
+    if (!p) { atomic_fetch_add(&bad, 1); continue; }
+    alloc_fill(p, n);
+    hand_push(p, n);
+  }
+  pthread_setspecific(k_hand, malloc(24)); /* again: every round, the last included */
+}
+
+static void *body_hand(void *arg) {
+  for (int i = 0; i < 32; i++) hand_pop_free();
+  pthread_setspecific(k_hand, malloc(24));
+  return arg;
+}
+
+static void *hand_spawner(void *arg) {
+  pthread_t t[HAND_WAVE];
+  for (int w = 0; w < HAND_THREADS; w += HAND_WAVE) {
+    for (int i = 0; i < HAND_WAVE; i++) REQUIRE(pthread_create(&t[i], NULL, body_hand, NULL) == 0);
+    for (int i = 0; i < HAND_WAVE; i++) pthread_join(t[i], NULL);
+  }
+  return arg;
+}
+
+static void *hand_freer(void *arg) {
+  while (!atomic_load(&hand_stop))
+    if (!hand_pop_free()) sched_yield();
+  return arg;
+}
+
+static void check_hand_offs(void) {
+  alloc_api_t api = alloc_api();
+  larder_stats_t before = api.stats_get ? alloc_stats(&api) : (larder_stats_t){0};
+  REQUIRE(pthread_key_create(&k_hand, dtor_hand) == 0);
+  pthread_t spawners[HAND_SPAWNERS], freer;
+  REQUIRE(pthread_create(&freer, NULL, hand_freer, NULL) == 0);
+  for (int i = 0; i < HAND_SPAWNERS; i++) REQUIRE(pthread_create(&spawners[i], NULL, hand_spawner, NULL) == 0);
+  for (int i = 0; i < HAND_SPAWNERS; i++) pthread_join(spawners[i], NULL);
+  atomic_store(&hand_stop, 1);
+  pthread_join(freer, NULL);
+  while (hand_pop_free()) {
+  }
+  size_t taken = 0;
+  if (api.stats_get) {
+    larder_stats_t after = alloc_stats(&api);
+    taken = after.orphan_heaps_taken - before.orphan_heaps_taken;
+  }
+  printf("tls_dtor: hand-offs: %d threads whose destructors hand blocks to others, %ld blocks freed by "
+         "other threads, %zu orphan heaps taken, %ld bad\n",
+         HAND_SPAWNERS * HAND_THREADS, atomic_load(&hand_freed), taken, atomic_load(&bad));
+  CHECK(atomic_load(&bad) == 0);
+  CHECK(atomic_load(&hand_freed) > 0);
+  if (api.stats_get) CHECK_MSG(taken > 0, "no orphan heap taken by %d new threads", HAND_SPAWNERS * HAND_THREADS);
+}
+
 int main(void) {
   REQUIRE(pthread_key_create(&k_free, dtor_free) == 0);
   REQUIRE(pthread_key_create(&k_again, dtor_again) == 0);
@@ -164,6 +265,8 @@ int main(void) {
          ALLOC_MIB(rss1), ALLOC_MIB(growth));
   CHECK(atomic_load(&bad) == 0);
   CHECK_MSG(growth <= ((size_t)16 << 20), "RSS grew %.1f MiB over 2000 threads", ALLOC_MIB(growth));
+
+  check_hand_offs();
 
   alloc_api_t api = alloc_api();
   if (api.validate) {
