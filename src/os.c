@@ -330,6 +330,11 @@ size_t ld_os_mapped_bytes(void) {
 
 void ld_os_yield(void) { sched_yield(); }
 
+void ld_os_lock_handoff(ld_lock_t *lock) {
+  uint64_t until = ld_os_now_ns() + LD_LOCK_HANDOFF_NS;
+  while (atomic_load_explicit(&lock->word, memory_order_relaxed) == 0 && ld_os_now_ns() < until) sched_yield();
+}
+
 /* A short spin first, then sleep. The sections these locks guard are short (a fit or a
  * coalescing, a batch): a holder on another core gives the word back within a few hundred
  * nanoseconds, sooner than a sleep in the kernel and a wake-up. 32 pauses (about half a

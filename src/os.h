@@ -97,13 +97,17 @@ static inline void ld_unlock(ld_lock_t *lock) {
  * thousands of superblocks): a thread that waits gets it first. A plain unlock wakes the waiter,
  * but the holder's next lock takes the free word before the woken thread runs (tens of
  * microseconds), and the waiter sleeps again, for as long as the loop lasts (16-60 ms after
- * 1.5 GB was freed). So the holder yields until the woken thread has the word, or a bound. */
-#define LD_LOCK_HANDOFF_YIELDS 256
+ * 1.5 GB was freed). So the holder yields until the woken thread has the word, for at most
+ * LD_LOCK_HANDOFF_NS (ld_os_lock_handoff). The bound is a time, not a count of yields: with
+ * more runnable threads than cores a yield may give the core away for a whole time slice, and
+ * 256 yields held the purge thread about a second per hand-over
+ * (tests/alloc/medium_tails_race.c beside two busy loops: 5 purge runs in 21 s). */
+#define LD_LOCK_HANDOFF_NS 100000u
+void     ld_os_lock_handoff(ld_lock_t *lock);
 static inline void ld_unlock_to_waiter(ld_lock_t *lock) {
   if (__builtin_expect(atomic_exchange_explicit(&lock->word, 0, memory_order_release) != 2, 1)) return;
   ld_os_lock_wake(lock);
-  for (int i = 0; i < LD_LOCK_HANDOFF_YIELDS && atomic_load_explicit(&lock->word, memory_order_relaxed) == 0; i++)
-    ld_os_yield();
+  ld_os_lock_handoff(lock);
 }
 /* The same in the middle of the loop, the lock held: when a thread waits, it goes first. */
 static inline void ld_lock_let_waiters_in(ld_lock_t *lock) {
