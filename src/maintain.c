@@ -31,7 +31,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/types.h>
@@ -71,7 +70,7 @@ void ld_maintain_init(void) {
   if (init_running_here) return; /* the initialiser itself allocated: defaults serve it */
   int expected = 0;
   if (!atomic_compare_exchange_strong(&init_state, &expected, 1)) {
-    while (atomic_load_explicit(&init_state, memory_order_acquire) != 2) sched_yield();
+    while (atomic_load_explicit(&init_state, memory_order_acquire) != 2) ld_os_yield();
     return;
   }
   init_running_here = 1;
@@ -501,7 +500,7 @@ static void fork_prepare(void) {
         fork_skipped = fork_holds_purge = true;
         return;
       }
-      sched_yield();
+      ld_os_yield();
     }
   } else if (!purging_here) {
     /* No purge run may be under way either: a run leaves state that no lock covers while it
@@ -512,7 +511,7 @@ static void fork_prepare(void) {
     for (;;) {
       int expected = 0;
       if (atomic_compare_exchange_strong(&purge_running, &expected, 1)) break;
-      sched_yield();
+      ld_os_yield();
     }
     fork_holds_purge = true;
   }
