@@ -223,7 +223,7 @@ static inline void heap_check_options(heap_t *heap) {
 }
 
 void ld_heaps_options_apply(void) {
-  for (heap_t *h = __atomic_load_n(&heaps.heaps, __ATOMIC_ACQUIRE); h; h = h->next_heap) {
+  for (heap_t *h = ld_heaps_first(); h; h = h->next_heap) {
     heap_lock(h);
     heap_check_options(h);
     heap_unlock(h);

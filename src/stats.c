@@ -94,11 +94,11 @@ void larder_stats_get(larder_stats_t *out) {
   out->bytes_refaulted = seg.bytes_refaulted;
   out->purge_thread_runs = purge.thread_runs;
   out->purge_call_runs = purge.call_runs;
-  out->orphan_heaps_taken = counts.orphan_heaps_taken;
   out->purge_thread_bytes = purge.thread_bytes;
   out->purge_thread_starts = purge.thread_starts;
   out->idle_bins_emptied = purge.bins_emptied;
   out->parked_heaps_taken = counts.parked_heaps_taken;
+  out->orphan_heaps_taken = counts.orphan_heaps_taken;
   out->parked_heaps_released = counts.parked_heaps_released;
   out->heaps_examined = counts.heaps_examined;
   out->refill_pending_examined = counts.refill_pending_examined;
