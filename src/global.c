@@ -234,7 +234,7 @@ sb_t *ld_global_take(heap_t *heap, unsigned cls) {
 #define RELEASES_PER_TURN 8u
 
 size_t ld_global_release_empties(uint64_t now, bool all) {
-  uint64_t delay = ld_purge_delay();
+  uint64_t age = all ? 0 : ld_purge_delay(); /* all: those empty when the call began (segment.c, ld_segment_purge) */
   size_t released = 0;
   unsigned n = 0;
   ld_global_lock();
@@ -242,7 +242,7 @@ size_t ld_global_release_empties(uint64_t now, bool all) {
     unsigned c = (unsigned)__builtin_ctzll(classes);
     sb_t *sb;
     /* (the list's head is read again after each turn: a waiter may have taken it) */
-    while ((sb = global.empty_oldest[c]) && (all || sb->idle_since_ns + delay <= now)) {
+    while ((sb = global.empty_oldest[c]) && sb->idle_since_ns + age <= now) {
       give_back(sb);
       released += ld_sb_size;
       if (++n % RELEASES_PER_TURN == 0) ld_global_let_waiters_in();

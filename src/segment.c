@@ -599,11 +599,16 @@ static size_t run_purge_tail(chunk_t *c, size_t chunks) {
 
 size_t ld_segment_purge(uint64_t now, bool all) {
   uint64_t delay = ld_purge_delay();
+  /* all (malloc_trim): what was there when the call began, not what other threads free while
+   * it runs. The loops let them in between purges; at every age, runs freed as fast as they
+   * were purged kept the loops going: under load malloc_trim took minutes (bench/soak.c,
+   * --trim-every: 284 s). */
+  uint64_t age = all ? 0 : delay;
   size_t released = 0;
   unsigned steps = 0;
   ld_segment_lock();
   /* Tails of runs in use that have lived the delay: pages past what their users touch. */
-  while (seg.tails_head && (all || seg.tails_head->freed_ns + delay <= now)) {
+  while (seg.tails_head && seg.tails_head->freed_ns + age <= now) {
     chunk_t *c = seg.tails_head;
     if (c->resident > c->need && segment_purge(segment_of_chunk(c), chunk_address(c) + c->need, c->resident - c->need) == 0) {
       seg.bytes_tails_purged += c->resident - c->need;
@@ -613,7 +618,7 @@ size_t ld_segment_purge(uint64_t now, bool all) {
     if (++steps % PURGES_PER_TURN == 0) ld_lock_let_waiters_in(&seg.lock);
   }
   /* By age: runs idle for the delay. */
-  while (seg.dirty_tail && (all || seg.dirty_tail->freed_ns + delay <= now)) {
+  while (seg.dirty_tail && seg.dirty_tail->freed_ns + age <= now) {
     released += run_purge_tail(seg.dirty_tail, SIZE_MAX);
     if (++steps % PURGES_PER_TURN == 0) ld_lock_let_waiters_in(&seg.lock);
   }
