@@ -12,6 +12,13 @@
  * short-lived threads come and go (they allocate, hand half of their blocks to the workers and
  * exit), the workers pause together now and then (idle phases, in which memory goes back to
  * the OS and comes again), and larder_validate runs every second when the allocator has it.
+ * The main thread may also fork now and then (a pre-forked server's start, or a child
+ * spawned by a busy process): the child, whose only thread is the one that forked, checks and
+ * frees blocks the workers made before (frees into heaps whose threads the child does not
+ * have), starts threads of its own that allocate, check and free, trims and validates, and
+ * exits; it runs under alarm(), so a lock the fork left held shows as a failed child rather
+ * than a hung run. It may call malloc_trim while the workers run, and change larder's
+ * options at run time (larder_option_set) under them.
  *
  * Blocks are written sparsely by default: a word at the start, one every 4 KiB and one at the
  * end, as a program writes headers and leaves buffers partly unset. What the memory held before
@@ -32,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* GCC's -Wuse-after-free=2 follows the slot's old pointer into paths realloc failed on, where
@@ -55,6 +63,9 @@ static uint64_t opt_short_lived = 0;
 static bool opt_full_fill = false;
 static bool opt_validate = false;
 static uint64_t opt_seed = 1;
+static double opt_fork_every = 0;
+static double opt_trim_every = 0;
+static double opt_options_every = 0;
 
 static const struct bench_opt opts[] = {
     {"threads", 't', BENCH_OPT_U64, &opt_threads, 1, 1024, 0, 0, false, "worker threads"},
@@ -79,6 +90,12 @@ static const struct bench_opt opts[] = {
     {"validate", 0, BENCH_OPT_FLAG, &opt_validate, 0, 0, 0, 0, false,
      "call larder_validate every second, when the allocator has it"},
     {"seed", 0, BENCH_OPT_U64, &opt_seed, 0, UINT64_MAX, 0, 0, false, "random seed"},
+    {"fork-every", 0, BENCH_OPT_REAL, &opt_fork_every, 0, 0, 0, 86400, false,
+     "seconds between forks while the workers run; each child checks, allocates, frees and exits (0: none)"},
+    {"trim-every", 0, BENCH_OPT_REAL, &opt_trim_every, 0, 0, 0, 86400, false,
+     "seconds between calls of malloc_trim(0) while the workers run (0: none)"},
+    {"options-every", 0, BENCH_OPT_REAL, &opt_options_every, 0, 0, 0, 86400, false,
+     "seconds between changes of larder's run-time options, when the allocator has them (0: none)"},
 };
 
 static const struct bench_prog prog = {
@@ -97,11 +114,16 @@ struct queue {
   struct item items[QUEUE_CAP];
 };
 
+/* Blocks each worker makes as it starts and leaves alone until it ends: a forked child checks
+ * and frees them (docs at the top). */
+#define STABLE 64
+
 struct worker {
   pthread_t tid;
   unsigned id;
   struct bench_rng rng;
   struct item *slots;
+  struct item stable[STABLE];
   uint64_t ops, handed, received, reallocs, callocs, aligned;
 };
 
@@ -110,6 +132,7 @@ static struct worker *workers;
 static atomic_ulong corrupt;
 static atomic_int stop, idle_now;
 static atomic_ulong short_lived_handed;
+static atomic_uint stable_ready; /* workers whose stable blocks are made */
 
 static void report(const char *what, const void *p, size_t size) {
   if (atomic_fetch_add(&corrupt, 1) < 20) fprintf(stderr, "%s: %s: block %p, size %zu\n", PROG, what, p, size);
@@ -218,8 +241,7 @@ static bool hand_over(unsigned to, struct item it) {
   return ok;
 }
 
-static uint64_t drain(unsigned id) {
-  struct queue *q = &queues[id];
+static uint64_t drain_queue(struct queue *q) {
   static _Thread_local struct item local[QUEUE_CAP];
   pthread_mutex_lock(&q->mu);
   uint32_t n = q->n;
@@ -229,6 +251,7 @@ static uint64_t drain(unsigned id) {
   for (uint32_t i = 0; i < n; i++) check_and_free(local[i], "a block handed over was changed");
   return n;
 }
+static uint64_t drain(unsigned id) { return drain_queue(&queues[id]); }
 
 static void replace(struct worker *w, struct item *it) {
   struct bench_rng *r = &w->rng;
@@ -269,6 +292,12 @@ static void replace(struct worker *w, struct item *it) {
 
 static void *worker_main(void *arg) {
   struct worker *w = arg;
+  for (int i = 0; i < STABLE; i++) {
+    w->stable[i].size = pick_size(&w->rng);
+    w->stable[i].p = new_block(&w->rng, w->stable[i].size, NULL);
+    if (!w->stable[i].p) w->stable[i].size = 0;
+  }
+  atomic_fetch_add(&stable_ready, 1);
   while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
     if (atomic_load_explicit(&idle_now, memory_order_relaxed)) {
       w->received += drain(w->id);
@@ -280,8 +309,100 @@ static void *worker_main(void *arg) {
   }
   for (uint64_t i = 0; i < opt_live; i++)
     if (w->slots[i].p) check_and_free(w->slots[i], "a block was changed");
+  for (int i = 0; i < STABLE; i++)
+    if (w->stable[i].p) check_and_free(w->stable[i], "a block was changed");
   return NULL;
 }
+
+/* ---- forks, trims and option changes (the main thread, while the workers run) ---- */
+
+/* A thread of a forked child: allocates, checks and frees, some of it handed to its sibling. */
+enum { CHILD_THREADS = 2, CHILD_SLOTS = 1000, CHILD_STEPS = 20000 };
+static struct queue child_queues[CHILD_THREADS];
+
+static void *child_main(void *arg) {
+  unsigned id = (unsigned)(uintptr_t)arg;
+  struct bench_rng r;
+  bench_rng_seed(&r, opt_seed ^ 0xC41D, id + 1);
+  static _Thread_local struct item mine[CHILD_SLOTS];
+  memset(mine, 0, sizeof mine);
+  for (int step = 0; step < CHILD_STEPS; step++) {
+    struct item *it = &mine[bench_rng_below(&r, CHILD_SLOTS)];
+    if (it->p) {
+      struct queue *q = &child_queues[(id + 1) % CHILD_THREADS];
+      bool handed = false;
+      if (chance(&r, 0.25)) {
+        pthread_mutex_lock(&q->mu);
+        if (q->n < QUEUE_CAP) q->items[q->n++] = *it, handed = true;
+        pthread_mutex_unlock(&q->mu);
+      }
+      if (!handed) check_and_free(*it, "a forked child's block was changed");
+    }
+    it->size = pick_size(&r);
+    it->p = new_block(&r, it->size, NULL);
+    if (!it->p) it->size = 0;
+    if (step % 256 == 0) drain_queue(&child_queues[id]);
+  }
+  for (int i = 0; i < CHILD_SLOTS; i++)
+    if (mine[i].p) check_and_free(mine[i], "a forked child's block was changed");
+  return NULL;
+}
+
+/* The child of a fork: exits 0 when every block it looked at was intact and the allocator's
+ * own check (if any) passed; 1 otherwise; SIGALRM when something hung. */
+static void child_run(int (*validate)(void)) {
+  alarm(60);
+  for (unsigned t = 0; t < opt_threads; t++)
+    for (int i = 0; i < STABLE; i++)
+      if (workers[t].stable[i].p) {
+        check_and_free(workers[t].stable[i], "a block made before the fork was changed in the child");
+        workers[t].stable[i].p = NULL;
+      }
+  for (int i = 0; i < CHILD_THREADS; i++) {
+    pthread_mutex_init(&child_queues[i].mu, NULL);
+    child_queues[i].n = 0;
+  }
+  pthread_t t[CHILD_THREADS];
+  for (int i = 0; i < CHILD_THREADS; i++)
+    if (pthread_create(&t[i], NULL, child_main, (void *)(uintptr_t)i) != 0) _exit(3);
+  for (int i = 0; i < CHILD_THREADS; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < CHILD_THREADS; i++) drain_queue(&child_queues[i]);
+  malloc_trim(0);
+  if (validate && validate() != 0) _exit(2);
+  _exit(atomic_load(&corrupt) ? 1 : 0);
+}
+
+/* Forks once; returns whether the child exited 0. */
+static bool fork_once(int (*validate)(void)) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "%s: fork failed\n", PROG);
+    return false;
+  }
+  if (pid == 0) child_run(validate);
+  int status;
+  if (waitpid(pid, &status, 0) != pid) return false;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
+  if (WIFSIGNALED(status))
+    fprintf(stderr, "%s: a forked child died of signal %d\n", PROG, WTERMSIG(status));
+  else
+    fprintf(stderr, "%s: a forked child exited %d\n", PROG, WEXITSTATUS(status));
+  return false;
+}
+
+/* larder's run-time options, set in turn to values far apart (the build's defaults at the end). */
+static const char *const option_changes[][2] = {
+    {"empty_fraction", "0.1"},  {"k", "1"},                {"purge_delay_ms", "0"},
+    {"medium_cache_kb", "0"},   {"large_cache_mb", "0"},   {"remote_free_check", "0"},
+    {"empty_fraction", "0.9"},  {"k", "16"},               {"purge_delay_ms", "5"},
+    {"medium_cache_kb", "4096"}, {"large_cache_mb", "256"}, {"remote_free_check", "1"},
+};
+enum { OPTION_CHANGES = sizeof option_changes / sizeof option_changes[0] };
+static const char *const option_defaults[][2] = {
+    {"empty_fraction", "0.25"}, {"k", "4"}, {"purge_delay_ms", "1000"}, {"medium_cache_kb", "1024"},
+    {"large_cache_mb", "64"},   {"remote_free_check", "1"},
+};
 
 static void *short_lived_main(void *arg) {
   struct bench_rng r;
@@ -314,6 +435,8 @@ static void *short_lived_main(void *arg) {
 int main(int argc, char **argv) {
   bench_parse(&prog, argc, argv);
   int (*validate)(void) = opt_validate ? (int (*)(void))dlsym(RTLD_DEFAULT, "larder_validate") : NULL;
+  int (*option_set)(const char *, const char *) =
+      opt_options_every > 0 ? (int (*)(const char *, const char *))dlsym(RTLD_DEFAULT, "larder_option_set") : NULL;
   queues = calloc(opt_threads, sizeof *queues);
   workers = calloc(opt_threads, sizeof *workers);
   if (!queues || !workers) bench_die(PROG, "out of memory for %llu threads", (unsigned long long)opt_threads);
@@ -327,17 +450,54 @@ int main(int argc, char **argv) {
   double cpu0 = bench_cpu_seconds(), start = bench_now();
   for (unsigned i = 0; i < opt_threads; i++) bench_thread_start(PROG, &workers[i].tid, worker_main, &workers[i]);
   double next_idle = opt_idle_every > 0 ? start + opt_idle_every : 0, next_check = start + 1;
+  double next_fork = opt_fork_every > 0 ? start + opt_fork_every : 0;
+  double next_trim = opt_trim_every > 0 ? start + opt_trim_every : 0;
+  double next_option = option_set ? start + opt_options_every : 0;
   uint64_t validations = 0, validation_failures = 0, idle_phases = 0, short_lived = 0;
+  uint64_t forks = 0, fork_failures = 0, trims = 0, option_sets = 0, option_refusals = 0;
+  /* the longest each call of the main thread took (a fork: until its child ended) */
+  double worst_validate = 0, worst_fork = 0, worst_trim = 0, worst_option_set = 0, worst_short_lived = 0, t0;
+#define TIMED(worst, call) (t0 = bench_now(), (call), (worst) = bench_now() - t0 > (worst) ? bench_now() - t0 : (worst))
+  while (atomic_load(&stable_ready) < opt_threads) bench_sleep_seconds(0.001);
   while (bench_now() - start < opt_seconds) {
-    bench_sleep_seconds(0.1);
+    double tick = 0.1;
+    if (next_fork && opt_fork_every < tick) tick = opt_fork_every;
+    if (next_trim && opt_trim_every < tick) tick = opt_trim_every;
+    if (next_option && opt_options_every < tick) tick = opt_options_every;
+    bench_sleep_seconds(tick);
+    double at = bench_now();
+    if (next_fork && at >= next_fork) {
+      forks++;
+      bool child_ok;
+      TIMED(worst_fork, child_ok = fork_once(validate));
+      if (!child_ok) fork_failures++;
+      next_fork = bench_now() + opt_fork_every;
+    }
+    if (next_trim && at >= next_trim) {
+      TIMED(worst_trim, malloc_trim(0));
+      trims++;
+      next_trim = at + opt_trim_every;
+    }
+    if (next_option && at >= next_option) {
+      const char *const *change = option_changes[option_sets % OPTION_CHANGES];
+      int refused;
+      TIMED(worst_option_set, refused = option_set(change[0], change[1]));
+      if (refused) {
+        option_refusals++;
+        fprintf(stderr, "%s: larder_option_set(%s, %s) refused\n", PROG, change[0], change[1]);
+      }
+      option_sets++;
+      next_option = at + opt_options_every;
+    }
     for (uint64_t i = 0; i < opt_short_lived; i++) {
       pthread_t t;
-      bench_thread_start(PROG, &t, short_lived_main, (void *)(uintptr_t)(1000 + short_lived++));
-      bench_thread_join(PROG, t);
+      TIMED(worst_short_lived, (bench_thread_start(PROG, &t, short_lived_main, (void *)(uintptr_t)(1000 + short_lived++)),
+                                bench_thread_join(PROG, t)));
     }
     double now = bench_now();
     if (validate && now >= next_check) {
-      int v = validate();
+      int v;
+      TIMED(worst_validate, v = validate());
       validations++;
       if (v) {
         validation_failures++;
@@ -355,6 +515,9 @@ int main(int argc, char **argv) {
   }
   atomic_store(&stop, 1);
   for (unsigned i = 0; i < opt_threads; i++) bench_thread_join(PROG, workers[i].tid);
+  if (option_sets)
+    for (size_t i = 0; i < sizeof option_defaults / sizeof option_defaults[0]; i++)
+      option_set(option_defaults[i][0], option_defaults[i][1]);
   uint64_t ops = 0, handed = atomic_load(&short_lived_handed), received = 0, reallocs = 0, callocs = 0, aligned = 0;
   for (unsigned i = 0; i < opt_threads; i++) {
     received += drain(i); /* handed to a worker after its last drain */
@@ -388,6 +551,16 @@ int main(int argc, char **argv) {
   bench_json_u64(&j, "idle_phases", idle_phases);
   bench_json_u64(&j, "validations", validations);
   bench_json_u64(&j, "validation_failures", validation_failures);
+  bench_json_u64(&j, "forks", forks);
+  bench_json_u64(&j, "fork_failures", fork_failures);
+  bench_json_u64(&j, "trims", trims);
+  bench_json_u64(&j, "option_sets", option_sets);
+  bench_json_u64(&j, "option_refusals", option_refusals);
+  bench_json_real(&j, "worst_validate_s", worst_validate);
+  bench_json_real(&j, "worst_fork_s", worst_fork);
+  bench_json_real(&j, "worst_trim_s", worst_trim);
+  bench_json_real(&j, "worst_option_set_s", worst_option_set);
+  bench_json_real(&j, "worst_short_lived_s", worst_short_lived);
   bench_json_u64(&j, "corrupt", bad);
   bench_json_u64(&j, "peak_rss_kib", bench_status_kib("VmHWM"));
   bench_json_real(&j, "elapsed_s", elapsed);
@@ -395,9 +568,10 @@ int main(int argc, char **argv) {
   bench_json_end(&j);
   free(queues);
   free(workers);
-  if (bad || validation_failures) {
-    fprintf(stderr, "%s: FAILED: %llu corrupt, %llu validation failures\n", PROG, (unsigned long long)bad,
-            (unsigned long long)validation_failures);
+  if (bad || validation_failures || fork_failures || option_refusals) {
+    fprintf(stderr, "%s: FAILED: %llu corrupt, %llu validation failures, %llu failed children, %llu refused options\n",
+            PROG, (unsigned long long)bad, (unsigned long long)validation_failures, (unsigned long long)fork_failures,
+            (unsigned long long)option_refusals);
     return BENCH_EXIT_RUNTIME;
   }
   return 0;

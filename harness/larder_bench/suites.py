@@ -285,8 +285,9 @@ SUITES += [
           repeats=3),
     Entry(_SV, "soak", "soak", "a server's load at scale, every block checked: 4 or 16 threads keep 100,000 "
           "blocks in all (16 B-2 MiB, sparse writes, realloc, calloc, memalign, a third freed by another thread), "
-          "short-lived threads come and go, an idle phase every 10 s, for 30 s; the run fails on a wrong byte or a "
-          "false bad-free report", {"--seconds": 30, "--short-lived": 1, "--idle-every": 10}, axis=None,
+          "short-lived threads come and go, an idle phase every 10 s, a fork and a malloc_trim every 5 s, for 30 s; "
+          "the run fails on a wrong byte, a false bad-free report or a failed child",
+          {"--seconds": 30, "--short-lived": 1, "--idle-every": 10, "--fork-every": 5, "--trim-every": 5}, axis=None,
           variants=(Variant("4-threads", {"--threads": 4, "--live": 25000}),
                     Variant("16-threads", {"--threads": 16, "--live": 6250})),
           kind="compare", work=("--seconds",), repeats=1, timeout=180),
