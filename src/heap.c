@@ -197,7 +197,12 @@ static void heap_recompute_threshold(heap_t *heap, unsigned c) {
   heap->u_release[c] = by_k < by_f ? by_k : by_f;
 }
 
-/* The fraction f changed (larder_option_set): the group boundaries move with it. */
+static void heap_release_while_below(heap_t *heap, unsigned c);
+
+/* f or K changed (larder_option_set): the group boundaries move with f, and a heap that the
+ * new values leave outside Hoard's invariant gives superblocks back until it holds again, as
+ * a flush would (a parked or idle thread's heap may see no flush for a long time; a soak that
+ * changed the options under load found one 5 superblocks over: bench/soak.c --options-every). */
 static void heap_options_changed(heap_t *heap) {
   heap->options_epoch = atomic_load_explicit(&ld_options_epoch, memory_order_relaxed);
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
@@ -215,6 +220,7 @@ static void heap_options_changed(heap_t *heap) {
       all = next;
     }
     heap_recompute_threshold(heap, c);
+    heap_release_while_below(heap, c);
   }
 }
 
