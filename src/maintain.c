@@ -351,7 +351,9 @@ static void *purge_thread_main(void *arg) {
         atomic_fetch_add_explicit(&thread_bytes, (size_t)bytes, memory_order_relaxed);
       }
     }
-    if (atomic_load_explicit(&thread_stop, memory_order_relaxed)) break;
+    /* (purge_thread set to 0 at run time: calls run the purge from now on, as in a process
+     * that never had the thread) */
+    if (atomic_load_explicit(&thread_stop, memory_order_relaxed) || ld_options.purge_thread == 0) break;
     int threads = ld_os_thread_count();
     /* Without /proc it cannot tell: it ends itself whenever nothing waits to be purged, and
      * an allocation starts it again when needed, so it never outlives the program by more
@@ -375,7 +377,8 @@ static void *purge_thread_main(void *arg) {
     if (wait_ns > sleep_ms * 1000000u) wait_ns = sleep_ms * 1000000u;
     atomic_store_explicit(&ld_purge_thread_wake_ns, now + wait_ns, memory_order_relaxed);
     pthread_mutex_lock(&thread_lock);
-    if (!atomic_load_explicit(&thread_stop, memory_order_relaxed)) ld_os_cond_wait_ns(&thread_wake, &thread_lock, wait_ns);
+    if (!atomic_load_explicit(&thread_stop, memory_order_relaxed) && ld_options.purge_thread != 0)
+      ld_os_cond_wait_ns(&thread_wake, &thread_lock, wait_ns);
     pthread_mutex_unlock(&thread_lock);
   }
   atomic_store_explicit(&ld_purge_thread_running, 0, memory_order_release);
@@ -411,6 +414,13 @@ static void purge_thread_start(void) {
   }
   pthread_attr_destroy(&attr);
   errno = saved_errno;
+}
+
+/* Wakes the purge thread now (to stop, or to look at a deadline that came sooner). */
+static void purge_thread_wake_now(void) {
+  pthread_mutex_lock(&thread_lock);
+  pthread_cond_signal(&thread_wake);
+  pthread_mutex_unlock(&thread_lock);
 }
 
 /* From the slow paths of allocations (never frees: above), thread exits and public calls. */
@@ -449,9 +459,7 @@ __attribute__((destructor)) static void maintain_unload(void) {
   atomic_store_explicit(&thread_stop, 1, memory_order_relaxed);
   if (!atomic_load_explicit(&ld_purge_thread_running, memory_order_acquire)) return;
   if (pthread_equal(pthread_self(), thread_id)) return; /* exit() called from the thread itself */
-  pthread_mutex_lock(&thread_lock);
-  pthread_cond_signal(&thread_wake);
-  pthread_mutex_unlock(&thread_lock);
+  purge_thread_wake_now();
   for (int i = 0; i < 2000 && atomic_load_explicit(&ld_purge_thread_running, memory_order_acquire); i++) ld_os_sleep_ms(1);
 }
 
@@ -596,5 +604,12 @@ int larder_option_set(const char *name, const char *value) {
    * malloc or free path (heap.c, heap_check_options, which still does it for a heap its thread
    * reaches before this walk does). */
   ld_heaps_options_apply();
+  /* purge_thread: 0 ends a running purge thread (after the run it may be in), 1 starts it now,
+   * 2 once the process has mapped purge_thread_mb, as at start */
+  if (ld_options.purge_thread == 0) {
+    if (atomic_load_explicit(&ld_purge_thread_running, memory_order_acquire)) purge_thread_wake_now();
+  } else {
+    purge_thread_start_if_wanted();
+  }
   return 0;
 }

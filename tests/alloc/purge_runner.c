@@ -11,10 +11,15 @@
  *
  *   thread   (LARDER_PURGE_THREAD=1: the thread from the first allocation) purge_call_runs is 0,
  *            purge_thread_runs at least 2, and memory went back (bytes_purged > 0);
- *   none     (LARDER_PURGE_THREAD=0) purge_call_runs at least 2, and memory went back.
+ *   none     (LARDER_PURGE_THREAD=0) purge_call_runs at least 2, and memory went back;
+ *   switch   (LARDER_PURGE_THREAD=1, then larder_option_set at run time) as `thread`; then
+ *            purge_thread set to 0: the thread ends (the process's thread count falls by one
+ *            within 5 s: it finishes the run it is in), and over the workload again the calls
+ *            run the purge (at least 2 runs) and the thread none; set to 1: the setter starts
+ *            it again (purge_thread_starts grows by one when the call returns).
  * Under another allocator the workload runs and the larder checks are skipped.
  *
- * usage: alloc_purge_runner thread|none */
+ * usage: alloc_purge_runner thread|none|switch */
 #include "server_util.h"
 
 #include <pthread.h>
@@ -27,7 +32,8 @@
 static void *blocks[BLOCKS];
 static atomic_uint bursts;
 
-/* Bursts of slow-path calls, one after another, for 1.2 s. */
+/* Bursts of slow-path calls, one after another, for 1.2 s; returns when main's and the
+ * churners' are done. */
 static void *churn(void *arg) {
   (void)arg;
   static _Thread_local void *mine[2000];
@@ -44,13 +50,8 @@ static void *churn(void *arg) {
   return NULL;
 }
 
-int main(int argc, char **argv) {
-  if (argc != 2 || (strcmp(argv[1], "thread") != 0 && strcmp(argv[1], "none") != 0)) {
-    fprintf(stderr, "usage: %s thread|none\n", argv[0]);
-    return 2;
-  }
-  bool thread = strcmp(argv[1], "thread") == 0;
-  alloc_api_t api = alloc_api();
+/* 8 MiB built and freed, then the bursts. */
+static void workload(void) {
   for (unsigned i = 0; i < BLOCKS; i++) {
     blocks[i] = malloc(256);
     REQUIRE(blocks[i] != NULL);
@@ -61,6 +62,53 @@ int main(int argc, char **argv) {
   for (int i = 0; i < CHURNERS; i++) REQUIRE(pthread_create(&threads[i], NULL, churn, NULL) == 0);
   churn(NULL);
   for (int i = 0; i < CHURNERS; i++) pthread_join(threads[i], NULL);
+}
+
+/* The process's threads (/proc/self/status), or -1. */
+static int thread_count(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  int n = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "Threads: %d", &n) == 1) break;
+  fclose(f);
+  return n;
+}
+
+/* The thread follows larder_option_set("purge_thread", ...) at run time. */
+static void switch_off_and_on(const alloc_api_t *api) {
+  int before = thread_count();
+  REQUIRE(api->option_set("purge_thread", "0") == 0);
+  int after = before;
+  for (int i = 0; i < 500 && (after = thread_count()) >= before; i++) srv_sleep_ms(10);
+  printf("purge_runner switch: purge_thread 0: %d threads before, %d after\n", before, after);
+  CHECK_MSG(before > 0 && after == before - 1, "the purge thread did not end: %d threads before, %d after", before, after);
+  larder_stats_t off = alloc_stats(api);
+  workload();
+  larder_stats_t st = alloc_stats(api);
+  printf("purge_runner switch: with purge_thread 0, purge runs by calls %zu, by the thread %zu\n",
+         st.purge_call_runs - off.purge_call_runs, st.purge_thread_runs - off.purge_thread_runs);
+  CHECK_MSG(st.purge_thread_runs == off.purge_thread_runs, "the purge thread ran %zu times after it was switched off",
+            st.purge_thread_runs - off.purge_thread_runs);
+  CHECK_MSG(st.purge_call_runs >= off.purge_call_runs + 2, "calls ran the purge %zu times without the thread",
+            st.purge_call_runs - off.purge_call_runs);
+  REQUIRE(api->option_set("purge_thread", "1") == 0);
+  larder_stats_t on = alloc_stats(api);
+  CHECK_MSG(on.purge_thread_starts == st.purge_thread_starts + 1, "purge_thread 1 started %zu threads",
+            on.purge_thread_starts - st.purge_thread_starts);
+  int again = thread_count();
+  CHECK_MSG(again == after + 1, "%d threads after purge_thread 1, %d before", again, after);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2 || (strcmp(argv[1], "thread") != 0 && strcmp(argv[1], "none") != 0 && strcmp(argv[1], "switch") != 0)) {
+    fprintf(stderr, "usage: %s thread|none|switch\n", argv[0]);
+    return 2;
+  }
+  bool thread = strcmp(argv[1], "none") != 0;
+  alloc_api_t api = alloc_api();
+  workload();
   if (!api.stats_get) {
     printf("purge_runner: %u bursts (not larder: nothing checked)\n", atomic_load(&bursts));
     return check_done();
@@ -79,6 +127,7 @@ int main(int argc, char **argv) {
               st.purge_call_runs);
   }
   CHECK_MSG(st.bytes_purged > 0, "nothing given back");
+  if (strcmp(argv[1], "switch") == 0) switch_off_and_on(&api);
   CHECK(api.validate() == 0);
   return check_done();
 }

@@ -103,3 +103,5 @@ alloc_test(alloc_purge_runner_thread SOURCES alloc/purge_runner.c PRELOAD TIMEOU
            ENV LARDER_PURGE_DELAY_MS=100 LARDER_PURGE_THREAD=1)
 alloc_test(alloc_purge_runner_none SOURCES alloc/purge_runner.c PRELOAD TIMEOUT 60 ARGS none
            ENV LARDER_PURGE_DELAY_MS=100 LARDER_PURGE_THREAD=0)
+alloc_test(alloc_purge_runner_switch SOURCES alloc/purge_runner.c PRELOAD TIMEOUT 60 ARGS switch
+           ENV LARDER_PURGE_DELAY_MS=100 LARDER_PURGE_THREAD=1)
