@@ -393,15 +393,17 @@ static bool fork_once(int (*validate)(void)) {
 
 /* larder's run-time options, set in turn to values far apart (the build's defaults at the end). */
 static const char *const option_changes[][2] = {
-    {"empty_fraction", "0.1"},  {"k", "1"},                {"purge_delay_ms", "0"},
-    {"medium_cache_kb", "0"},   {"large_cache_mb", "0"},   {"remote_free_check", "0"},
-    {"empty_fraction", "0.9"},  {"k", "16"},               {"purge_delay_ms", "5"},
+    {"empty_fraction", "0.1"},   {"k", "1"},               {"purge_delay_ms", "0"},
+    {"medium_cache_kb", "0"},    {"large_cache_mb", "0"},  {"remote_free_check", "0"},
+    {"purge_thread", "0"},       {"huge_pages", "1"},
+    {"empty_fraction", "0.9"},   {"k", "16"},              {"purge_delay_ms", "5"},
     {"medium_cache_kb", "4096"}, {"large_cache_mb", "256"}, {"remote_free_check", "1"},
+    {"purge_thread", "1"},       {"huge_pages", "0"},
 };
 enum { OPTION_CHANGES = sizeof option_changes / sizeof option_changes[0] };
 static const char *const option_defaults[][2] = {
     {"empty_fraction", "0.25"}, {"k", "4"}, {"purge_delay_ms", "1000"}, {"medium_cache_kb", "1024"},
-    {"large_cache_mb", "64"},   {"remote_free_check", "1"},
+    {"large_cache_mb", "64"},   {"remote_free_check", "1"}, {"purge_thread", "2"}, {"huge_pages", "0"},
 };
 
 static void *short_lived_main(void *arg) {
