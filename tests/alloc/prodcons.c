@@ -4,10 +4,14 @@
  * every round without bound. DESIGN §1: remote frees go onto the owner superblock's remote
  * list and the owner takes them back, so the footprint must stay flat.
  *
- * Check: the peak RSS over rounds 11..R is at most 1.25 x the peak over rounds 1..10 plus
- * 2 MiB. At most 3 batches are ever live (queue depth 2 plus the one being built), so the
- * steady state is reached well before round 10; the slack absorbs page-level noise but not
- * one extra batch per round (R = 200 would add ~380 MiB).
+ * Check: the peak RSS over the second half of the rounds is at most 1.25 x the peak over
+ * rounds R/10..R/2 plus 2 MiB. Up to 4 batches are live at once (queue depth 2, the one being
+ * freed and the one being built), but how many are depends on the schedule: in 1 run in 4
+ * here the first 10 rounds never had more than 2 (a peak of 6.5 MiB against 11.5), and an
+ * earlier check against rounds 1..10 failed though nothing grew (12.9 MiB in every run's
+ * later rounds). Two windows of tens of rounds each both meet the steady state; the slack
+ * absorbs page-level noise but not one extra batch per round (R = 200 would add ~190 MiB
+ * between the windows).
  *
  * usage: alloc_prodcons [rounds] [batch] */
 #include <pthread.h>
@@ -101,14 +105,15 @@ int main(int argc, char **argv) {
   pthread_join(ct, NULL);
 
   size_t early = 0, late = 0;
-  for (long r = 0; r < rounds; r++) {
-    if (r < 10) { if (rss_after[r] > early) early = rss_after[r]; }
+  long first = rounds / 10, half = rounds / 2;
+  for (long r = first; r < rounds; r++) {
+    if (r < half) { if (rss_after[r] > early) early = rss_after[r]; }
     else if (rss_after[r] > late) late = rss_after[r];
   }
   size_t bound = early + early / 4 + ((size_t)2 << 20);
-  printf("prodcons: %ld rounds x %ld blocks: peak RSS rounds 1-10 %.1f MiB, rounds 11-%ld %.1f "
+  printf("prodcons: %ld rounds x %ld blocks: peak RSS rounds %ld-%ld %.1f MiB, rounds %ld-%ld %.1f "
          "MiB (bound %.1f MiB), RSS after round 10 %.1f MiB, after round %ld %.1f MiB\n",
-         rounds, batch, ALLOC_MIB(early), rounds, ALLOC_MIB(late), ALLOC_MIB(bound),
+         rounds, batch, first + 1, half, ALLOC_MIB(early), half + 1, rounds, ALLOC_MIB(late), ALLOC_MIB(bound),
          ALLOC_MIB(rss_after[9]), rounds, ALLOC_MIB(rss_after[rounds - 1]));
   CHECK(atomic_load(&corrupt) == 0);
   CHECK(atomic_load(&freed) == rounds * batch);
