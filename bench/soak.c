@@ -171,8 +171,10 @@ static bool intact_as(const void *p, const void *orig, size_t size, size_t len) 
       if (b[i] != (unsigned char)(k >> (8 * (i % 8)))) return false;
     return true;
   }
+  /* (the words that end at most where the last one begins: past that, fill's last word
+   * overwrote the word before it in part, when size is not a multiple of 8) */
   size_t step = opt_full_fill ? 8 : 4096;
-  for (size_t off = 0; (opt_full_fill ? off + 8 <= size : off + 16 <= size) && off + 8 <= len; off += step) {
+  for (size_t off = 0; off + 16 <= size && off + 8 <= len; off += step) {
     memcpy(&v, b + off, 8);
     if (v != k) return false;
   }
@@ -352,6 +354,7 @@ static void *child_main(void *arg) {
  * own check (if any) passed; 1 otherwise; SIGALRM when something hung. */
 static void child_run(int (*validate)(void)) {
   alarm(60);
+  atomic_store(&corrupt, 0); /* the parent's count came along */
   for (unsigned t = 0; t < opt_threads; t++)
     for (int i = 0; i < STABLE; i++)
       if (workers[t].stable[i].p) {

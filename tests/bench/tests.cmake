@@ -347,12 +347,13 @@ bench_check(soak soak
   ARGS -t 3 --live 2000 --seconds 1 --short-lived 1 --idle-every 0.4 --idle-seconds 0.2 --validate)
 # The process's life under the same load: forks (each child checks the workers' blocks, frees
 # them, allocates in threads of its own, validates and exits 0), malloc_trim and larder's
-# options changed at run time, all while the workers run.
+# options changed at run time, all while the workers run; every byte written and checked
+# (--full-fill, whose check compared the last two words wrongly until 2026-11-28).
 bench_check(soak.process soak
   CHECKS --params ${SOAK_PARAMS} --figures ${SOAK_FIGS} --figure corrupt=0 --figure validation_failures=0
          --figure fork_failures=0 --figure option_refusals=0 --positive ops,handed_over,forks,trims
          "--expr=f['option_sets'] >= 4 and f['validations'] >= 1 if preload else f['option_sets'] == 0"
-  ARGS -t 3 --live 2000 --seconds 1.5 --fork-every 0.2 --trim-every 0.2 --options-every 0.05 --validate)
+  ARGS -t 3 --live 2000 --seconds 1.5 --fork-every 0.2 --trim-every 0.2 --options-every 0.05 --validate --full-fill)
 bench_bad(soak -- --live 0 -- --max-size 1000 -- --remote-share 2 -- --short-lived 65 -- --seconds 0
           -- --fork-every -1 -- --trim-every x -- --options-every 1e9)
 
