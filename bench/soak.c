@@ -17,8 +17,9 @@
  * frees blocks the workers made before (frees into heaps whose threads the child does not
  * have), starts threads of its own that allocate, check and free, trims and validates, and
  * exits; it runs under alarm(), so a lock the fork left held shows as a failed child rather
- * than a hung run. It may call malloc_trim while the workers run, and change larder's
- * options at run time (larder_option_set) under them.
+ * than a hung run. It may call malloc_trim while the workers run, read the statistics
+ * (mallinfo2, malloc_info, larder_stats_get), and change larder's options at run time
+ * (larder_option_set) under them.
  *
  * Blocks are written sparsely by default: a word at the start, one every 4 KiB and one at the
  * end, as a program writes headers and leaves buffers partly unset. What the memory held before
@@ -66,6 +67,7 @@ static uint64_t opt_seed = 1;
 static double opt_fork_every = 0;
 static double opt_trim_every = 0;
 static double opt_options_every = 0;
+static double opt_stats_every = 0;
 
 static const struct bench_opt opts[] = {
     {"threads", 't', BENCH_OPT_U64, &opt_threads, 1, 1024, 0, 0, false, "worker threads"},
@@ -96,6 +98,8 @@ static const struct bench_opt opts[] = {
      "seconds between calls of malloc_trim(0) while the workers run (0: none)"},
     {"options-every", 0, BENCH_OPT_REAL, &opt_options_every, 0, 0, 0, 86400, false,
      "seconds between changes of larder's run-time options, when the allocator has them (0: none)"},
+    {"stats-every", 0, BENCH_OPT_REAL, &opt_stats_every, 0, 0, 0, 86400, false,
+     "seconds between reads of the allocator's statistics: mallinfo2, malloc_info, larder_stats_get (0: none)"},
 };
 
 static const struct bench_prog prog = {
@@ -458,10 +462,13 @@ int main(int argc, char **argv) {
   double next_fork = opt_fork_every > 0 ? start + opt_fork_every : 0;
   double next_trim = opt_trim_every > 0 ? start + opt_trim_every : 0;
   double next_option = option_set ? start + opt_options_every : 0;
+  double next_stats = opt_stats_every > 0 ? start + opt_stats_every : 0;
+  void (*stats_get)(void *) = opt_stats_every > 0 ? (void (*)(void *))dlsym(RTLD_DEFAULT, "larder_stats_get") : NULL;
+  FILE *devnull = opt_stats_every > 0 ? fopen("/dev/null", "w") : NULL;
   uint64_t validations = 0, validation_failures = 0, idle_phases = 0, short_lived = 0;
-  uint64_t forks = 0, fork_failures = 0, trims = 0, option_sets = 0, option_refusals = 0;
+  uint64_t forks = 0, fork_failures = 0, trims = 0, option_sets = 0, option_refusals = 0, stats_reads = 0;
   /* the longest each call of the main thread took (a fork: until its child ended) */
-  double worst_validate = 0, worst_fork = 0, worst_trim = 0, worst_option_set = 0, worst_short_lived = 0, t0;
+  double worst_validate = 0, worst_fork = 0, worst_trim = 0, worst_option_set = 0, worst_short_lived = 0, worst_stats = 0, t0;
 #define TIMED(worst, call) (t0 = bench_now(), (call), (worst) = bench_now() - t0 > (worst) ? bench_now() - t0 : (worst))
   while (atomic_load(&stable_ready) < opt_threads) bench_sleep_seconds(0.001);
   while (bench_now() - start < opt_seconds) {
@@ -469,6 +476,7 @@ int main(int argc, char **argv) {
     if (next_fork && opt_fork_every < tick) tick = opt_fork_every;
     if (next_trim && opt_trim_every < tick) tick = opt_trim_every;
     if (next_option && opt_options_every < tick) tick = opt_options_every;
+    if (next_stats && opt_stats_every < tick) tick = opt_stats_every;
     bench_sleep_seconds(tick);
     double at = bench_now();
     if (next_fork && at >= next_fork) {
@@ -493,6 +501,16 @@ int main(int argc, char **argv) {
       }
       option_sets++;
       next_option = at + opt_options_every;
+    }
+    if (next_stats && at >= next_stats) {
+      /* (larder_stats_t is larder's; a buffer larger than it serves any version) */
+      static uint64_t larder_stats[512];
+      struct mallinfo2 mi;
+      TIMED(worst_stats, (mi = mallinfo2(), devnull ? malloc_info(0, devnull) : 0,
+                          stats_get ? stats_get(larder_stats), 0 : 0));
+      if (mi.uordblks > (size_t)1 << 50) report("mallinfo2's bytes in use are out of range", NULL, mi.uordblks);
+      stats_reads++;
+      next_stats = at + opt_stats_every;
     }
     for (uint64_t i = 0; i < opt_short_lived; i++) {
       pthread_t t;
@@ -561,16 +579,19 @@ int main(int argc, char **argv) {
   bench_json_u64(&j, "trims", trims);
   bench_json_u64(&j, "option_sets", option_sets);
   bench_json_u64(&j, "option_refusals", option_refusals);
+  bench_json_u64(&j, "stats_reads", stats_reads);
   bench_json_real(&j, "worst_validate_s", worst_validate);
   bench_json_real(&j, "worst_fork_s", worst_fork);
   bench_json_real(&j, "worst_trim_s", worst_trim);
   bench_json_real(&j, "worst_option_set_s", worst_option_set);
   bench_json_real(&j, "worst_short_lived_s", worst_short_lived);
+  bench_json_real(&j, "worst_stats_s", worst_stats);
   bench_json_u64(&j, "corrupt", bad);
   bench_json_u64(&j, "peak_rss_kib", bench_status_kib("VmHWM"));
   bench_json_real(&j, "elapsed_s", elapsed);
   bench_json_real(&j, "cpu_s", cpu);
   bench_json_end(&j);
+  if (devnull) fclose(devnull);
   free(queues);
   free(workers);
   if (bad || validation_failures || fork_failures || option_refusals) {
