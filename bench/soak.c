@@ -235,8 +235,7 @@ static void *new_block(struct bench_rng *r, size_t size, struct worker *w) {
   return p;
 }
 
-static bool hand_over(unsigned to, struct item it) {
-  struct queue *q = &queues[to];
+static bool queue_push(struct queue *q, struct item it) {
   bool ok = false;
   pthread_mutex_lock(&q->mu);
   if (q->n < QUEUE_CAP) {
@@ -246,6 +245,7 @@ static bool hand_over(unsigned to, struct item it) {
   pthread_mutex_unlock(&q->mu);
   return ok;
 }
+static bool hand_over(unsigned to, struct item it) { return queue_push(&queues[to], it); }
 
 static uint64_t drain_queue(struct queue *q) {
   static _Thread_local struct item local[QUEUE_CAP];
@@ -334,16 +334,8 @@ static void *child_main(void *arg) {
   memset(mine, 0, sizeof mine);
   for (int step = 0; step < CHILD_STEPS; step++) {
     struct item *it = &mine[bench_rng_below(&r, CHILD_SLOTS)];
-    if (it->p) {
-      struct queue *q = &child_queues[(id + 1) % CHILD_THREADS];
-      bool handed = false;
-      if (chance(&r, 0.25)) {
-        pthread_mutex_lock(&q->mu);
-        if (q->n < QUEUE_CAP) q->items[q->n++] = *it, handed = true;
-        pthread_mutex_unlock(&q->mu);
-      }
-      if (!handed) check_and_free(*it, "a forked child's block was changed");
-    }
+    if (it->p && !(chance(&r, 0.25) && queue_push(&child_queues[(id + 1) % CHILD_THREADS], *it)))
+      check_and_free(*it, "a forked child's block was changed");
     it->size = pick_size(&r);
     it->p = new_block(&r, it->size, NULL);
     if (!it->p) it->size = 0;
@@ -398,7 +390,14 @@ static bool fork_once(int (*validate)(void)) {
   return false;
 }
 
-/* larder's run-time options, set in turn to values far apart (the build's defaults at the end). */
+/* The longest call so far of one kind: *worst, given when the call began. */
+static void note_worst(double *worst, double began) {
+  double took = bench_now() - began;
+  if (took > *worst) *worst = took;
+}
+
+/* larder's run-time options, set in turn to values far apart; each goes back at the end to the
+ * value the run began with (the build's default, or the environment's LARDER_<NAME>). */
 static const char *const option_changes[][2] = {
     {"empty_fraction", "0.1"},   {"k", "1"},               {"purge_delay_ms", "0"},
     {"medium_cache_kb", "0"},    {"large_cache_mb", "0"},  {"remote_free_check", "0"},
@@ -408,10 +407,6 @@ static const char *const option_changes[][2] = {
     {"purge_thread", "1"},       {"huge_pages", "0"},
 };
 enum { OPTION_CHANGES = sizeof option_changes / sizeof option_changes[0] };
-static const char *const option_defaults[][2] = {
-    {"empty_fraction", "0.25"}, {"k", "4"}, {"purge_delay_ms", "1000"}, {"medium_cache_kb", "1024"},
-    {"large_cache_mb", "64"},   {"remote_free_check", "1"}, {"purge_thread", "2"}, {"huge_pages", "0"},
-};
 
 static void *short_lived_main(void *arg) {
   struct bench_rng r;
@@ -446,6 +441,10 @@ int main(int argc, char **argv) {
   int (*validate)(void) = opt_validate ? (int (*)(void))dlsym(RTLD_DEFAULT, "larder_validate") : NULL;
   int (*option_set)(const char *, const char *) =
       opt_options_every > 0 ? (int (*)(const char *, const char *))dlsym(RTLD_DEFAULT, "larder_option_set") : NULL;
+  double (*option_get)(const char *) = option_set ? (double (*)(const char *))dlsym(RTLD_DEFAULT, "larder_option_get") : NULL;
+  if (!option_get) option_set = NULL; /* (both or neither) */
+  double option_began[OPTION_CHANGES];
+  for (unsigned i = 0; option_get && i < OPTION_CHANGES; i++) option_began[i] = option_get(option_changes[i][0]);
   queues = calloc(opt_threads, sizeof *queues);
   workers = calloc(opt_threads, sizeof *workers);
   if (!queues || !workers) bench_die(PROG, "out of memory for %llu threads", (unsigned long long)opt_threads);
@@ -468,8 +467,7 @@ int main(int argc, char **argv) {
   uint64_t validations = 0, validation_failures = 0, idle_phases = 0, short_lived = 0;
   uint64_t forks = 0, fork_failures = 0, trims = 0, option_sets = 0, option_refusals = 0, stats_reads = 0;
   /* the longest each call of the main thread took (a fork: until its child ended) */
-  double worst_validate = 0, worst_fork = 0, worst_trim = 0, worst_option_set = 0, worst_short_lived = 0, worst_stats = 0, t0;
-#define TIMED(worst, call) (t0 = bench_now(), (call), (worst) = bench_now() - t0 > (worst) ? bench_now() - t0 : (worst))
+  double worst_validate = 0, worst_fork = 0, worst_trim = 0, worst_option_set = 0, worst_short_lived = 0, worst_stats = 0;
   while (atomic_load(&stable_ready) < opt_threads) bench_sleep_seconds(0.001);
   while (bench_now() - start < opt_seconds) {
     double tick = 0.1;
@@ -481,20 +479,23 @@ int main(int argc, char **argv) {
     double at = bench_now();
     if (next_fork && at >= next_fork) {
       forks++;
-      bool child_ok;
-      TIMED(worst_fork, child_ok = fork_once(validate));
-      if (!child_ok) fork_failures++;
+      double began = bench_now();
+      if (!fork_once(validate)) fork_failures++;
+      note_worst(&worst_fork, began);
       next_fork = bench_now() + opt_fork_every;
     }
     if (next_trim && at >= next_trim) {
-      TIMED(worst_trim, malloc_trim(0));
+      double began = bench_now();
+      malloc_trim(0);
+      note_worst(&worst_trim, began);
       trims++;
       next_trim = at + opt_trim_every;
     }
     if (next_option && at >= next_option) {
       const char *const *change = option_changes[option_sets % OPTION_CHANGES];
-      int refused;
-      TIMED(worst_option_set, refused = option_set(change[0], change[1]));
+      double began = bench_now();
+      int refused = option_set(change[0], change[1]);
+      note_worst(&worst_option_set, began);
       if (refused) {
         option_refusals++;
         fprintf(stderr, "%s: larder_option_set(%s, %s) refused\n", PROG, change[0], change[1]);
@@ -505,22 +506,27 @@ int main(int argc, char **argv) {
     if (next_stats && at >= next_stats) {
       /* (larder_stats_t is larder's; a buffer larger than it serves any version) */
       static uint64_t larder_stats[512];
-      struct mallinfo2 mi;
-      TIMED(worst_stats, (mi = mallinfo2(), devnull ? malloc_info(0, devnull) : 0,
-                          stats_get ? stats_get(larder_stats), 0 : 0));
+      double began = bench_now();
+      struct mallinfo2 mi = mallinfo2();
+      if (devnull) malloc_info(0, devnull);
+      if (stats_get) stats_get(larder_stats);
+      note_worst(&worst_stats, began);
       if (mi.uordblks > (size_t)1 << 50) report("mallinfo2's bytes in use are out of range", NULL, mi.uordblks);
       stats_reads++;
       next_stats = at + opt_stats_every;
     }
     for (uint64_t i = 0; i < opt_short_lived; i++) {
       pthread_t t;
-      TIMED(worst_short_lived, (bench_thread_start(PROG, &t, short_lived_main, (void *)(uintptr_t)(1000 + short_lived++)),
-                                bench_thread_join(PROG, t)));
+      double began = bench_now();
+      bench_thread_start(PROG, &t, short_lived_main, (void *)(uintptr_t)(1000 + short_lived++));
+      bench_thread_join(PROG, t);
+      note_worst(&worst_short_lived, began);
     }
     double now = bench_now();
     if (validate && now >= next_check) {
-      int v;
-      TIMED(worst_validate, v = validate());
+      double began = bench_now();
+      int v = validate();
+      note_worst(&worst_validate, began);
       validations++;
       if (v) {
         validation_failures++;
@@ -538,9 +544,11 @@ int main(int argc, char **argv) {
   }
   atomic_store(&stop, 1);
   for (unsigned i = 0; i < opt_threads; i++) bench_thread_join(PROG, workers[i].tid);
-  if (option_sets)
-    for (size_t i = 0; i < sizeof option_defaults / sizeof option_defaults[0]; i++)
-      option_set(option_defaults[i][0], option_defaults[i][1]);
+  for (unsigned i = 0; option_sets && i < OPTION_CHANGES; i++) {
+    char value[32];
+    snprintf(value, sizeof value, "%.17g", option_began[i]);
+    if (option_set(option_changes[i][0], value) != 0) option_refusals++;
+  }
   uint64_t ops = 0, handed = atomic_load(&short_lived_handed), received = 0, reallocs = 0, callocs = 0, aligned = 0;
   for (unsigned i = 0; i < opt_threads; i++) {
     received += drain(i); /* handed to a worker after its last drain */
