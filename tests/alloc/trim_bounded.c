@@ -16,7 +16,7 @@
 #include "internal.h"
 #include "os.h"
 
-#define SPAN (256 * 1024) /* a medium span: four 64 KiB chunks */
+#define SPAN (256 * 1024) /* a medium span: 64 KiB chunks, five with its header's */
 
 static void settle_clock(void) {
   /* frees are stamped by the coarse clock, a few ms behind the precise one */
@@ -25,6 +25,7 @@ static void settle_clock(void) {
 
 static void medium_spans(void) {
   /* no span kept by the thread: a free goes to the segments at once */
+  double cache_kb = larder_option_get("medium_cache_kb");
   REQUIRE(larder_option_set("medium_cache_kb", "0") == 0);
   char *a = malloc(SPAN), *spacer = malloc(SPAN), *b = malloc(SPAN), *spacer2 = malloc(SPAN);
   REQUIRE(a && spacer && b && spacer2);
@@ -51,7 +52,9 @@ static void medium_spans(void) {
   CHECK_MSG(ld_segment_dirty_bytes() == 0, "a purge as of now left %zu bytes dirty", ld_segment_dirty_bytes());
   free(spacer);
   free(spacer2);
-  larder_option_set("medium_cache_kb", "1024");
+  char value[32];
+  snprintf(value, sizeof value, "%.17g", cache_kb);
+  CHECK(larder_option_set("medium_cache_kb", value) == 0);
 }
 
 /* Superblocks that emptied go to the global heap's lists, stamped; the purge gives them to
