@@ -794,6 +794,29 @@ bool ld_heap_help_full_inbox(heap_t *self, heap_t *owner) {
 heap_t *ld_heaps_first(void) { return __atomic_load_n(&heaps.heaps, __ATOMIC_ACQUIRE); }
 size_t ld_heaps_live_count(void) { return atomic_load_explicit(&heaps.live, memory_order_relaxed); }
 
+/* Whether a thread that allocated may still run: the thread of some live heap (not retired by
+ * its exit hook) exists, as tgkill tells, self_tid's aside. The question the purge thread asks
+ * to know whether it is the process's last thread (maintain.c), without a file descriptor: a
+ * descriptor it opened, even for a moment, could be the number the program's own open or dup2
+ * expects (the lowest free one), be copied into a fork child, or be the one over the program's
+ * limit. A thread that exits without the hook (a raw exit system call) reads as gone; the main
+ * thread only through a heap it took before its hook ran, never an orphan heap of its
+ * destructors: after pthread_exit it is a zombie until the process ends, which tgkill cannot
+ * tell from a running thread. A thread that never allocated is not seen; the purge thread then
+ * ends early, and the next allocation slow path starts it again. Walks every heap, at most
+ * once per wake of the purge thread, and stops at the first thread found. */
+bool ld_heaps_thread_alive(int self_tid) {
+  int leader = ld_os_process_id();
+  for (heap_t *h = ld_heaps_first(); h; h = h->next_heap) {
+    if (!__atomic_load_n(&h->live, __ATOMIC_ACQUIRE)) continue;
+    int tid = __atomic_load_n(&h->thread_tid, __ATOMIC_RELAXED);
+    if (tid == 0 || tid == self_tid) continue;
+    if (tid == leader && __atomic_load_n(&h->orphan_tid, __ATOMIC_RELAXED) == tid) continue;
+    if (ld_os_thread_alive(tid)) return true;
+  }
+  return false;
+}
+
 /* A thread start looks at this many orphan heaps at most: the number of heaps it looks at is
  * bounded by a constant, however many heaps there are (the first version walked them all). The
  * first orphan it finds whose thread is gone becomes the new thread's heap, as it stands (see
@@ -868,7 +891,9 @@ static heap_t *heap_new_locked(bool after_exit_hook, size_t *examined, bool *ado
     ring_id_give(heap);
     __atomic_store_n(&heaps.heaps, heap, __ATOMIC_RELEASE); /* the purge walks without the lock */
   }
-  heap->orphan_tid = after_exit_hook ? ld_os_thread_id() : 0;
+  int tid = ld_os_thread_id();
+  __atomic_store_n(&heap->thread_tid, tid, __ATOMIC_RELAXED);
+  heap->orphan_tid = after_exit_hook ? tid : 0;
   if (heap->orphan_tid && !heap->orphan_queued) orphan_enqueue(heap);
   __atomic_store_n(&heap->live, 1, __ATOMIC_RELAXED);
   return heap;
@@ -958,6 +983,7 @@ static void heap_retire_locked(heap_t *heap) {
   for (size_t i = 0; i < sizeof heap->stats / sizeof(size_t); i++) LD_OWNER_SET(((size_t *)&heap->stats)[i], 0);
 #endif
   heap->orphan_tid = 0; /* if queued as an orphan, it leaves the queue when next looked at */
+  __atomic_store_n(&heap->thread_tid, 0, __ATOMIC_RELAXED);
   atomic_fetch_sub_explicit(&heaps.live, 1, memory_order_relaxed);
   __atomic_store_n(&heap->live, 0, __ATOMIC_RELEASE);
   heap->next_idle = heaps.idle;
@@ -1023,6 +1049,9 @@ void ld_heaps_unlock_all(bool reinit) {
       h->orphan_tid = 0;
       h->orphan_queued = false;
       h->next_orphan = NULL;
+      /* the forking thread's heap is the child's one thread's (a new id); the others' threads
+       * are not in this process */
+      h->thread_tid = h == ld_heap_tls ? ld_os_thread_id() : 0;
     } else {
       ld_unlock(&h->lock);
     }

@@ -787,6 +787,9 @@ typedef struct heap_s {
   struct heap_s *next_idle;            /* heaps no thread uses, newest first (heaps.lock) */
   struct heap_s *next_orphan;          /* the queue of orphan heaps (heaps.lock) */
   int orphan_tid;                      /* made after its thread's exit hook ran: that thread's id */
+  /* The kernel's id of the thread that uses it, 0 once retired (heaps.lock; read without it by
+   * the purge thread: ld_heaps_thread_alive) */
+  int thread_tid;
   bool kept_current;                   /* parked with its classes' current superblocks (heap.c) */
   bool table_purged;                   /* parked with nothing: owned[]'s pages given back (heap.c) */
   bool orphan_queued;                  /* in the queue of orphan heaps (heaps.lock) */
@@ -906,6 +909,7 @@ heap_t *ld_heap_of_ring_id(unsigned id);
 void    ld_heaps_lock_all(void);
 void    ld_heaps_unlock_all(bool reinit);
 size_t  ld_heaps_live_count(void);
+bool    ld_heaps_thread_alive(int self_tid); /* some thread that allocated may still run (heap.c) */
 typedef struct ld_heap_figures_s {
   int64_t in_use, held, cached, cached_blocks;
   int64_t medium_bytes, medium_usable; /* heap_t's, summed */

@@ -3,7 +3,6 @@
 #include "os.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -231,6 +230,7 @@ uint64_t ld_os_now_coarse_ns(void) {
 }
 
 int ld_os_thread_id(void) { return (int)syscall(SYS_gettid); }
+int ld_os_process_id(void) { return (int)getpid(); }
 
 int ld_os_thread_alive(int tid) {
   /* Signal 0 checks existence only. A reused id reads as alive: that only delays a reclaim. */
@@ -246,36 +246,6 @@ void ld_os_sleep_ms(unsigned ms) {
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
   errno = saved;
-}
-
-int ld_os_thread_count(void) {
-  /* Field 20 of /proc/self/stat, after the command name in parentheses (which may itself hold
-   * spaces and parentheses: the last ')' ends it). Read without allocating. */
-  int saved = errno;
-  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    errno = saved;
-    return 0;
-  }
-  char buf[1024];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  errno = saved;
-  if (n <= 0) return 0;
-  buf[n] = 0;
-  char *p = NULL;
-  for (char *q = buf; *q; q++)
-    if (*q == ')') p = q;
-  if (!p) return 0;
-  /* Field 3 is the state of the thread group's leader (the main thread): a main thread that
-   * called pthread_exit stays a zombie, still counted in field 20, until the last thread ends. */
-  bool leader_gone = p[1] == ' ' && p[2] == 'Z';
-  int field = 2; /* the ')' ends field 2 */
-  for (p++; *p && field < 20; p++)
-    if (*p == ' ') field++;
-  if (field != 20) return 0;
-  int threads = atoi(p);
-  return leader_gone && threads > 1 ? threads - 1 : threads;
 }
 
 void ld_os_cond_init(pthread_cond_t *cond) {

@@ -48,6 +48,7 @@ int      ld_os_cpu_count(void);
 uint64_t ld_os_now_ns(void);          /* monotonic clock */
 uint64_t ld_os_now_coarse_ns(void);   /* the same, to a few ms, for deadlines on slow paths */
 int      ld_os_thread_id(void);       /* the kernel's id of the calling thread */
+int      ld_os_process_id(void);      /* the process's id: its main thread's kernel id */
 int      ld_os_thread_alive(int tid); /* 0 once that thread of this process has exited */
 
 void     ld_os_sleep_ms(unsigned ms);
@@ -55,9 +56,6 @@ void     ld_os_yield(void);
 /* A full memory barrier on every running thread of the process (membarrier(2), private
  * expedited, registered at the first call); 0, or an errno value when the kernel lacks it. */
 int      ld_os_fence_all_threads(void);
-/* Live threads of this process now (from /proc/self/stat; a main thread that called
- * pthread_exit is not counted), or 0 when that cannot be read. */
-int      ld_os_thread_count(void);
 /* A condition variable timed by the monotonic clock, and a wait on it of at most ns
  * (the mutex held, as pthread_cond_timedwait). */
 void     ld_os_cond_init(pthread_cond_t *cond);

@@ -81,6 +81,9 @@ alloc_test(alloc_process_end SOURCES alloc/process_end.c PRELOAD TIMEOUT 90 LIBS
 if(ALLOC_HAVE_LARDER)
   set_property(TEST alloc_process_end APPEND PROPERTY ENVIRONMENT "LARDER_TEST_LIB=$<TARGET_FILE:larder_shared>")
 endif()
+# no file descriptor opened by larder's threads (the purge thread asks whether it is alone)
+alloc_test(alloc_no_descriptors SOURCES alloc/no_descriptors.c PRELOAD TIMEOUT 60 LIBS Threads::Threads
+           ENV LARDER_PURGE_THREAD=1 LARDER_PURGE_DELAY_MS=20)
 alloc_test(alloc_thread_start SOURCES alloc/thread_start.c PRELOAD TIMEOUT 120)
 alloc_test(alloc_tls_dtor     SOURCES alloc/tls_dtor.c     PRELOAD TIMEOUT 60)
 alloc_test(alloc_prodcons     SOURCES alloc/prodcons.c     PRELOAD TIMEOUT 120)
