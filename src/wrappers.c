@@ -9,6 +9,7 @@
 #include "larder.h"
 #include "os.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -153,24 +154,206 @@ static void *cxx_new(size_t size, size_t alignment, int nothrow) {
 
 typedef struct { int unused; } cxx_nothrow_t;
 
-LD_PUBLIC void *_Znwm(size_t n) { return cxx_new(n, 0, 0); }
-LD_PUBLIC void *_Znam(size_t n) { return cxx_new(n, 0, 0); }
-LD_PUBLIC void *_ZnwmRKSt9nothrow_t(size_t n, const cxx_nothrow_t *t) { (void)t; return cxx_new(n, 0, 1); }
-LD_PUBLIC void *_ZnamRKSt9nothrow_t(size_t n, const cxx_nothrow_t *t) { (void)t; return cxx_new(n, 0, 1); }
-LD_PUBLIC void *_ZnwmSt11align_val_t(size_t n, size_t al) { return cxx_new(n, al, 0); }
-LD_PUBLIC void *_ZnamSt11align_val_t(size_t n, size_t al) { return cxx_new(n, al, 0); }
-LD_PUBLIC void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const cxx_nothrow_t *t) { (void)t; return cxx_new(n, al, 1); }
-LD_PUBLIC void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const cxx_nothrow_t *t) { (void)t; return cxx_new(n, al, 1); }
+/* The operators' definitions are weak: a program linked with liblarder.a that defines its own
+ * (replaceable, [replacement.functions]) keeps them, where strong ones made the link fail
+ * ("multiple definition of operator new"). (Under LD_PRELOAD the executable's come first
+ * anyway.)
+ *
+ * Four are the base of the others: new and delete, plain and aligned. The standard gives each
+ * other form a default that calls one of them ([new.delete.single], [new.delete.array]): new[]
+ * calls new, a sized or nothrow delete calls delete, delete[] calls delete, nothrow new calls new
+ * and catches. A program may replace only some, typically new(size_t) and delete(void *), and
+ * then relies on the defaults to reach its own: `delete p` of a complete type is a sized delete
+ * (C++14 on, GCC's default and clang's since 19), which must end in the program's delete, not
+ * in larder's free of a block larder never made (under LD_PRELOAD such a program was stopped
+ * at its first delete: "invalid free"; glibc's C++ runtime runs it). So the first call of a
+ * derived form looks every operator up (dlsym: the definition every module's call binds to;
+ * else, in a static executable, the one the link chose): when all twenty are larder's, the
+ * derived forms are served here as before; when any is the program's, each derived form hands
+ * its call to the C++ runtime's definition of the same name (dlsym RTLD_NEXT: libstdc++'s or
+ * libc++'s default, which catches for the nothrow forms), or, without a runtime, calls the
+ * global definition of the operator its default calls (an exception of a nothrow new's
+ * replaced new then passes through). Looked up once, at the first call of a derived form, not
+ * inside malloc: dlsym may allocate. */
+enum {
+  CXX_NEW, CXX_DELETE, CXX_NEW_ALIGNED, CXX_DELETE_ALIGNED, /* the base four */
+  CXX_NEW_ARRAY, CXX_NEW_NOTHROW, CXX_NEW_ARRAY_NOTHROW,
+  CXX_NEW_ARRAY_ALIGNED, CXX_NEW_ALIGNED_NOTHROW, CXX_NEW_ARRAY_ALIGNED_NOTHROW,
+  CXX_DELETE_ARRAY, CXX_DELETE_SIZED, CXX_DELETE_ARRAY_SIZED, CXX_DELETE_NOTHROW, CXX_DELETE_ARRAY_NOTHROW,
+  CXX_DELETE_ARRAY_ALIGNED, CXX_DELETE_SIZED_ALIGNED, CXX_DELETE_ARRAY_SIZED_ALIGNED,
+  CXX_DELETE_ALIGNED_NOTHROW, CXX_DELETE_ARRAY_ALIGNED_NOTHROW,
+  CXX_OPERATORS
+};
 
-LD_PUBLIC void _ZdlPv(void *p) { larder_free(p); }
-LD_PUBLIC void _ZdaPv(void *p) { larder_free(p); }
-LD_PUBLIC void _ZdlPvm(void *p, size_t n) { (void)n; larder_free(p); }
-LD_PUBLIC void _ZdaPvm(void *p, size_t n) { (void)n; larder_free(p); }
-LD_PUBLIC void _ZdlPvRKSt9nothrow_t(void *p, const cxx_nothrow_t *t) { (void)t; larder_free(p); }
-LD_PUBLIC void _ZdaPvRKSt9nothrow_t(void *p, const cxx_nothrow_t *t) { (void)t; larder_free(p); }
-LD_PUBLIC void _ZdlPvSt11align_val_t(void *p, size_t al) { (void)al; larder_free(p); }
-LD_PUBLIC void _ZdaPvSt11align_val_t(void *p, size_t al) { (void)al; larder_free(p); }
-LD_PUBLIC void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t al) { (void)n; (void)al; larder_free(p); }
-LD_PUBLIC void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t al) { (void)n; (void)al; larder_free(p); }
-LD_PUBLIC void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const cxx_nothrow_t *t) { (void)al; (void)t; larder_free(p); }
-LD_PUBLIC void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const cxx_nothrow_t *t) { (void)al; (void)t; larder_free(p); }
+static void *cxx_op_new(size_t n) { return cxx_new(n, 0, 0); }
+static void cxx_op_delete(void *p) { larder_free(p); }
+static void *cxx_op_new_aligned(size_t n, size_t al) { return cxx_new(n, al, 0); }
+static void cxx_op_delete_aligned(void *p, size_t al) { (void)al; larder_free(p); }
+
+typedef struct {
+  const char *name;   /* the Itanium name */
+  int calls;          /* the operator its default calls ([new.delete]); itself for the base four */
+  void *own;          /* larder's definition */
+  void *link_time;    /* the definition the static link chose (a program's replaces the weak one) */
+} cxx_operator_t;
+
+typedef struct {
+  void *next;         /* the C++ runtime's definition of the same name, or NULL */
+  void *calls_global; /* the global definition of the operator its default calls */
+} cxx_route_t;
+
+enum { CXX_UNKNOWN, CXX_OWN, CXX_FORWARD };
+static _Atomic int cxx_state;
+static cxx_route_t cxx_routes[CXX_OPERATORS];
+
+static void cxx_lookup(const cxx_operator_t *ops) {
+  void *global[CXX_OPERATORS];
+  bool replaced = false;
+  for (int i = 0; i < CXX_OPERATORS; i++) {
+    global[i] = dlsym(RTLD_DEFAULT, ops[i].name);
+    if (!global[i]) global[i] = ops[i].link_time; /* a static executable */
+    replaced |= global[i] != ops[i].own;
+  }
+  for (int i = 0; i < CXX_OPERATORS; i++) {
+    cxx_routes[i].next = i == ops[i].calls ? NULL : dlsym(RTLD_NEXT, ops[i].name);
+    cxx_routes[i].calls_global = global[ops[i].calls];
+  }
+  /* (two threads may both look: they find the same) */
+  atomic_store_explicit(&cxx_state, replaced ? CXX_FORWARD : CXX_OWN, memory_order_release);
+}
+
+/* How a derived operator serves its call once the operators were looked up: NULL, larder
+ * does (no operator is the program's). */
+static LD_NOINLINE const cxx_route_t *cxx_route_slow(int op);
+/* Whether larder serves every derived form (known after the first call of one). */
+static inline bool cxx_own(void) { return atomic_load_explicit(&cxx_state, memory_order_acquire) == CXX_OWN; }
+
+#define LD_CXX LD_PUBLIC __attribute__((weak))
+
+/* the base four */
+LD_CXX void *_Znwm(size_t n) __attribute__((alias("cxx_op_new")));
+LD_CXX void _ZdlPv(void *p) __attribute__((alias("cxx_op_delete")));
+LD_CXX void *_ZnwmSt11align_val_t(size_t n, size_t al) __attribute__((alias("cxx_op_new_aligned")));
+LD_CXX void _ZdlPvSt11align_val_t(void *p, size_t al) __attribute__((alias("cxx_op_delete_aligned")));
+
+/* the derived sixteen: larder's own, unless the program replaced an operator */
+/* (the forwarding out of line: the own path is a compare and a jump to larder's) */
+#define CXX_DERIVED_NEW(name, params, own_call, next_type, next_args, calls_type, calls_args) \
+  static LD_NOINLINE void *cxx_forward##name params {                                     \
+    const cxx_route_t *r = cxx_route_slow(CXX##name);                                     \
+    if (!r) return own_call;                                                              \
+    if (r->next) return ((next_type)r->next) next_args;                                   \
+    return ((calls_type)r->calls_global) calls_args;                                      \
+  }                                                                                       \
+  static void *cxx_op##name params {                                                      \
+    if (LD_LIKELY(cxx_own())) return own_call;                                            \
+    return cxx_forward##name next_args;                                                   \
+  }
+#define CXX_DERIVED_DELETE(name, params, next_type, next_args, calls_type, calls_args) \
+  static LD_NOINLINE void cxx_forward##name params {                                 \
+    const cxx_route_t *r = cxx_route_slow(CXX##name);                                \
+    if (!r) larder_free(p);                                                          \
+    else if (r->next) ((next_type)r->next) next_args;                                \
+    else ((calls_type)r->calls_global) calls_args;                                   \
+  }                                                                                  \
+  static void cxx_op##name params {                                                  \
+    if (LD_LIKELY(cxx_own())) larder_free(p);                                        \
+    else cxx_forward##name next_args;                                                \
+  }
+
+typedef void *(*cxx_new_fn)(size_t);
+typedef void *(*cxx_new_nothrow_fn)(size_t, const cxx_nothrow_t *);
+typedef void *(*cxx_new_aligned_fn)(size_t, size_t);
+typedef void *(*cxx_new_aligned_nothrow_fn)(size_t, size_t, const cxx_nothrow_t *);
+typedef void (*cxx_delete_fn)(void *);
+typedef void (*cxx_delete_sized_fn)(void *, size_t);
+typedef void (*cxx_delete_nothrow_fn)(void *, const cxx_nothrow_t *);
+typedef void (*cxx_delete_aligned_fn)(void *, size_t);
+typedef void (*cxx_delete_sized_aligned_fn)(void *, size_t, size_t);
+typedef void (*cxx_delete_aligned_nothrow_fn)(void *, size_t, const cxx_nothrow_t *);
+
+CXX_DERIVED_NEW(_NEW_ARRAY, (size_t n), cxx_new(n, 0, 0), cxx_new_fn, (n), cxx_new_fn, (n))
+CXX_DERIVED_NEW(_NEW_NOTHROW, (size_t n, const cxx_nothrow_t *t), cxx_new(n, 0, 1),
+                cxx_new_nothrow_fn, (n, t), cxx_new_fn, (n))
+CXX_DERIVED_NEW(_NEW_ARRAY_NOTHROW, (size_t n, const cxx_nothrow_t *t), cxx_new(n, 0, 1),
+                cxx_new_nothrow_fn, (n, t), cxx_new_fn, (n))
+CXX_DERIVED_NEW(_NEW_ARRAY_ALIGNED, (size_t n, size_t al), cxx_new(n, al, 0),
+                cxx_new_aligned_fn, (n, al), cxx_new_aligned_fn, (n, al))
+CXX_DERIVED_NEW(_NEW_ALIGNED_NOTHROW, (size_t n, size_t al, const cxx_nothrow_t *t), cxx_new(n, al, 1),
+                cxx_new_aligned_nothrow_fn, (n, al, t), cxx_new_aligned_fn, (n, al))
+CXX_DERIVED_NEW(_NEW_ARRAY_ALIGNED_NOTHROW, (size_t n, size_t al, const cxx_nothrow_t *t), cxx_new(n, al, 1),
+                cxx_new_aligned_nothrow_fn, (n, al, t), cxx_new_aligned_fn, (n, al))
+CXX_DERIVED_DELETE(_DELETE_ARRAY, (void *p), cxx_delete_fn, (p), cxx_delete_fn, (p))
+CXX_DERIVED_DELETE(_DELETE_SIZED, (void *p, size_t n), cxx_delete_sized_fn, (p, n), cxx_delete_fn, (p))
+CXX_DERIVED_DELETE(_DELETE_ARRAY_SIZED, (void *p, size_t n), cxx_delete_sized_fn, (p, n), cxx_delete_fn, (p))
+CXX_DERIVED_DELETE(_DELETE_NOTHROW, (void *p, const cxx_nothrow_t *t), cxx_delete_nothrow_fn, (p, t),
+                   cxx_delete_fn, (p))
+CXX_DERIVED_DELETE(_DELETE_ARRAY_NOTHROW, (void *p, const cxx_nothrow_t *t), cxx_delete_nothrow_fn, (p, t),
+                   cxx_delete_fn, (p))
+CXX_DERIVED_DELETE(_DELETE_ARRAY_ALIGNED, (void *p, size_t al), cxx_delete_aligned_fn, (p, al),
+                   cxx_delete_aligned_fn, (p, al))
+CXX_DERIVED_DELETE(_DELETE_SIZED_ALIGNED, (void *p, size_t n, size_t al), cxx_delete_sized_aligned_fn, (p, n, al),
+                   cxx_delete_aligned_fn, (p, al))
+CXX_DERIVED_DELETE(_DELETE_ARRAY_SIZED_ALIGNED, (void *p, size_t n, size_t al), cxx_delete_sized_aligned_fn,
+                   (p, n, al), cxx_delete_aligned_fn, (p, al))
+CXX_DERIVED_DELETE(_DELETE_ALIGNED_NOTHROW, (void *p, size_t al, const cxx_nothrow_t *t),
+                   cxx_delete_aligned_nothrow_fn, (p, al, t), cxx_delete_aligned_fn, (p, al))
+CXX_DERIVED_DELETE(_DELETE_ARRAY_ALIGNED_NOTHROW, (void *p, size_t al, const cxx_nothrow_t *t),
+                   cxx_delete_aligned_nothrow_fn, (p, al, t), cxx_delete_aligned_fn, (p, al))
+
+LD_CXX void *_Znam(size_t n) __attribute__((alias("cxx_op_NEW_ARRAY")));
+LD_CXX void *_ZnwmRKSt9nothrow_t(size_t n, const cxx_nothrow_t *t) __attribute__((alias("cxx_op_NEW_NOTHROW")));
+LD_CXX void *_ZnamRKSt9nothrow_t(size_t n, const cxx_nothrow_t *t) __attribute__((alias("cxx_op_NEW_ARRAY_NOTHROW")));
+LD_CXX void *_ZnamSt11align_val_t(size_t n, size_t al) __attribute__((alias("cxx_op_NEW_ARRAY_ALIGNED")));
+LD_CXX void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const cxx_nothrow_t *t)
+    __attribute__((alias("cxx_op_NEW_ALIGNED_NOTHROW")));
+LD_CXX void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const cxx_nothrow_t *t)
+    __attribute__((alias("cxx_op_NEW_ARRAY_ALIGNED_NOTHROW")));
+LD_CXX void _ZdaPv(void *p) __attribute__((alias("cxx_op_DELETE_ARRAY")));
+LD_CXX void _ZdlPvm(void *p, size_t n) __attribute__((alias("cxx_op_DELETE_SIZED")));
+LD_CXX void _ZdaPvm(void *p, size_t n) __attribute__((alias("cxx_op_DELETE_ARRAY_SIZED")));
+LD_CXX void _ZdlPvRKSt9nothrow_t(void *p, const cxx_nothrow_t *t) __attribute__((alias("cxx_op_DELETE_NOTHROW")));
+LD_CXX void _ZdaPvRKSt9nothrow_t(void *p, const cxx_nothrow_t *t) __attribute__((alias("cxx_op_DELETE_ARRAY_NOTHROW")));
+LD_CXX void _ZdaPvSt11align_val_t(void *p, size_t al) __attribute__((alias("cxx_op_DELETE_ARRAY_ALIGNED")));
+LD_CXX void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t al) __attribute__((alias("cxx_op_DELETE_SIZED_ALIGNED")));
+LD_CXX void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t al)
+    __attribute__((alias("cxx_op_DELETE_ARRAY_SIZED_ALIGNED")));
+LD_CXX void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const cxx_nothrow_t *t)
+    __attribute__((alias("cxx_op_DELETE_ALIGNED_NOTHROW")));
+LD_CXX void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const cxx_nothrow_t *t)
+    __attribute__((alias("cxx_op_DELETE_ARRAY_ALIGNED_NOTHROW")));
+
+static LD_NOINLINE const cxx_route_t *cxx_route_slow(int op) {
+  if (atomic_load_explicit(&cxx_state, memory_order_acquire) == CXX_UNKNOWN) {
+#define CXX_ROW(id, name, calls, own) [id] = {#name, calls, (void *)own, (void *)name}
+    static const cxx_operator_t ops[CXX_OPERATORS] = {
+        CXX_ROW(CXX_NEW, _Znwm, CXX_NEW, cxx_op_new),
+        CXX_ROW(CXX_DELETE, _ZdlPv, CXX_DELETE, cxx_op_delete),
+        CXX_ROW(CXX_NEW_ALIGNED, _ZnwmSt11align_val_t, CXX_NEW_ALIGNED, cxx_op_new_aligned),
+        CXX_ROW(CXX_DELETE_ALIGNED, _ZdlPvSt11align_val_t, CXX_DELETE_ALIGNED, cxx_op_delete_aligned),
+        CXX_ROW(CXX_NEW_ARRAY, _Znam, CXX_NEW, cxx_op_NEW_ARRAY),
+        CXX_ROW(CXX_NEW_NOTHROW, _ZnwmRKSt9nothrow_t, CXX_NEW, cxx_op_NEW_NOTHROW),
+        CXX_ROW(CXX_NEW_ARRAY_NOTHROW, _ZnamRKSt9nothrow_t, CXX_NEW_ARRAY, cxx_op_NEW_ARRAY_NOTHROW),
+        CXX_ROW(CXX_NEW_ARRAY_ALIGNED, _ZnamSt11align_val_t, CXX_NEW_ALIGNED, cxx_op_NEW_ARRAY_ALIGNED),
+        CXX_ROW(CXX_NEW_ALIGNED_NOTHROW, _ZnwmSt11align_val_tRKSt9nothrow_t, CXX_NEW_ALIGNED, cxx_op_NEW_ALIGNED_NOTHROW),
+        CXX_ROW(CXX_NEW_ARRAY_ALIGNED_NOTHROW, _ZnamSt11align_val_tRKSt9nothrow_t, CXX_NEW_ARRAY_ALIGNED,
+                cxx_op_NEW_ARRAY_ALIGNED_NOTHROW),
+        CXX_ROW(CXX_DELETE_ARRAY, _ZdaPv, CXX_DELETE, cxx_op_DELETE_ARRAY),
+        CXX_ROW(CXX_DELETE_SIZED, _ZdlPvm, CXX_DELETE, cxx_op_DELETE_SIZED),
+        CXX_ROW(CXX_DELETE_ARRAY_SIZED, _ZdaPvm, CXX_DELETE_ARRAY, cxx_op_DELETE_ARRAY_SIZED),
+        CXX_ROW(CXX_DELETE_NOTHROW, _ZdlPvRKSt9nothrow_t, CXX_DELETE, cxx_op_DELETE_NOTHROW),
+        CXX_ROW(CXX_DELETE_ARRAY_NOTHROW, _ZdaPvRKSt9nothrow_t, CXX_DELETE_ARRAY, cxx_op_DELETE_ARRAY_NOTHROW),
+        CXX_ROW(CXX_DELETE_ARRAY_ALIGNED, _ZdaPvSt11align_val_t, CXX_DELETE_ALIGNED, cxx_op_DELETE_ARRAY_ALIGNED),
+        CXX_ROW(CXX_DELETE_SIZED_ALIGNED, _ZdlPvmSt11align_val_t, CXX_DELETE_ALIGNED, cxx_op_DELETE_SIZED_ALIGNED),
+        CXX_ROW(CXX_DELETE_ARRAY_SIZED_ALIGNED, _ZdaPvmSt11align_val_t, CXX_DELETE_ARRAY_ALIGNED,
+                cxx_op_DELETE_ARRAY_SIZED_ALIGNED),
+        CXX_ROW(CXX_DELETE_ALIGNED_NOTHROW, _ZdlPvSt11align_val_tRKSt9nothrow_t, CXX_DELETE_ALIGNED,
+                cxx_op_DELETE_ALIGNED_NOTHROW),
+        CXX_ROW(CXX_DELETE_ARRAY_ALIGNED_NOTHROW, _ZdaPvSt11align_val_tRKSt9nothrow_t, CXX_DELETE_ARRAY_ALIGNED,
+                cxx_op_DELETE_ARRAY_ALIGNED_NOTHROW),
+    };
+#undef CXX_ROW
+    cxx_lookup(ops);
+  }
+  return atomic_load_explicit(&cxx_state, memory_order_acquire) == CXX_OWN ? NULL : &cxx_routes[op];
+}
