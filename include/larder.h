@@ -37,6 +37,11 @@ void  *larder_memalign(size_t alignment, size_t size);
 int    larder_posix_memalign(void **out, size_t alignment, size_t size);
 void  *larder_aligned_alloc(size_t alignment, size_t size);
 size_t larder_usable_size(const void *ptr);
+/* C23's free_sized and free_aligned_sized: free, with the size (and alignment) the block was
+ * allocated with. With LARDER_DEBUG=1, or in the hardened build, a size larger than the block
+ * or an alignment the block lacks is reported as an invalid free. */
+void   larder_free_sized(void *ptr, size_t size);
+void   larder_free_aligned_sized(void *ptr, size_t alignment, size_t size);
 
 /* A block aligned to and padded to whole cache lines, for objects that several threads
  * write: nothing else ever shares its lines (seed 000 §6). Free it with larder_free. */

@@ -83,6 +83,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 /* errno (issue 16). glibc documents errno for failures only, and keeps it across free since
@@ -508,6 +509,44 @@ size_t larder_usable_size(const void *p) {
   if (sb->kind == LD_KIND_SMALL) return sb->block_size;
   if (sb->kind == LD_KIND_LARGE || sb->kind == LD_KIND_MEDIUM) return sb->usable;
   return 0;
+}
+
+/* C23's free_sized and free_aligned_sized, and C++'s sized and aligned deletes (wrappers.c):
+ * the size and alignment the program states are a promise larder does not need (a block's
+ * class comes from its address), so the call is free's. A broken promise is undefined
+ * behaviour (C23 7.24.3.4-5: the size must be the one requested, the alignment aligned_alloc's)
+ * and usually a bug, a delete through the wrong type: with LARDER_DEBUG=1, and always in the
+ * hardened build, what the block contradicts is reported as an invalid free is, and the
+ * program stops: a size larger than the block, an alignment that is not a power of two or
+ * that the address does not have. (A size smaller than the one requested is not caught:
+ * larder keeps no requested size.) A pointer that is not larder's is left to free's checks. */
+#ifdef LARDER_HARDENED
+#define LD_STATED_CHECKS 1
+#else
+#define LD_STATED_CHECKS (ld_options.debug != 0)
+#endif
+static LD_NOINLINE void free_stated_check(const void *p, size_t alignment, size_t size, const char *call) {
+  size_t usable = larder_usable_size(p);
+  if (!p || !usable) return;
+  char what[160];
+  if (size > usable) {
+    snprintf(what, sizeof what, "invalid free (%s: %zu bytes stated, the block holds %zu)", call, size, usable);
+    ld_fatal_bad_free(what, p);
+  }
+  if (alignment && ((alignment & (alignment - 1)) || ((uintptr_t)p & (alignment - 1)))) {
+    snprintf(what, sizeof what, "invalid free (%s: alignment %zu stated, which the block lacks)", call, alignment);
+    ld_fatal_bad_free(what, p);
+  }
+}
+
+void larder_free_sized(void *p, size_t size) {
+  if (LD_UNLIKELY(LD_STATED_CHECKS)) free_stated_check(p, 0, size, "free_sized or a sized delete");
+  larder_free(p);
+}
+
+void larder_free_aligned_sized(void *p, size_t alignment, size_t size) {
+  if (LD_UNLIKELY(LD_STATED_CHECKS)) free_stated_check(p, alignment, size, "free_aligned_sized or an aligned delete");
+  larder_free(p);
 }
 
 static int mul_overflows(size_t a, size_t b, size_t *out) { return __builtin_mul_overflow(a, b, out); }

@@ -24,7 +24,7 @@
   X(remote_free_check, 1,   0,    1,     1, 0, "a free of another thread's block marks it, so a double free by two threads is caught; 0: no mark (faster remote frees; such a double free may hand the block out twice)") \
   X(stats,           0,     0,    2,     1, 0, "print statistics at exit: 1 table, 2 JSON")             \
   X(verbose,         0,     0,    1,     1, 0, "report settings and warnings on stderr")               \
-  X(debug,           LD_DEBUG_DEFAULT,     0,    1,     1, 0, "extra checks: full double-free search, validation on slow paths")
+  X(debug,           LD_DEBUG_DEFAULT,     0,    1,     1, 0, "extra checks: full double-free search, validation on slow paths, the sizes free_sized and sized deletes state")
 
 typedef struct ld_options_s {
 #define LD_OPTION_FIELD(name, def, lo, hi, integral, at_start, comment) double name;

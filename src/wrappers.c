@@ -26,6 +26,12 @@ LD_PUBLIC void *realloc(void *p, size_t size) { return larder_realloc(p, size); 
 LD_PUBLIC void *reallocarray(void *p, size_t n, size_t size) { return larder_reallocarray(p, n, size); }
 LD_PUBLIC int posix_memalign(void **out, size_t alignment, size_t size) { return larder_posix_memalign(out, alignment, size); }
 LD_PUBLIC void *aligned_alloc(size_t alignment, size_t size) { return larder_aligned_alloc(alignment, size); }
+/* C23 (glibc 2.43): a program built against a C library that has them calls these, which under
+ * LD_PRELOAD must not reach the C library's free */
+LD_PUBLIC void free_sized(void *p, size_t size) { larder_free_sized(p, size); }
+LD_PUBLIC void free_aligned_sized(void *p, size_t alignment, size_t size) {
+  larder_free_aligned_sized(p, alignment, size);
+}
 LD_PUBLIC void *memalign(size_t alignment, size_t size) { return larder_memalign(alignment, size); }
 LD_PUBLIC void *valloc(size_t size) { return larder_memalign(ld_os_page_size(), size); }
 LD_PUBLIC void *pvalloc(size_t size) {
@@ -188,7 +194,7 @@ enum {
 static void *cxx_op_new(size_t n) { return cxx_new(n, 0, 0); }
 static void cxx_op_delete(void *p) { larder_free(p); }
 static void *cxx_op_new_aligned(size_t n, size_t al) { return cxx_new(n, al, 0); }
-static void cxx_op_delete_aligned(void *p, size_t al) { (void)al; larder_free(p); }
+static void cxx_op_delete_aligned(void *p, size_t al) { larder_free_aligned_sized(p, al, 0); }
 
 typedef struct {
   const char *name;   /* the Itanium name */
@@ -202,7 +208,9 @@ typedef struct {
   void *calls_global; /* the global definition of the operator its default calls */
 } cxx_route_t;
 
-enum { CXX_UNKNOWN, CXX_OWN, CXX_FORWARD };
+/* (own and checked: LARDER_DEBUG=1 when the operators were looked up; the calls take the path
+ * out of line, which checks a delete's stated size and alignment) */
+enum { CXX_UNKNOWN, CXX_OWN, CXX_OWN_CHECKED, CXX_FORWARD };
 static _Atomic int cxx_state;
 static cxx_route_t cxx_routes[CXX_OPERATORS];
 
@@ -219,7 +227,8 @@ static void cxx_lookup(const cxx_operator_t *ops) {
     cxx_routes[i].calls_global = global[ops[i].calls];
   }
   /* (two threads may both look: they find the same) */
-  atomic_store_explicit(&cxx_state, replaced ? CXX_FORWARD : CXX_OWN, memory_order_release);
+  int state = replaced ? CXX_FORWARD : ld_options.debug ? CXX_OWN_CHECKED : CXX_OWN;
+  atomic_store_explicit(&cxx_state, state, memory_order_release);
 }
 
 /* How a derived operator serves its call once the operators were looked up: NULL, larder
@@ -249,16 +258,23 @@ LD_CXX void _ZdlPvSt11align_val_t(void *p, size_t al) __attribute__((alias("cxx_
     if (LD_LIKELY(cxx_own())) return own_call;                                            \
     return cxx_forward##name next_args;                                                   \
   }
-#define CXX_DERIVED_DELETE(name, params, next_type, next_args, calls_type, calls_args) \
-  static LD_NOINLINE void cxx_forward##name params {                                 \
-    const cxx_route_t *r = cxx_route_slow(CXX##name);                                \
-    if (!r) larder_free(p);                                                          \
-    else if (r->next) ((next_type)r->next) next_args;                                \
-    else ((calls_type)r->calls_global) calls_args;                                   \
-  }                                                                                  \
-  static void cxx_op##name params {                                                  \
-    if (LD_LIKELY(cxx_own())) larder_free(p);                                        \
-    else cxx_forward##name next_args;                                                \
+/* (a delete's own call with what it states: checked with LARDER_DEBUG=1, and always in the
+ * hardened build; alloc.c, larder_free_sized) */
+#ifdef LARDER_HARDENED
+#define CXX_OWN_FREE(p, checked_call) checked_call
+#else
+#define CXX_OWN_FREE(p, checked_call) larder_free(p)
+#endif
+#define CXX_DERIVED_DELETE(name, params, checked_call, next_type, next_args, calls_type, calls_args) \
+  static LD_NOINLINE void cxx_forward##name params {                                               \
+    const cxx_route_t *r = cxx_route_slow(CXX##name);                                              \
+    if (!r) checked_call;                                                                          \
+    else if (r->next) ((next_type)r->next) next_args;                                              \
+    else ((calls_type)r->calls_global) calls_args;                                                 \
+  }                                                                                                \
+  static void cxx_op##name params {                                                                \
+    if (LD_LIKELY(cxx_own())) CXX_OWN_FREE(p, checked_call);                                       \
+    else cxx_forward##name next_args;                                                              \
   }
 
 typedef void *(*cxx_new_fn)(size_t);
@@ -283,22 +299,29 @@ CXX_DERIVED_NEW(_NEW_ALIGNED_NOTHROW, (size_t n, size_t al, const cxx_nothrow_t 
                 cxx_new_aligned_nothrow_fn, (n, al, t), cxx_new_aligned_fn, (n, al))
 CXX_DERIVED_NEW(_NEW_ARRAY_ALIGNED_NOTHROW, (size_t n, size_t al, const cxx_nothrow_t *t), cxx_new(n, al, 1),
                 cxx_new_aligned_nothrow_fn, (n, al, t), cxx_new_aligned_fn, (n, al))
-CXX_DERIVED_DELETE(_DELETE_ARRAY, (void *p), cxx_delete_fn, (p), cxx_delete_fn, (p))
-CXX_DERIVED_DELETE(_DELETE_SIZED, (void *p, size_t n), cxx_delete_sized_fn, (p, n), cxx_delete_fn, (p))
-CXX_DERIVED_DELETE(_DELETE_ARRAY_SIZED, (void *p, size_t n), cxx_delete_sized_fn, (p, n), cxx_delete_fn, (p))
-CXX_DERIVED_DELETE(_DELETE_NOTHROW, (void *p, const cxx_nothrow_t *t), cxx_delete_nothrow_fn, (p, t),
+CXX_DERIVED_DELETE(_DELETE_ARRAY, (void *p), larder_free(p), cxx_delete_fn, (p), cxx_delete_fn, (p))
+CXX_DERIVED_DELETE(_DELETE_SIZED, (void *p, size_t n), larder_free_sized(p, n), cxx_delete_sized_fn, (p, n), cxx_delete_fn, (p))
+CXX_DERIVED_DELETE(_DELETE_ARRAY_SIZED, (void *p, size_t n), larder_free_sized(p, n),
+                   cxx_delete_sized_fn, (p, n), cxx_delete_fn, (p))
+CXX_DERIVED_DELETE(_DELETE_NOTHROW, (void *p, const cxx_nothrow_t *t), larder_free(p), cxx_delete_nothrow_fn, (p, t),
                    cxx_delete_fn, (p))
-CXX_DERIVED_DELETE(_DELETE_ARRAY_NOTHROW, (void *p, const cxx_nothrow_t *t), cxx_delete_nothrow_fn, (p, t),
+CXX_DERIVED_DELETE(_DELETE_ARRAY_NOTHROW, (void *p, const cxx_nothrow_t *t), larder_free(p),
+                   cxx_delete_nothrow_fn, (p, t),
                    cxx_delete_fn, (p))
-CXX_DERIVED_DELETE(_DELETE_ARRAY_ALIGNED, (void *p, size_t al), cxx_delete_aligned_fn, (p, al),
+CXX_DERIVED_DELETE(_DELETE_ARRAY_ALIGNED, (void *p, size_t al), larder_free_aligned_sized(p, al, 0),
+                   cxx_delete_aligned_fn, (p, al),
                    cxx_delete_aligned_fn, (p, al))
-CXX_DERIVED_DELETE(_DELETE_SIZED_ALIGNED, (void *p, size_t n, size_t al), cxx_delete_sized_aligned_fn, (p, n, al),
+CXX_DERIVED_DELETE(_DELETE_SIZED_ALIGNED, (void *p, size_t n, size_t al), larder_free_aligned_sized(p, al, n),
+                   cxx_delete_sized_aligned_fn, (p, n, al),
                    cxx_delete_aligned_fn, (p, al))
-CXX_DERIVED_DELETE(_DELETE_ARRAY_SIZED_ALIGNED, (void *p, size_t n, size_t al), cxx_delete_sized_aligned_fn,
+CXX_DERIVED_DELETE(_DELETE_ARRAY_SIZED_ALIGNED, (void *p, size_t n, size_t al),
+                   larder_free_aligned_sized(p, al, n), cxx_delete_sized_aligned_fn,
                    (p, n, al), cxx_delete_aligned_fn, (p, al))
 CXX_DERIVED_DELETE(_DELETE_ALIGNED_NOTHROW, (void *p, size_t al, const cxx_nothrow_t *t),
+                   larder_free_aligned_sized(p, al, 0),
                    cxx_delete_aligned_nothrow_fn, (p, al, t), cxx_delete_aligned_fn, (p, al))
 CXX_DERIVED_DELETE(_DELETE_ARRAY_ALIGNED_NOTHROW, (void *p, size_t al, const cxx_nothrow_t *t),
+                   larder_free_aligned_sized(p, al, 0),
                    cxx_delete_aligned_nothrow_fn, (p, al, t), cxx_delete_aligned_fn, (p, al))
 
 LD_CXX void *_Znam(size_t n) __attribute__((alias("cxx_op_NEW_ARRAY")));
@@ -355,5 +378,5 @@ static LD_NOINLINE const cxx_route_t *cxx_route_slow(int op) {
 #undef CXX_ROW
     cxx_lookup(ops);
   }
-  return atomic_load_explicit(&cxx_state, memory_order_acquire) == CXX_OWN ? NULL : &cxx_routes[op];
+  return atomic_load_explicit(&cxx_state, memory_order_acquire) != CXX_FORWARD ? NULL : &cxx_routes[op];
 }

@@ -54,6 +54,8 @@ alloc_test(alloc_api_calloc  SOURCES alloc/api_calloc.c  PRELOAD TIMEOUT 60)
 alloc_test(alloc_api_errors  SOURCES alloc/api_errors.c  PRELOAD TIMEOUT 60)
 alloc_test(alloc_api_misc    SOURCES alloc/api_misc.c    PRELOAD TIMEOUT 60)
 alloc_test(alloc_api_cxx     SOURCES alloc/api_cxx.cpp   PRELOAD TIMEOUT 60)
+# C23's free_sized and free_aligned_sized; stated sizes checked with LARDER_DEBUG=1
+alloc_test(alloc_free_sized SOURCES alloc/free_sized.c PRELOAD TIMEOUT 120)
 # a program that replaces only the base operators: every other form reaches them
 alloc_test(alloc_cxx_replaced SOURCES alloc/cxx_replaced.cpp PRELOAD TIMEOUT 60)
 # impossible sizes, errno and alignment arguments (issue 16)

@@ -19,7 +19,7 @@ import sys
 MALLOC_FAMILY = {
     "malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc",
     "memalign", "valloc", "pvalloc", "malloc_usable_size", "malloc_trim", "malloc_stats",
-    "malloc_info", "mallopt", "mallinfo", "mallinfo2",
+    "malloc_info", "mallopt", "mallinfo", "mallinfo2", "free_sized", "free_aligned_sized",
 }
 GLIBC_ALIASES = {"__libc_malloc", "__libc_free", "__libc_calloc", "__libc_realloc",
                  "__libc_memalign", "__libc_valloc", "__libc_pvalloc"}
@@ -36,7 +36,8 @@ CXX = {
 # The public larder API that must be there (larder.h); other larder_* names are allowed.
 LARDER_REQUIRED = {"larder_malloc", "larder_free", "larder_calloc", "larder_realloc",
                    "larder_memalign", "larder_aligned_alloc", "larder_posix_memalign",
-                   "larder_usable_size", "larder_stats_get", "larder_validate",
+                   "larder_usable_size", "larder_free_sized", "larder_free_aligned_sized",
+                   "larder_stats_get", "larder_validate",
                    "larder_version", "larder_option_set", "larder_pool_create"}
 LARDER_NAME = re.compile(r"^larder_[A-Za-z0-9_]+$")
 
