@@ -348,6 +348,7 @@ static pthread_t thread_id;
 static void *purge_thread_main(void *arg) {
   sigset_t *program_mask = arg; /* the creator's mask, restored if the thread ends the process */
   int self_tid = ld_os_thread_id();
+  ld_os_thread_name("larder-purge"); /* what a user sees beside the program's own threads */
   for (;;) {
     uint64_t now = ld_os_now_ns();
     if (now >= atomic_load_explicit(&ld_due_ns, memory_order_relaxed)) {

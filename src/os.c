@@ -12,6 +12,7 @@
 #include <linux/membarrier.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -231,6 +232,13 @@ uint64_t ld_os_now_coarse_ns(void) {
 
 int ld_os_thread_id(void) { return (int)syscall(SYS_gettid); }
 int ld_os_process_id(void) { return (int)getpid(); }
+void ld_os_thread_name(const char *name) {
+  /* prctl on the calling thread: pthread_setname_np may open /proc/self/task/<id>/comm, a
+   * descriptor the program would see (maintain.c, the purge thread) */
+  int saved = errno;
+  prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
+  errno = saved;
+}
 
 int ld_os_thread_alive(int tid) {
   /* Signal 0 checks existence only. A reused id reads as alive: that only delays a reclaim. */

@@ -17,11 +17,13 @@
  *            within 5 s: it finishes the run it is in), and over the workload again the calls
  *            run the purge (at least 2 runs) and the thread none; set to 1: the setter starts
  *            it again (purge_thread_starts grows by one when the call returns).
+ * With the thread, exactly one thread of the process is named larder-purge (ps -L, top -H).
  * Under another allocator the workload runs and the larder checks are skipped.
  *
  * usage: alloc_purge_runner thread|none|switch */
 #include "server_util.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -76,6 +78,26 @@ static int thread_count(void) {
   return n;
 }
 
+/* The process's threads named `name` (/proc/self/task/<id>/comm), or -1. */
+static int threads_named(const char *name) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[96], comm[32] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = 0;
+    fclose(f);
+    n += strcmp(comm, name) == 0;
+  }
+  closedir(d);
+  return n;
+}
+
 /* The thread follows larder_option_set("purge_thread", ...) at run time. */
 static void switch_off_and_on(const alloc_api_t *api) {
   int before = thread_count();
@@ -84,6 +106,8 @@ static void switch_off_and_on(const alloc_api_t *api) {
   for (int i = 0; i < 500 && (after = thread_count()) >= before; i++) srv_sleep_ms(10);
   printf("purge_runner switch: purge_thread 0: %d threads before, %d after\n", before, after);
   CHECK_MSG(before > 0 && after == before - 1, "the purge thread did not end: %d threads before, %d after", before, after);
+  CHECK_MSG(threads_named("larder-purge") == 0, "%d threads named larder-purge after purge_thread 0",
+            threads_named("larder-purge"));
   larder_stats_t off = alloc_stats(api);
   workload();
   larder_stats_t st = alloc_stats(api);
@@ -99,6 +123,9 @@ static void switch_off_and_on(const alloc_api_t *api) {
             on.purge_thread_starts - st.purge_thread_starts);
   int again = thread_count();
   CHECK_MSG(again == after + 1, "%d threads after purge_thread 1, %d before", again, after);
+  int named = 0; /* (the new thread names itself as it starts) */
+  for (int i = 0; i < 500 && (named = threads_named("larder-purge")) == 0; i++) srv_sleep_ms(2);
+  CHECK_MSG(named == 1, "%d threads named larder-purge after purge_thread 1", named);
 }
 
 int main(int argc, char **argv) {
@@ -121,6 +148,8 @@ int main(int argc, char **argv) {
     CHECK_MSG(st.purge_call_runs == 0, "%zu purge runs made inside malloc or free calls beside the purge thread",
               st.purge_call_runs);
     CHECK_MSG(st.purge_thread_runs >= 2, "the purge thread ran %zu times in twelve purge delays", st.purge_thread_runs);
+    /* named, so that a user who lists the process's threads knows the one it did not start */
+    CHECK_MSG(threads_named("larder-purge") == 1, "%d threads named larder-purge", threads_named("larder-purge"));
   } else {
     CHECK_MSG(st.purge_thread_runs == 0, "a purge thread ran with LARDER_PURGE_THREAD=0");
     CHECK_MSG(st.purge_call_runs >= 2, "calls ran the purge %zu times in twelve purge delays, with no purge thread",
