@@ -4,6 +4,7 @@
 #include "options.h"
 #include "internal.h"
 #include "larder.h"
+#include "os.h"
 
 #include <errno.h>
 #include <math.h>
@@ -81,8 +82,25 @@ static int option_apply(option_row_t *row, const char *text, const char *origin,
   return 0;
 }
 
+/* A program that gained privileges at exec (set-user-ID, set-group-ID, file capabilities)
+ * takes no setting from the environment of the user who started it, as glibc erases its
+ * MALLOC_ tunables and jemalloc reads MALLOC_CONF with secure_getenv: a LARDER_ setting could
+ * make it print to a terminal it does not own (stats, verbose) or hold memory it would give
+ * back. It says so once, if any is set; larder_option_set still works. */
+static bool options_ignored_secure(void) {
+  if (!ld_os_secure_execution()) return false;
+  extern char **environ;
+  for (char **e = environ; e && *e; e++)
+    if (strncmp(*e, "LARDER_", 7) == 0) {
+      ld_message("larder: ignoring the LARDER_ settings: a set-user-ID or set-group-ID program (secure execution)\n");
+      break;
+    }
+  return true;
+}
+
 void ld_options_init(void) {
   extern char **environ;
+  if (options_ignored_secure()) return;
   for (char **e = environ; e && *e; e++) {
     if (strncmp(*e, "LARDER_", 7) != 0) continue;
     const char *name = *e + 7;

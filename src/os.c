@@ -11,6 +11,7 @@
 #include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <sched.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -232,6 +233,7 @@ uint64_t ld_os_now_coarse_ns(void) {
 
 int ld_os_thread_id(void) { return (int)syscall(SYS_gettid); }
 int ld_os_process_id(void) { return (int)getpid(); }
+bool ld_os_secure_execution(void) { return getauxval(AT_SECURE) != 0; }
 void ld_os_thread_name(const char *name) {
   /* prctl on the calling thread: pthread_setname_np may open /proc/self/task/<id>/comm, a
    * descriptor the program would see (maintain.c, the purge thread) */

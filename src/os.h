@@ -49,6 +49,7 @@ uint64_t ld_os_now_ns(void);          /* monotonic clock */
 uint64_t ld_os_now_coarse_ns(void);   /* the same, to a few ms, for deadlines on slow paths */
 int      ld_os_thread_id(void);       /* the kernel's id of the calling thread */
 int      ld_os_process_id(void);      /* the process's id: its main thread's kernel id */
+bool     ld_os_secure_execution(void); /* set-user-ID, set-group-ID or capabilities gained at exec (AT_SECURE) */
 void     ld_os_thread_name(const char *name); /* names the calling thread (ps -L, top -H, gdb), 15 bytes at most */
 int      ld_os_thread_alive(int tid); /* 0 once that thread of this process has exited */
 

@@ -85,19 +85,19 @@ static int pp_grow(larder_pool_t *pool, size_t bytes, void *user) {
 static int pp_init(void) {
   if (pp_pool) return 0;
   pp_page = ld_os_page_size();
-  const char *s = getenv("LARDER_POOL_CHUNK");
+  const char *s = secure_getenv("LARDER_POOL_CHUNK");
   if (s) {
     size_t v = pp_parse_bytes(s);
     if (v >= ((size_t)64 << 10)) pp_chunk = pp_round_page(v);
     else pp_msg("ignoring LARDER_POOL_CHUNK (want bytes >= 65536, k/m/g suffix allowed): ", s);
   }
-  s = getenv("LARDER_POOL_HUGE");
+  s = secure_getenv("LARDER_POOL_HUGE");
   if (s) {
     size_t v = pp_parse_bytes(s);
     if (v >= 4096) pp_huge = v;
     else pp_msg("ignoring LARDER_POOL_HUGE (want bytes >= 4096, k/m/g suffix allowed): ", s);
   }
-  s = getenv("LARDER_POOL_STATS");
+  s = secure_getenv("LARDER_POOL_STATS");
   if (s) {
     if (!strcmp(s, "1")) {
       pp_stats = 1;

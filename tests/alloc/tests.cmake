@@ -143,6 +143,8 @@ endif()
 
 # ---- tunables from the environment; allocation before and after main ----
 alloc_test(alloc_options_env SOURCES alloc/options_env.c PRELOAD TIMEOUT 60)
+# a set-user-ID program takes no LARDER_ setting from its caller's environment (root only)
+alloc_test(alloc_options_secure SOURCES alloc/options_secure.c TIMEOUT 60)
 alloc_test(alloc_early_late  SOURCES alloc/early_late.c  PRELOAD TIMEOUT 60)
 alloc_test(alloc_blowup_idle SOURCES alloc/blowup_idle.c PRELOAD TIMEOUT 120)
 
