@@ -803,17 +803,27 @@ size_t ld_heaps_live_count(void) { return atomic_load_explicit(&heaps.live, memo
  * thread only through a heap it took before its hook ran, never an orphan heap of its
  * destructors: after pthread_exit it is a zombie until the process ends, which tgkill cannot
  * tell from a running thread. A thread that never allocated is not seen; the purge thread then
- * ends early, and the next allocation slow path starts it again. Walks every heap, at most
- * once per wake of the purge thread, and stops at the first thread found. */
+ * ends early, and the next allocation slow path starts it again. Walks the heaps (at most once
+ * per wake of the purge thread) until it finds a thread. */
+static bool heap_thread_alive(heap_t *h, int self_tid, int leader) {
+  if (!__atomic_load_n(&h->live, __ATOMIC_ACQUIRE)) return false;
+  int tid = __atomic_load_n(&h->thread_tid, __ATOMIC_RELAXED);
+  if (tid == 0 || tid == self_tid) return false;
+  if (tid == leader && __atomic_load_n(&h->orphan_tid, __ATOMIC_RELAXED) == tid) return false;
+  return ld_os_thread_alive(tid);
+}
+
 bool ld_heaps_thread_alive(int self_tid) {
+  /* The heap found last is looked at first: the walk is one heap while that thread runs (the
+   * main thread's heap, the first made, is the list's last; one caller: the purge thread). */
+  static heap_t *found_last;
   int leader = ld_os_process_id();
-  for (heap_t *h = ld_heaps_first(); h; h = h->next_heap) {
-    if (!__atomic_load_n(&h->live, __ATOMIC_ACQUIRE)) continue;
-    int tid = __atomic_load_n(&h->thread_tid, __ATOMIC_RELAXED);
-    if (tid == 0 || tid == self_tid) continue;
-    if (tid == leader && __atomic_load_n(&h->orphan_tid, __ATOMIC_RELAXED) == tid) continue;
-    if (ld_os_thread_alive(tid)) return true;
-  }
+  if (found_last && heap_thread_alive(found_last, self_tid, leader)) return true;
+  for (heap_t *h = ld_heaps_first(); h; h = h->next_heap)
+    if (h != found_last && heap_thread_alive(h, self_tid, leader)) {
+      found_last = h;
+      return true;
+    }
   return false;
 }
 
