@@ -1226,8 +1226,10 @@ void ld_heap_validate(heap_t *mine, int *violations) {
   if (queued != heaps.orphans_queued) VIOLATION("orphan queue holds %zu heaps, counted %zu\n", queued, heaps.orphans_queued);
   for (heap_t *h = heaps.heaps; h; h = h->next_heap) {
     if (__atomic_load_n(&h->live, __ATOMIC_ACQUIRE)) continue;
-    if (h->superblocks_held) { /* parked: no thread runs in it (a new one takes heaps.lock first) */
-      heap_lock(h);
+    /* No thread runs in it (a new one takes heaps.lock first), but the purge may be giving
+     * a parked heap's superblocks away (ld_heap_release_parked): read under its lock. */
+    heap_lock(h);
+    if (h->superblocks_held) { /* parked */
       heap_validate_locked(h, violations);
       for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
         if (h->bins[c].count) VIOLATION("parked heap %p keeps %u blocks cached in class %u\n", (void *)h, h->bins[c].count, c);
@@ -1241,6 +1243,7 @@ void ld_heap_validate(heap_t *mine, int *violations) {
         VIOLATION("abandoned heap %p still lists superblock %p as its own\n", (void *)h, (void *)h->owned[i]);
         break;
       }
+    heap_unlock(h);
   }
   ld_unlock(&heaps.lock);
 }

@@ -328,9 +328,12 @@ int ld_maintain_trim(void) {
  *     which the program would see (/proc/self/stat, read until 2026-11-28, took the lowest
  *     free number for a moment: 43 of 4.1 million open("/dev/null") calls of a program
  *     returned another number than the one it had just closed, tests/alloc/no_descriptors.c).
- *     Then it gives everything back, unblocks
- *     signals, so that one already sent to the process (SIGTERM) takes effect as it would
- *     have, and returns: the C library ends the process as after its last thread (exit(0));
+ *     Then it gives everything back and returns, its signals still blocked: the C library
+ *     ends the process as after its last thread (exit(0)). (Until 2026-11-28 it unblocked them
+ *     first, so that a SIGTERM sent meanwhile took effect; but a thread that never allocated
+ *     may still run, unseen by the heaps, and a signal must never reach larder's thread. A
+ *     signal sent while every thread blocked it ends with the process, as it would have if
+ *     the program's last thread had ended the process.)
  *   - a fork child has none until it starts one as any process does; the library's
  *     destructor (exit, dlclose) stops it and waits for it, so unloaded code never runs.
  * It is started from an allocation's slow path, the thread-exit hook or a public call, never
@@ -346,7 +349,7 @@ static _Atomic int thread_nudged;  /* quick checks left: a thread just left it n
 static pthread_t thread_id;
 
 static void *purge_thread_main(void *arg) {
-  sigset_t *program_mask = arg; /* the creator's mask, restored if the thread ends the process */
+  (void)arg;
   int self_tid = ld_os_thread_id();
   ld_os_thread_name("larder-purge"); /* what a user sees beside the program's own threads */
   for (;;) {
@@ -362,13 +365,11 @@ static void *purge_thread_main(void *arg) {
      * that never had the thread) */
     if (atomic_load_explicit(&thread_stop, memory_order_relaxed) || ld_options.purge_thread == 0) break;
     if (!ld_heaps_thread_alive(self_tid)) {
-      /* The program is gone: what it freed goes back now, and a signal sent to the process
-       * while every thread blocked it is delivered as it would have been. (A thread that never
-       * allocated may still run: then the process goes on, and its next allocation slow path
-       * starts the thread again.) */
+      /* The program is gone: what it freed goes back now. (A thread that never allocated may
+       * still run: then the process goes on, and its next allocation slow path starts the
+       * thread again.) */
       ld_maintain_trim();
       atomic_store_explicit(&ld_purge_thread_running, 0, memory_order_release);
-      pthread_sigmask(SIG_SETMASK, program_mask, NULL);
       return NULL;
     }
     uint64_t due = atomic_load_explicit(&ld_due_ns, memory_order_relaxed);
@@ -404,9 +405,7 @@ static void purge_thread_start(void) {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &old);
-  static sigset_t program_mask;
-  program_mask = old;
-  int failed = pthread_create(&thread_id, &attr, purge_thread_main, &program_mask);
+  int failed = pthread_create(&thread_id, &attr, purge_thread_main, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (failed) {
     /* Not retried at every call: the process may forbid threads (a sandbox). */
