@@ -313,7 +313,18 @@ static segment_t *segment_map(size_t need_chunks) {
   size_t header_chunks = (header + n * sizeof(chunk_t) + ld_sb_size - 1) / ld_sb_size;
   if (n < header_chunks + need_chunks + GUARD_CHUNKS) return NULL;
   void *base;
-  if (ld_os_map_aligned(bytes, LD_SEGMENT_ALIGN, &base) != 0) return NULL;
+  while (ld_os_map_aligned(bytes, LD_SEGMENT_ALIGN, &base) != 0) {
+    /* Refused: the address space limit (RLIMIT_AS) is near, or every mapped byte is locked
+     * (mlockall(MCL_FUTURE)) within RLIMIT_MEMLOCK, 8 MiB for a user by default: a 4 MiB
+     * segment did not fit where glibc's 132 KiB steps did, and every malloc failed. A smaller
+     * segment that still holds the request may fit: halved, at most log2(4 MiB / S) times. */
+    size_t half = bytes / 2, half_n = half / ld_sb_size;
+    if (half_n < (header + half_n * sizeof(chunk_t) + ld_sb_size - 1) / ld_sb_size + need_chunks + GUARD_CHUNKS)
+      return NULL;
+    bytes = half;
+    n = half_n;
+    header_chunks = (header + n * sizeof(chunk_t) + ld_sb_size - 1) / ld_sb_size;
+  }
   /* LARDER_HUGE_PAGES: a random walk over a large heap misses the TLB on nearly every block
    * with 4 KiB pages (churn, 10^6 live blocks of 256 B: 0.81x the CPU with huge pages, peak RSS
    * 1.01x). Off by default: RSS then grows 2 MiB at a time (docs/allocator.md); the ranges a

@@ -65,6 +65,8 @@ alloc_test(alloc_align_validity     SOURCES alloc/align_validity.c     PRELOAD T
 alloc_test(alloc_malloc_stats_shape SOURCES alloc/malloc_stats_shape.c PRELOAD TIMEOUT 60)
 # the OS out of memory (RLIMIT_AS): NULL with ENOMEM from every path, then recovery
 alloc_test(alloc_out_of_memory SOURCES alloc/out_of_memory.c PRELOAD TIMEOUT 120 LIBS Threads::Threads)
+# a refused segment is retried smaller (RLIMIT_AS, mlockall within RLIMIT_MEMLOCK)
+alloc_test(alloc_map_refused SOURCES alloc/map_refused.c PRELOAD TIMEOUT 60)
 
 # ---- threads ----
 # 8 threads on 2 cores; the DEBUG variant runs the same load against larder_debug.
