@@ -427,7 +427,9 @@ size_t ld_large_purge(uint64_t now, bool all) {
     for (sb_t *s = cache.tail; s; s = s->prev) { /* oldest first */
       if (s->purged) continue;
       if (s->idle_since_ns + delay > now) break;
-      if (s->map_bytes > page) ld_os_purge((char *)s + page, s->map_bytes - page);
+      /* (refused: locked pages, which keep their bytes; the span stays unpurged, and a calloc
+       * from it clears it: segment.c, run_purge_and_file) */
+      if (s->map_bytes > page && ld_os_purge((char *)s + page, s->map_bytes - page) != 0) continue;
       s->purged = 1;
       atomic_fetch_sub_explicit(&cached_dirty, s->map_bytes, memory_order_relaxed);
       released += s->map_bytes - page;

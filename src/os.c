@@ -170,7 +170,18 @@ int ld_os_random(void *buf, size_t bytes) {
 
 int ld_os_purge(void *addr, size_t bytes) {
   int saved = errno;
-  if (madvise(addr, bytes, MADV_DONTNEED) != 0) return os_fail(saved, EINVAL);
+  if (madvise(addr, bytes, MADV_DONTNEED) != 0) {
+    /* EINVAL: locked pages (madvise refuses them; it may have purged the range's unlocked
+     * part). A new mapping over the range makes it read zero, as the caller files it (a clean
+     * run: calloc clears none of it); the old pages go, and under mlockall(MCL_FUTURE) the
+     * new ones are locked, so memory returns only with the segment's unmapping. */
+    if (errno != EINVAL || mmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+                                -1, 0) == MAP_FAILED)
+      return os_fail(saved, EINVAL);
+    os_count(&os_mmap_calls, &os_mmap_bytes, bytes);
+    errno = saved;
+    return 0;
+  }
   os_count(&os_madvise_calls, &os_madvise_bytes, bytes);
   return 0;
 }

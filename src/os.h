@@ -31,7 +31,10 @@ int      ld_os_remap(void *old, size_t old_bytes, size_t new_bytes, void *dest, 
 int      ld_os_protect_none(void *addr, size_t bytes);
 /* Fills buf from the kernel's random source (getrandom). */
 int      ld_os_random(void *buf, size_t bytes);
-/* Gives the pages back to the OS; the range stays mapped and reads as zero when touched again. */
+/* Gives the pages back to the OS; the range stays mapped and reads as zero when touched again.
+ * Locked pages (mlock, mlockall), which madvise refuses, are replaced by new zero pages (locked
+ * and resident again under mlockall(MCL_FUTURE)). An error: the range is as it was, bytes
+ * and all. */
 int      ld_os_purge(void *addr, size_t bytes);
 /* Asks the kernel to back the range with transparent huge pages (MADV_HUGEPAGE) when it can:
  * a hint, so 0 or the kernel's refusal (EINVAL where THP is absent); not a purge (the

@@ -112,6 +112,7 @@ static struct {
   size_t segment_count, segment_bytes;
   size_t bytes_free_dirty, bytes_free_clean;
   size_t bytes_purged, bytes_refaulted;
+  size_t purges_refused;             /* purges the OS refused (locked pages), which stay dirty */
   /* The purge by amount: the least dirty memory held since window_start_ns, and in each of
    * the windows before it, newest first (less what was purged since). */
   uint64_t window_start_ns;
@@ -465,10 +466,19 @@ static int segment_purge(segment_t *s, char *addr, size_t bytes) {
   return 0;
 }
 
-/* Purges chunks [start, start+n) of s, free and filed nowhere yet, and files them clean. */
+/* Purges chunks [start, start+n) of s, free and filed nowhere yet, and files them clean.
+ * A purge the OS refuses (madvise on pages locked by mlock or mlockall: EINVAL) leaves the
+ * bytes as they were: the run is filed dirty again, as if freed now, since a clean run is
+ * taken as reading zero (calloc clears none of a medium span from one). Filed clean, such a
+ * run gave calloc(1536000) 14 bytes of an earlier block under mlockall. Returns the bytes
+ * purged (0: refused, counted in purges_refused, which ends the purge's loops). */
 static size_t run_purge_and_file(segment_t *s, uint32_t start, uint32_t n) {
   size_t bytes = (size_t)n * ld_sb_size;
-  segment_purge(s, (char *)s + (size_t)start * ld_sb_size, bytes);
+  if (segment_purge(s, (char *)s + (size_t)start * ld_sb_size, bytes) != 0) {
+    seg.purges_refused++;
+    run_file_coalesced(s, start, n, true, false, ld_os_now_coarse_ns(), bytes);
+    return 0;
+  }
   run_file_coalesced(s, start, n, false, true, 0, 0);
   return bytes;
 }
@@ -618,6 +628,9 @@ size_t ld_segment_purge(uint64_t now, bool all) {
   size_t released = 0;
   unsigned steps = 0;
   ld_segment_lock();
+  /* a refused purge (run_purge_and_file) ends the loops: the run is filed again as new, and
+   * the next oldest would most likely be refused too (every page locked) */
+  size_t refused = seg.purges_refused;
   /* Tails of runs in use that have lived the delay: pages past what their users touch. */
   while (seg.tails_head && seg.tails_head->freed_ns + age <= now) {
     chunk_t *c = seg.tails_head;
@@ -629,7 +642,7 @@ size_t ld_segment_purge(uint64_t now, bool all) {
     if (++steps % PURGES_PER_TURN == 0) ld_lock_let_waiters_in(&seg.lock);
   }
   /* By age: runs idle for the delay. */
-  while (seg.dirty_tail && seg.dirty_tail->freed_ns + age <= now) {
+  while (seg.dirty_tail && seg.dirty_tail->freed_ns + age <= now && seg.purges_refused == refused) {
     released += run_purge_tail(seg.dirty_tail, SIZE_MAX);
     if (++steps % PURGES_PER_TURN == 0) ld_lock_let_waiters_in(&seg.lock);
   }
@@ -639,7 +652,7 @@ size_t ld_segment_purge(uint64_t now, bool all) {
     size_t target = seg.window_min_dirty;
     for (unsigned i = 0; i < PURGE_WINDOWS - 1; i++)
       if (seg.past_min_dirty[i] < target) target = seg.past_min_dirty[i];
-    while (!all && seg.dirty_tail && released < target) {
+    while (!all && seg.dirty_tail && released < target && seg.purges_refused == refused) {
       size_t want = (target - released + ld_sb_size - 1) / ld_sb_size;
       released += run_purge_tail(seg.dirty_tail, want);
       if (++steps % PURGES_PER_TURN == 0) ld_lock_let_waiters_in(&seg.lock);

@@ -65,6 +65,9 @@ alloc_test(alloc_align_validity     SOURCES alloc/align_validity.c     PRELOAD T
 alloc_test(alloc_malloc_stats_shape SOURCES alloc/malloc_stats_shape.c PRELOAD TIMEOUT 60)
 # the OS out of memory (RLIMIT_AS): NULL with ENOMEM from every path, then recovery
 alloc_test(alloc_out_of_memory SOURCES alloc/out_of_memory.c PRELOAD TIMEOUT 120 LIBS Threads::Threads)
+# calloc's zeroes over memory the program locked (madvise refuses locked pages)
+alloc_test(alloc_purge_locked SOURCES alloc/purge_locked.c PRELOAD TIMEOUT 60
+           ENV LARDER_MEDIUM_CACHE_KB=0 LARDER_PURGE_THREAD=0)
 # a refused segment is retried smaller (RLIMIT_AS, mlockall within RLIMIT_MEMLOCK)
 alloc_test(alloc_map_refused SOURCES alloc/map_refused.c PRELOAD TIMEOUT 60)
 
