@@ -68,6 +68,9 @@ alloc_test(alloc_out_of_memory SOURCES alloc/out_of_memory.c PRELOAD TIMEOUT 120
 # calloc's zeroes over memory the program locked (madvise refuses locked pages)
 alloc_test(alloc_purge_locked SOURCES alloc/purge_locked.c PRELOAD TIMEOUT 60
            ENV LARDER_MEDIUM_CACHE_KB=0 LARDER_PURGE_THREAD=0)
+# ... and where madvise is denied (EPERM): the run stays dirty, the purge's loops end
+alloc_test(alloc_purge_refused SOURCES alloc/purge_refused.c PRELOAD TIMEOUT 60
+           ENV LARDER_MEDIUM_CACHE_KB=0 LARDER_PURGE_THREAD=0)
 # a refused segment is retried smaller (RLIMIT_AS, mlockall within RLIMIT_MEMLOCK)
 alloc_test(alloc_map_refused SOURCES alloc/map_refused.c PRELOAD TIMEOUT 60)
 
