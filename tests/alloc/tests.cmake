@@ -65,12 +65,12 @@ alloc_test(alloc_align_validity     SOURCES alloc/align_validity.c     PRELOAD T
 alloc_test(alloc_malloc_stats_shape SOURCES alloc/malloc_stats_shape.c PRELOAD TIMEOUT 60)
 # the OS out of memory (RLIMIT_AS): NULL with ENOMEM from every path, then recovery
 alloc_test(alloc_out_of_memory SOURCES alloc/out_of_memory.c PRELOAD TIMEOUT 120 LIBS Threads::Threads)
-# calloc's zeroes over memory the program locked (madvise refuses locked pages)
-alloc_test(alloc_purge_locked SOURCES alloc/purge_locked.c PRELOAD TIMEOUT 60
-           ENV LARDER_MEDIUM_CACHE_KB=0 LARDER_PURGE_THREAD=0)
-# ... and where madvise is denied (EPERM): the run stays dirty, the purge's loops end
-alloc_test(alloc_purge_refused SOURCES alloc/purge_refused.c PRELOAD TIMEOUT 60
-           ENV LARDER_MEDIUM_CACHE_KB=0 LARDER_PURGE_THREAD=0)
+# calloc's zeroes where a purge fails: memory the program locked (madvise refuses it), and
+# madvise denied (EPERM: the run stays dirty, the purge's loops end)
+foreach(mode locked denied)
+  alloc_test(alloc_purge_failed_${mode} SOURCES alloc/purge_failed.c PRELOAD TIMEOUT 60 ARGS ${mode}
+             ENV LARDER_MEDIUM_CACHE_KB=0 LARDER_PURGE_THREAD=0)
+endforeach()
 # a refused segment is retried smaller (RLIMIT_AS, mlockall within RLIMIT_MEMLOCK)
 alloc_test(alloc_map_refused SOURCES alloc/map_refused.c PRELOAD TIMEOUT 60)
 
