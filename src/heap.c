@@ -878,7 +878,7 @@ static heap_t *heap_new_locked(bool after_exit_hook, size_t *examined, bool *ado
     if (!heap && !ld_os_thread_alive(h->orphan_tid)) {
       /* (bins_busy: its thread ended inside a fast path, cancelled from a signal handler: the
        * bins may be half changed, and the heap stays unused, out of the queue) */
-      if (LD_READ(h->bins_busy)) h->orphan_tid = 0;
+      if (LD_READ(h->bins_busy)) __atomic_store_n(&h->orphan_tid, 0, __ATOMIC_RELAXED);
       else heap = h;
       continue;
     }
@@ -903,7 +903,7 @@ static heap_t *heap_new_locked(bool after_exit_hook, size_t *examined, bool *ado
   }
   int tid = ld_os_thread_id();
   __atomic_store_n(&heap->thread_tid, tid, __ATOMIC_RELAXED);
-  heap->orphan_tid = after_exit_hook ? tid : 0;
+  __atomic_store_n(&heap->orphan_tid, after_exit_hook ? tid : 0, __ATOMIC_RELAXED); /* (read by the purge thread) */
   if (heap->orphan_tid && !heap->orphan_queued) orphan_enqueue(heap);
   __atomic_store_n(&heap->live, 1, __ATOMIC_RELAXED);
   return heap;
@@ -992,7 +992,7 @@ static void heap_retire_locked(heap_t *heap) {
   ld_stats_add(&heaps.retired, &heap->stats);
   for (size_t i = 0; i < sizeof heap->stats / sizeof(size_t); i++) LD_OWNER_SET(((size_t *)&heap->stats)[i], 0);
 #endif
-  heap->orphan_tid = 0; /* if queued as an orphan, it leaves the queue when next looked at */
+  __atomic_store_n(&heap->orphan_tid, 0, __ATOMIC_RELAXED); /* if queued as an orphan, it leaves the queue when next looked at */
   __atomic_store_n(&heap->thread_tid, 0, __ATOMIC_RELAXED);
   atomic_fetch_sub_explicit(&heaps.live, 1, memory_order_relaxed);
   __atomic_store_n(&heap->live, 0, __ATOMIC_RELEASE);
