@@ -526,8 +526,8 @@ size_t larder_usable_size(const void *p) {
 #define LD_STATED_CHECKS (ld_options.debug != 0)
 #endif
 static LD_NOINLINE void free_stated_check(const void *p, size_t alignment, size_t size, const char *call) {
-  size_t usable = larder_usable_size(p);
-  if (!p || !usable) return;
+  size_t usable = larder_usable_size(p); /* (0: NULL, or not larder's) */
+  if (!usable) return;
   char what[160];
   if (size > usable) {
     snprintf(what, sizeof what, "invalid free (%s: %zu bytes stated, the block holds %zu)", call, size, usable);

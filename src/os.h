@@ -33,8 +33,8 @@ int      ld_os_protect_none(void *addr, size_t bytes);
 int      ld_os_random(void *buf, size_t bytes);
 /* Gives the pages back to the OS; the range stays mapped and reads as zero when touched again.
  * Locked pages (mlock, mlockall), which madvise refuses, are replaced by new zero pages (locked
- * and resident again under mlockall(MCL_FUTURE)). An error: the range is as it was, bytes
- * and all. */
+ * and resident again under mlockall(MCL_FUTURE)). An error: the range may still hold its
+ * bytes, all or some (madvise may purge a part before it refuses). */
 int      ld_os_purge(void *addr, size_t bytes);
 /* Asks the kernel to back the range with transparent huge pages (MADV_HUGEPAGE) when it can:
  * a hint, so 0 or the kernel's refusal (EINVAL where THP is absent); not a purge (the

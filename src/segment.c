@@ -299,33 +299,32 @@ static size_t free_run_take_front(segment_t *s, chunk_t *c, size_t n) {
   return resident < taken ? resident : taken;
 }
 
+/* The chunks a segment of n chunks gives its header (the segment_t and its chunk table). */
+static size_t segment_header_chunks(size_t n) {
+  return (offsetof(segment_t, chunks) + n * sizeof(chunk_t) + ld_sb_size - 1) / ld_sb_size;
+}
+
+/* Whether a segment of `bytes` holds need_chunks besides its header and guard. */
+static bool segment_holds(size_t bytes, size_t need_chunks) {
+  size_t n = bytes / ld_sb_size;
+  return n >= segment_header_chunks(n) + need_chunks + GUARD_CHUNKS;
+}
+
 static segment_t *segment_map(size_t need_chunks) {
   size_t bytes = SEGMENT_MIN;
   while (bytes < LD_SEGMENT_ALIGN && bytes < seg.segment_bytes / 4) bytes *= 2;
-  size_t header = offsetof(segment_t, chunks);
-  for (;;) {
-    size_t n = bytes / ld_sb_size;
-    size_t header_chunks = (header + n * sizeof(chunk_t) + ld_sb_size - 1) / ld_sb_size;
-    if (n >= header_chunks + need_chunks + GUARD_CHUNKS || bytes >= LD_SEGMENT_ALIGN) break;
-    bytes *= 2;
-  }
-  if (bytes > LD_SEGMENT_ALIGN) bytes = LD_SEGMENT_ALIGN;
-  size_t n = bytes / ld_sb_size;
-  size_t header_chunks = (header + n * sizeof(chunk_t) + ld_sb_size - 1) / ld_sb_size;
-  if (n < header_chunks + need_chunks + GUARD_CHUNKS) return NULL;
+  while (bytes < LD_SEGMENT_ALIGN && !segment_holds(bytes, need_chunks)) bytes *= 2;
+  if (!segment_holds(bytes, need_chunks)) return NULL;
   void *base;
   while (ld_os_map_aligned(bytes, LD_SEGMENT_ALIGN, &base) != 0) {
     /* Refused: the address space limit (RLIMIT_AS) is near, or every mapped byte is locked
      * (mlockall(MCL_FUTURE)) within RLIMIT_MEMLOCK, 8 MiB for a user by default: a 4 MiB
      * segment did not fit where glibc's 132 KiB steps did, and every malloc failed. A smaller
      * segment that still holds the request may fit: halved, at most log2(4 MiB / S) times. */
-    size_t half = bytes / 2, half_n = half / ld_sb_size;
-    if (half_n < (header + half_n * sizeof(chunk_t) + ld_sb_size - 1) / ld_sb_size + need_chunks + GUARD_CHUNKS)
-      return NULL;
-    bytes = half;
-    n = half_n;
-    header_chunks = (header + n * sizeof(chunk_t) + ld_sb_size - 1) / ld_sb_size;
+    if (!segment_holds(bytes / 2, need_chunks)) return NULL;
+    bytes /= 2;
   }
+  size_t n = bytes / ld_sb_size, header_chunks = segment_header_chunks(n);
   /* LARDER_HUGE_PAGES: a random walk over a large heap misses the TLB on nearly every block
    * with 4 KiB pages (churn, 10^6 live blocks of 256 B: 0.81x the CPU with huge pages, peak RSS
    * 1.01x). Off by default: RSS then grows 2 MiB at a time (docs/allocator.md); the ranges a

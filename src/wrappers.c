@@ -222,7 +222,7 @@ static void cxx_lookup(const cxx_operator_t *ops) {
     if (!global[i]) global[i] = ops[i].link_time; /* a static executable */
     replaced |= global[i] != ops[i].own;
   }
-  for (int i = 0; i < CXX_OPERATORS; i++) {
+  for (int i = 0; replaced && i < CXX_OPERATORS; i++) { /* (read only when forwarding) */
     cxx_routes[i].next = i == ops[i].calls ? NULL : dlsym(RTLD_NEXT, ops[i].name);
     cxx_routes[i].calls_global = global[ops[i].calls];
   }
