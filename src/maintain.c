@@ -481,7 +481,7 @@ void ld_maintain_purge_stats(ld_purge_stats_t *out) {
  * can hold them, and a fork from a signal handler that interrupted malloc would deadlock on a
  * lock the interrupted call holds: there, as the C library does, nothing is taken, and the
  * child makes every lock new. */
-static bool fork_skipped;
+static __thread bool fork_skipped;
 
 /* glibc's stdio list lock, taken by its fork after the atfork prepare handlers. A thread that
  * holds a FILE lock and allocates, and one in fflush(NULL) that holds the list lock and waits
@@ -492,7 +492,13 @@ static bool fork_skipped;
 extern void _IO_list_lock(void) __attribute__((weak));
 extern void _IO_list_unlock(void) __attribute__((weak));
 
-static bool fork_holds_purge;
+/* Both per thread: glibc runs the prepare handlers of concurrent forks at the same time (its
+ * atfork lock is not held while they run), and a second fork's prepare cleared a global flag
+ * that the first fork's parent handler then read: purge_running stayed taken and every later
+ * fork spun in fork_prepare for ever (tests/alloc/fork_concurrent.c; found under Node.js, whose
+ * worker threads each ran child_process.spawnSync). The thread that prepared is the one whose
+ * parent or child handler runs next. */
+static __thread bool fork_holds_purge;
 
 static void fork_prepare(void) {
   fork_skipped = fork_holds_purge = false;

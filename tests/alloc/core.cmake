@@ -5,7 +5,7 @@ alloc_test(alloc_debug_cost SOURCES alloc/debug_cost.c PRELOAD TIMEOUT 120 ENV L
 # preloaded liblarder-hardened.so must pass them unchanged.
 if(ALLOC_HAVE_LARDER AND TARGET larder_hardened_shared)
   foreach(entry "alloc_mt_stress|8;25000" "alloc_api_realloc|" "alloc_api_align|" "alloc_medium_churn|"
-                "alloc_fork_threads|20" "alloc_remote_exit|")
+                "alloc_fork_threads|20" "alloc_fork_concurrent|20" "alloc_remote_exit|")
     string(REPLACE "|" ";" parts "${entry}")
     list(GET parts 0 t)
     list(SUBLIST parts 1 -1 args)
