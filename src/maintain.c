@@ -51,6 +51,17 @@ static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER; /* the purge thr
 static pthread_cond_t thread_wake;
 _Atomic uint64_t ld_purge_thread_wake_ns = UINT64_MAX; /* when the purge thread means to wake */
 
+/* Set by maintain_unload: the process exits (or larder is unloaded). Right after it, glibc's
+ * __cxa_finalize drops larder's atfork handlers, even between a fork's prepare handler and its
+ * parent and child handlers: a fork that took every lock then released none, its child waited
+ * for a heap lock, and exit() hung (a thread forking while main called exit: 7 hangs in 20
+ * runs). A fork that sees it takes nothing, as a fork from a signal handler does; one under
+ * way is waited for (fork_lock). */
+static _Atomic int fork_handlers_ending;
+/* Forks wait here for one another, asleep: spinning on the purge's run flag instead, 8
+ * threads forking at once took 2.5x glibc's system time (asleep: 1.4x). */
+static pthread_mutex_t fork_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread bool fork_holds_lock;
 static void fork_prepare(void);
 static void fork_parent(void);
 static void fork_child(void);
@@ -460,6 +471,11 @@ __attribute__((destructor)) static void maintain_unload(void) {
     pthread_key_delete(heap_key);
   }
   atomic_store_explicit(&thread_stop, 1, memory_order_relaxed);
+  /* A fork under way is waited for: its parent handler runs before glibc drops larder's
+   * handlers (fork_handlers_ending); later forks take nothing. */
+  atomic_store(&fork_handlers_ending, 1);
+  pthread_mutex_lock(&fork_lock);
+  pthread_mutex_unlock(&fork_lock);
   if (!atomic_load_explicit(&ld_purge_thread_running, memory_order_acquire)) return;
   if (pthread_equal(pthread_self(), thread_id)) return; /* exit() called from the thread itself */
   purge_thread_wake_now();
@@ -499,14 +515,25 @@ extern void _IO_list_unlock(void) __attribute__((weak));
  * worker threads each ran child_process.spawnSync). The thread that prepared is the one whose
  * parent or child handler runs next. */
 static __thread bool fork_holds_purge;
-/* Forks of a multithreaded process wait here for one another, asleep: spinning on the purge's
- * run flag instead, 8 threads forking at once took 2.5x glibc's system time (asleep: 1.4x).
- * Only the multithreaded case takes it; the other may be a fork from a signal handler. */
-static pthread_mutex_t fork_lock = PTHREAD_MUTEX_INITIALIZER;
-static __thread bool fork_holds_lock;
+
+/* The fork takes nothing after all: what it holds is given back. */
+static void fork_skip_ending(void) {
+  if (fork_holds_purge) atomic_store_explicit(&purge_running, 0, memory_order_release);
+  if (fork_holds_lock) pthread_mutex_unlock(&fork_lock);
+  fork_holds_purge = fork_holds_lock = false;
+  fork_skipped = true;
+}
 
 static void fork_prepare(void) {
-  fork_skipped = fork_holds_purge = fork_holds_lock = false;
+  fork_skipped = fork_holds_purge = false;
+  /* Every fork takes it: a fork from a signal handler that interrupted malloc may too (malloc
+   * never holds it). maintain_unload waits on it for forks under way. */
+  pthread_mutex_lock(&fork_lock);
+  fork_holds_lock = true;
+  if (atomic_load(&fork_handlers_ending)) {
+    fork_skip_ending();
+    return;
+  }
   if (ld_heaps_live_count() <= 1) {
     /* One allocating thread. The purge thread, if there is one, is kept out instead: no run
      * in progress and none may start until the fork is done (its runs are short; one that is
@@ -530,8 +557,6 @@ static void fork_prepare(void) {
      * flag), and a child forked then would inherit it half done, with no purge thread to
      * finish it (the forking thread was the idle one: its child waited forever for the
      * purge). Runs are short and take no lock the forking thread holds. */
-    pthread_mutex_lock(&fork_lock);
-    fork_holds_lock = true;
     for (;;) {
       int expected = 0;
       if (atomic_compare_exchange_strong(&purge_running, &expected, 1)) break;
@@ -548,13 +573,14 @@ static void fork_prepare(void) {
 }
 static void fork_parent(void) {
   if (fork_holds_purge) atomic_store_explicit(&purge_running, 0, memory_order_release);
-  if (fork_skipped) return;
-  ld_segment_unlock(false);
-  ld_global_unlock();
-  ld_large_unlock(false);
-  ld_heaps_unlock_all(false);
-  pthread_mutex_unlock(&thread_lock);
-  if (_IO_list_unlock) _IO_list_unlock();
+  if (!fork_skipped) {
+    ld_segment_unlock(false);
+    ld_global_unlock();
+    ld_large_unlock(false);
+    ld_heaps_unlock_all(false);
+    pthread_mutex_unlock(&thread_lock);
+    if (_IO_list_unlock) _IO_list_unlock();
+  }
   if (fork_holds_lock) pthread_mutex_unlock(&fork_lock);
 }
 static void fork_child(void) {

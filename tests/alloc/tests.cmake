@@ -103,6 +103,8 @@ alloc_test(alloc_prodcons     SOURCES alloc/prodcons.c     PRELOAD TIMEOUT 120)
 alloc_test(alloc_fork_threads SOURCES alloc/fork_threads.c PRELOAD TIMEOUT 240)
 # forks from several threads at once (worker threads that each start a child process)
 alloc_test(alloc_fork_concurrent SOURCES alloc/fork_concurrent.c PRELOAD TIMEOUT 120 LIBS Threads::Threads)
+# exit() while other threads fork
+alloc_test(alloc_fork_at_exit SOURCES alloc/fork_at_exit.c PRELOAD TIMEOUT 120 LIBS Threads::Threads)
 
 # ---- Hoard's invariant, checked by larder_validate() ----
 alloc_test(alloc_invariant SOURCES alloc/invariant.c PRELOAD TIMEOUT 180)
