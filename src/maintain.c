@@ -495,8 +495,8 @@ void ld_maintain_purge_stats(ld_purge_stats_t *out) {
  * them all (lock order: heaps, the large-span cache, the global heap, the segments) and both
  * sides release them. In a process with one allocating thread and no purge thread, nobody else
  * can hold them, and a fork from a signal handler that interrupted malloc would deadlock on a
- * lock the interrupted call holds: there, as the C library does, nothing is taken, and the
- * child makes every lock new. */
+ * lock the interrupted call holds: there, as the C library does, nothing is taken but the fork
+ * mutex (fork_lock, which malloc never holds), and the child makes every lock new. */
 static __thread bool fork_skipped;
 
 /* glibc's stdio list lock, taken by its fork after the atfork prepare handlers. A thread that

@@ -62,8 +62,9 @@ int main(int argc, char **argv) {
     bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!ok) {
       failed++;
-      fprintf(stderr, "round %d: %s %d\n", round, WIFSIGNALED(status) ? "signal" : "exit status",
-              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+      char description[80];
+      alloc_describe_status(status, description, sizeof description);
+      fprintf(stderr, "round %d: %s\n", round, description);
     }
   }
   CHECK_MSG(failed == 0, "%d of %d processes did not exit cleanly while threads forked", failed, rounds);
