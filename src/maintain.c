@@ -51,13 +51,6 @@ static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER; /* the purge thr
 static pthread_cond_t thread_wake;
 _Atomic uint64_t ld_purge_thread_wake_ns = UINT64_MAX; /* when the purge thread means to wake */
 
-/* Set by maintain_unload: the process exits (or larder is unloaded). Right after it, glibc's
- * __cxa_finalize drops larder's atfork handlers, even between a fork's prepare handler and its
- * parent and child handlers: a fork that took every lock then released none, its child waited
- * for a heap lock, and exit() hung (a thread forking while main called exit: 7 hangs in 20
- * runs). A fork that sees it takes nothing, as a fork from a signal handler does; one under
- * way is waited for (fork_lock). */
-static _Atomic int fork_handlers_ending;
 /* Forks wait here for one another, asleep: spinning on the purge's run flag instead, 8
  * threads forking at once took 2.5x glibc's system time (asleep: 1.4x). */
 static pthread_mutex_t fork_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -113,7 +106,7 @@ void ld_maintain_init(void) {
    * free (alloc.c, larder_free; internal.h, ld_tag_settles). */
   if ((uint16_t)((ld_free_key >> 48) + 1) <= 1) ld_free_key ^= (uintptr_t)0x5a5a << 48;
   ld_os_cond_init(&thread_wake);
-  pthread_atfork(fork_prepare, fork_parent, fork_child);
+  ld_os_atfork_forever(fork_prepare, fork_parent, fork_child);
   if (ld_options.verbose)
     ld_message("larder %s: superblock %zu bytes, f=%.3f, K=%d, purge delay %d ms, purge thread %d (from %d MiB), "
                "large cache %d MiB\n",
@@ -346,7 +339,7 @@ int ld_maintain_trim(void) {
  *     signal sent while every thread blocked it ends with the process, as it would have if
  *     the program's last thread had ended the process.)
  *   - a fork child has none until it starts one as any process does; the library's
- *     destructor (exit, dlclose) stops it and waits for it, so unloaded code never runs.
+ *     destructor (at exit; the library is never unloaded) stops it and waits for it.
  * It is started from an allocation's slow path, the thread-exit hook or a public call, never
  * from a free: the C library frees memory while it holds the lock pthread_create needs (its
  * stack cache), and a thread started there would deadlock (found by
@@ -459,9 +452,12 @@ static void purge_thread_nudge(uint64_t now) {
   pthread_cond_signal(&thread_wake);
 }
 
-/* The library is being unloaded (dlclose) or the process exits: nothing may run code that is
- * about to go. The thread-exit hook is unregistered (a thread that ends later would call it),
- * and the purge thread is woken and waited for (it finishes a purge run at most). */
+/* The process exits (liblarder.so is never unloaded: a dlclose leaves it in place, -z
+ * nodelete; this runs at exit then): the thread-exit hook is unregistered (threads that end
+ * later have nothing to give back to a process that ends), and the purge thread is woken and
+ * waited for (it finishes a purge run at most) so that it runs nothing while the other
+ * libraries' destructors run. The fork handlers stay (os.c, ld_os_atfork_forever): threads may
+ * still fork until the process is gone. */
 __attribute__((destructor)) static void maintain_unload(void) {
   /* The exiting thread's deferred frees are checked now: a double free among the program's
    * last frees is still reported (alloc.c, larder_free). */
@@ -471,11 +467,6 @@ __attribute__((destructor)) static void maintain_unload(void) {
     pthread_key_delete(heap_key);
   }
   atomic_store_explicit(&thread_stop, 1, memory_order_relaxed);
-  /* A fork under way is waited for: its parent handler runs before glibc drops larder's
-   * handlers (fork_handlers_ending); later forks take nothing. */
-  atomic_store(&fork_handlers_ending, 1);
-  pthread_mutex_lock(&fork_lock);
-  pthread_mutex_unlock(&fork_lock);
   if (!atomic_load_explicit(&ld_purge_thread_running, memory_order_acquire)) return;
   if (pthread_equal(pthread_self(), thread_id)) return; /* exit() called from the thread itself */
   purge_thread_wake_now();
@@ -516,24 +507,12 @@ extern void _IO_list_unlock(void) __attribute__((weak));
  * parent or child handler runs next. */
 static __thread bool fork_holds_purge;
 
-/* The fork takes nothing after all: what it holds is given back. */
-static void fork_skip_ending(void) {
-  if (fork_holds_purge) atomic_store_explicit(&purge_running, 0, memory_order_release);
-  if (fork_holds_lock) pthread_mutex_unlock(&fork_lock);
-  fork_holds_purge = fork_holds_lock = false;
-  fork_skipped = true;
-}
-
 static void fork_prepare(void) {
   fork_skipped = fork_holds_purge = false;
   /* Every fork takes it: a fork from a signal handler that interrupted malloc may too (malloc
-   * never holds it). maintain_unload waits on it for forks under way. */
+   * never holds it). */
   pthread_mutex_lock(&fork_lock);
   fork_holds_lock = true;
-  if (atomic_load(&fork_handlers_ending)) {
-    fork_skip_ending();
-    return;
-  }
   if (ld_heaps_live_count() <= 1) {
     /* One allocating thread. The purge thread, if there is one, is kept out instead: no run
      * in progress and none may start until the fork is done (its runs are short; one that is

@@ -65,6 +65,11 @@ int      ld_os_fence_all_threads(void);
  * (the mutex held, as pthread_cond_timedwait). */
 void     ld_os_cond_init(pthread_cond_t *cond);
 void     ld_os_cond_wait_ns(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t ns);
+/* Registers fork handlers (as pthread_atfork) that stay for the whole life of the process:
+ * glibc drops the handlers a library registered when that library is finalised (exit, dlclose),
+ * and a fork that runs without them copies whatever another thread held. The library that
+ * calls it must never be unloaded (linked -z nodelete). */
+void     ld_os_atfork_forever(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 /* Writes all of buf to fd without allocating (messages from inside the allocator). */
 void     ld_os_write(int fd, const char *buf, size_t len);
 

@@ -17,4 +17,6 @@ if(NOT TARGET larder_pool_preload AND EXISTS ${CMAKE_CURRENT_LIST_DIR}/os.c)
   # library, so a program that also links liblarder.a keeps its own copies.
   set_target_properties(larder_pool_preload PROPERTIES OUTPUT_NAME larder-pool C_VISIBILITY_PRESET hidden)
   target_link_libraries(larder_pool_preload PRIVATE Threads::Threads)
+  # never unloaded: its fork handlers stay registered for the process's life (pool_preload.c)
+  target_link_options(larder_pool_preload PRIVATE -Wl,-z,nodelete)
 endif()

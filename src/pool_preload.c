@@ -326,7 +326,9 @@ static void pp_parent(void) { pthread_mutex_unlock(&pp_lock); }
 static void pp_child(void) { pthread_mutex_init(&pp_lock, NULL); }
 
 __attribute__((constructor)) static void pp_constructor(void) {
-  pthread_atfork(pp_prepare, pp_parent, pp_child);
+  /* for the process's whole life: handlers dropped at exit would let a fork from another
+   * thread copy pp_lock held (os.c) */
+  ld_os_atfork_forever(pp_prepare, pp_parent, pp_child);
 }
 
 static void pp_put_num(char *line, size_t *len, const char *label, size_t v) {

@@ -15,9 +15,11 @@
  *   vfork         main runs /bin/true with vfork+exec while the purge thread runs, then
  *                 allocates on: the child and the process end normally;
  *   dlclose       liblarder.so loaded with dlopen as a plugin (LARDER_TEST_LIB names it), its
- *                 purge thread started through its prefixed API, then unloaded: the thread
- *                 must be gone before the code is (no crash in the 300 ms after), and the
- *                 process ends normally. Skipped when LARDER_TEST_LIB is not set.
+ *                 purge thread started through its prefixed API, then dlclose'd: the library
+ *                 stays loaded (-z nodelete: its fork handlers live as long as the process),
+ *                 a fork after the dlclose runs its handlers, and the process ends normally
+ *                 (its destructor stops the purge thread at exit). Skipped when
+ *                 LARDER_TEST_LIB is not set.
  * Under larder the child also checks that the purge thread did run (purge_thread_starts).
  *
  * usage: alloc_process_end [case]   (no argument: every case) */
@@ -104,8 +106,17 @@ static int dlclose_case(void) {
     return 22;
   }
   if (dlclose(h) != 0) return 23;
+  if (!dlopen(lib, RTLD_NOW | RTLD_NOLOAD)) {
+    fprintf(stderr, "liblarder.so was unloaded by dlclose: its fork handlers would be left dangling\n");
+    return 24;
+  }
   struct timespec ts = {0, 300000000};
-  nanosleep(&ts, NULL); /* a purge thread left running would now run unmapped code */
+  nanosleep(&ts, NULL); /* the purge thread runs on */
+  pid_t pid = fork();   /* runs the plugin's fork handlers */
+  if (pid < 0) return 25;
+  if (pid == 0) _exit(lmalloc(64) ? 0 : 1);
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 26;
   return 0;
 }
 
