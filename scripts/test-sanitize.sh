@@ -63,6 +63,9 @@ run_ctest() { # dir name args...
   summary+=("$name: ${line:-no summary} ($((SECONDS - t0)) s)")
   if [ $rc -ne 0 ]; then
     grep -E "^\s+[0-9]+ - " "$dir/sanitize-ctest.log" | sed "s/^/  $name failed: /" >&2
+    # what each failed test printed (the first 25 lines after CTest's verdict): CI shows only
+    # this script's output, and the log stays on the machine
+    awk '/\*\*\*(Failed|Timeout|Exception)/ {n = 26} n > 0 {print "  | " $0; n--}' "$dir/sanitize-ctest.log" | head -150 >&2
     # what the sanitizers said, once per distinct report line
     grep -hE "runtime error:|WARNING: ThreadSanitizer:|SUMMARY: (Undefined|Thread)" "$dir/sanitize-ctest.log" | sort | uniq -c | sort -rn | head -20 >&2
   fi
