@@ -621,6 +621,8 @@ int larder_option_set(const char *name, const char *value) {
   if (ld_option_set(name, value) != 0) return -1;
   ld_heap_fraction_changed();
   purge_delay_changed();
+  /* a shorter delay: the deadline noted with the old one may lie far beyond the new one */
+  ld_due_note(ld_os_now_coarse_ns());
   atomic_fetch_add(&ld_options_epoch, 1);
   /* The bins' limits follow the options at the thread's next heap. The heaps' groups and
    * thresholds follow here, every heap under its lock: work that grows with the superblocks
