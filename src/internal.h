@@ -117,6 +117,7 @@ _Static_assert((1u << (LD_ALIGN_CLASS_SHIFTS - 1)) == LD_SMALL_LIMIT, "a row for
 /* ---- blocks and superblocks ---- */
 extern size_t ld_sb_size;          /* S */
 extern unsigned ld_sb_shift;       /* log2(S) */
+extern unsigned ld_dormant_shift;  /* log2 of a dormant unit: a page, or S / 32 if larger (sb_t, dormant) */
 typedef struct ld_block_s {
   struct ld_block_s *next;
   uintptr_t tag;          /* ld_tag(block) while free: catches double frees cheaply */
@@ -134,6 +135,7 @@ enum { LD_KIND_SMALL = 1, LD_KIND_LARGE = 2, LD_KIND_LARGE_CACHED = 3, LD_KIND_M
 #define LD_GROUP_RELEASABLE_MAX 2
 #define LD_GROUP_NONE  7   /* not in a group: a heap's current superblock, or in transit */
 #define LD_GROUP_EMPTY 6   /* the global heap's: empty, waiting for its class (global.c) */
+#define LD_GROUP_DORMANT 8 /* the global heap's: some of its pages given back (global.c) */
 
 #define LD_SB_MAGIC 0x1a7de75bu
 
@@ -167,6 +169,12 @@ typedef struct sb_s {
   uint32_t block_size;
   uint32_t capacity;
   uint32_t span;               /* capacity * block_size: where blocks end, from data */
+  /* Units (ld_dormant_shift) of a superblock the global heap holds whose pages were given back
+   * because every block on them was free (global.c, "Free pages of partly used superblocks"):
+   * a block that starts on one is free, reads as zero, and is on no list; the superblock is
+   * never handed to a heap again until it empties. Set under the global lock before the pages
+   * go, read by every check of a free that is not the owner's (ld_check_small_free). */
+  uint32_t dormant;
   uint64_t divisor_magic;      /* UINT64_MAX / block_size + 1: divisibility without a division */
   char *data;                  /* first block (spans: the user pointer) */
   _Atomic(struct heap_s *) owner;
@@ -189,7 +197,10 @@ typedef struct sb_s {
   /* third cache line: other threads' frees (CAS push of a batch), taken with an exchange */
   _Alignas(LD_CACHE_LINE) _Atomic(uint64_t) remote; /* see LD_REMOTE_* above */
   struct sb_s *pending_next;   /* link on the owner's pending list, written by the announcer */
-  uint64_t idle_since_ns;      /* large cache: when it was freed; the global heap's empty list: when it emptied */
+  uint64_t idle_since_ns;      /* large cache: when it was freed; the global heap's: when it came
+                                  (empty list: when it emptied) */
+  int32_t dormant_blocks;      /* carved blocks that start on dormant units: free, listed nowhere */
+  int32_t scanned_used;        /* used when the global heap last looked for free pages; -1: look */
 } sb_t;
 
 _Static_assert(sizeof(sb_t) <= LD_SB_HEADER, "superblock header must fit before the first block");
@@ -414,6 +425,12 @@ void ld_inbox_after_fork(struct heap_s *heap);
 /* The messages waiting (validation, statistics). */
 uint32_t ld_inbox_waiting(const struct heap_s *heap);
 void ld_sb_validate(const sb_t *sb, const struct heap_s *owner, int *violations);
+/* The global heap's look for free pages in sb, a superblock it holds (global lock held): units
+ * of sb's pages on which every carved block is free (on its lists, or dormant already) are
+ * given back, and the blocks that start on them leave the lists and become dormant (sb_t,
+ * dormant). Blocks on the remote list count as in use. Returns the bytes given back (0: none,
+ * or a list that does not add up, which is left to the paths that take it to report). */
+size_t ld_sb_give_back_free_pages(sb_t *sb);
 
 /* ---- statistics, per heap, merged on demand (stats.c) ----
  * Only one counter is written on the fast paths (frees_cached); malloc's count is derived:
@@ -1067,7 +1084,12 @@ bool    ld_global_try_tidy(uint32_t most); /* the same for `most` of each, if it
  * thousands of superblocks made a batch of one block each time (CAS, announcement). */
 bool    ld_global_free(sb_t *sb, ld_block_t *b);
 void    ld_global_validate(int *violations);
+/* Free pages of partly used superblocks the global heap has held for a purge delay (all: every
+ * one) given back (ld_sb_give_back_free_pages), until the looks have passed `budget` blocks;
+ * returns the bytes. *more: some were left for the next run. For the purge. */
+size_t  ld_global_give_back_free_pages(uint64_t now, bool all, size_t budget, bool *more);
 void    ld_global_stats(int64_t *in_use, int64_t *held, size_t *taken_bytes);
+size_t  ld_global_dormant_bytes(void); /* pages given back from partly used superblocks, held still */
 void    ld_global_reinit_lock(void);
 
 /* x rounded up to a multiple of `to`, a power of two. */
@@ -1217,9 +1239,15 @@ LD_NORETURN void ld_fatal_bad_free(const char *what, const void *p);
 /* A small block's own checks on a free, made wherever the free is taken (alloc.c's
  * free_checked, cache.c's remote free into an open batch): p starts one of sb's blocks and
  * does not carry the free tag. */
+static inline bool ld_sb_in_dormant(const sb_t *sb, const void *p) {
+  uint32_t dormant = __atomic_load_n(&sb->dormant, __ATOMIC_ACQUIRE);
+  return LD_UNLIKELY(dormant != 0) && (dormant >> (((uintptr_t)p - (uintptr_t)sb) >> ld_dormant_shift) & 1);
+}
 static inline void ld_check_small_free(const sb_t *sb, const void *p) {
   if (!ld_sb_is_block_start(sb, p)) ld_fatal_bad_free("invalid free (not the start of a block)", p);
   if (ld_block_is_free((const ld_block_t *)p)) ld_fatal_bad_free("double free", p);
+  /* a block starting on a dormant unit was free when its page went: its tag went with it */
+  if (ld_sb_in_dormant(sb, p)) ld_fatal_bad_free("double free", p);
 }
 
 #pragma GCC visibility pop

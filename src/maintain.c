@@ -84,6 +84,9 @@ void ld_maintain_init(void) {
   ld_sb_size = (size_t)ld_options.superblock_size;
   ld_sb_shift = (unsigned)__builtin_ctzll(ld_sb_size);
   ld_sb_mask = ~(uintptr_t)(ld_sb_size - 1);
+  /* at most 32 units a superblock (sb_t, dormant: one word), none smaller than a page */
+  unsigned page_shift = (unsigned)__builtin_ctzll(ld_os_page_size());
+  ld_dormant_shift = ld_sb_shift - 5 > page_shift ? ld_sb_shift - 5 : page_shift;
   ld_small_max = ld_sb_size / 4 < LD_SMALL_LIMIT ? ld_sb_size / 4 : LD_SMALL_LIMIT;
   ld_options_freeze();
   purge_delay_changed();
@@ -192,7 +195,13 @@ static void idle_at_lower(uint64_t *idle_at, const heap_t *h) {
   if (at < *idle_at) *idle_at = at;
 }
 
-static size_t purge_run_locked(uint64_t now, bool all) {
+/* Blocks a run's looks at partly used superblocks may pass (global.c): the purge thread's and
+ * malloc_trim's (a few milliseconds), and those of a run inside a malloc or free call (about a
+ * tenth of a millisecond). */
+#define PURGE_SCAN_BLOCKS_THREAD ((size_t)1 << 21)
+#define PURGE_SCAN_BLOCKS_CALL ((size_t)1 << 15)
+
+static size_t purge_run_locked(uint64_t now, bool all, size_t scan_blocks) {
   /* The deadline is consumed as the run starts, not as it ends: work noted while the run looks
    * (a span kept, a run freed after the run read the segments' expiry) lowers it again and
    * waits for the next run, where a store at the end would have overwritten its note, and in
@@ -244,6 +253,10 @@ static size_t purge_run_locked(uint64_t now, bool all) {
   size_t released = ld_global_release_empties(now, all);
   ld_segment_purge_frees(false);
   released += ld_segment_purge(now, all) + ld_large_purge(now, all);
+  /* the free pages of partly used superblocks that waited a delay in the global heap */
+  bool more = false;
+  released += ld_global_give_back_free_pages(now, all, scan_blocks, &more);
+  if (more) busy = true;
   uint64_t next = UINT64_MAX, t;
   if ((t = ld_global_next_expiry()) && t < next) next = t;
   if ((t = ld_segment_next_expiry()) && t < next) next = t;
@@ -255,11 +268,11 @@ static size_t purge_run_locked(uint64_t now, bool all) {
 }
 
 /* Returns the bytes given back, or -1 when another thread was purging. */
-static ssize_t purge_run_once(uint64_t now) {
+static ssize_t purge_run_once(uint64_t now, size_t scan_blocks) {
   int expected = 0;
   if (!atomic_compare_exchange_strong(&purge_running, &expected, 1)) return -1;
   purging_here = 1;
-  size_t bytes = purge_run_locked(now, false);
+  size_t bytes = purge_run_locked(now, false, scan_blocks);
   purging_here = 0;
   atomic_store_explicit(&purge_running, 0, memory_order_release);
   return (ssize_t)bytes;
@@ -300,7 +313,7 @@ void ld_maintain_poll_slow(heap_t *heap, uint64_t now, bool allocating) {
    * LARDER_PURGE_THREAD_MB mapped, whose heaps and superblocks are few for that reason;
    * LARDER_PURGE_THREAD=0; a fork child before its first allocation's slow path starts one),
    * the call that finds it due runs it. */
-  if (due && !atomic_load_explicit(&ld_purge_thread_running, memory_order_acquire) && purge_run_once(ld_os_now_ns()) >= 0)
+  if (due && !atomic_load_explicit(&ld_purge_thread_running, memory_order_acquire) && purge_run_once(ld_os_now_ns(), PURGE_SCAN_BLOCKS_CALL) >= 0)
     atomic_fetch_add_explicit(&call_runs, 1, memory_order_relaxed);
   errno = saved_errno;
 }
@@ -314,7 +327,7 @@ int ld_maintain_trim(void) {
   ld_cache_leave(mine);
   while (atomic_exchange(&purge_running, 1)) ld_os_sleep_ms(1);
   purging_here = 1;
-  size_t released = purge_run_locked(ld_os_now_ns(), true);
+  size_t released = purge_run_locked(ld_os_now_ns(), true, PURGE_SCAN_BLOCKS_THREAD);
   purging_here = 0;
   atomic_store_explicit(&purge_running, 0, memory_order_release);
   return released > 0;
@@ -359,7 +372,7 @@ static void *purge_thread_main(void *arg) {
   for (;;) {
     uint64_t now = ld_os_now_ns();
     if (now >= atomic_load_explicit(&ld_due_ns, memory_order_relaxed)) {
-      ssize_t bytes = purge_run_once(now);
+      ssize_t bytes = purge_run_once(now, PURGE_SCAN_BLOCKS_THREAD);
       if (bytes >= 0) {
         atomic_fetch_add_explicit(&thread_runs, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&thread_bytes, (size_t)bytes, memory_order_relaxed);

@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "os.h"
 
 #include <string.h>
 
@@ -23,6 +24,7 @@ ld_class_shape_t ld_class_shape[LD_CLASS_COUNT];
 
 size_t ld_sb_size = 65536;
 unsigned ld_sb_shift = 16;
+unsigned ld_dormant_shift = 12;
 uintptr_t ld_sb_mask = ~(uintptr_t)65535;
 size_t ld_small_max = LD_SMALL_LIMIT;
 uintptr_t ld_free_key;
@@ -93,6 +95,9 @@ void ld_sb_format(sb_t *sb, unsigned cls) {
   sb->kind = LD_KIND_SMALL;
   sb->group = LD_GROUP_NONE;
   sb->purged = 0;
+  __atomic_store_n(&sb->dormant, 0, __ATOMIC_RELEASE);
+  sb->dormant_blocks = 0;
+  sb->scanned_used = -1;
   sb->next = sb->prev = sb->pending_next = NULL;
   atomic_store_explicit(&sb->remote, 0, memory_order_relaxed);
 }
@@ -516,6 +521,94 @@ sb_t *ld_sb_deliver_message(struct heap_s *reader, const ld_message_t *m) {
   return sb;
 }
 
+/* ---- free pages of partly used superblocks (global.c) ---- */
+
+/* The units that the block at offset `start` (from sb) of `size` bytes lies on. */
+static inline void block_units(uintptr_t start, uint32_t size, unsigned *first, unsigned *last) {
+  *first = (unsigned)(start >> ld_dormant_shift);
+  *last = (unsigned)((start + size - 1) >> ld_dormant_shift);
+}
+
+/* Counts, for each unit, the free blocks of one list on it into have[]; false: the list holds
+ * something other than free carved blocks, or more than `most`. */
+static bool count_listed(const sb_t *sb, const ld_block_t *head, uint16_t *have, int32_t *seen, int32_t most) {
+  for (const ld_block_t *b = head; b; b = ld_next(b)) {
+    if (!ld_sb_is_block_start(sb, b) || (const char *)b >= sb->bump || !ld_block_is_free(b) || ++*seen > most)
+      return false;
+    unsigned first, last;
+    block_units((uintptr_t)b - (uintptr_t)sb, sb->block_size, &first, &last);
+    for (unsigned k = first; k <= last; k++) have[k]++;
+  }
+  return true;
+}
+
+/* Moves the blocks of a list that do not start on `going` onto *kept; returns how many did. */
+static int32_t relist(const ld_block_t *head, uintptr_t base, uint32_t going, ld_block_t **kept) {
+  int32_t gone = 0;
+  for (ld_block_t *b = (ld_block_t *)head, *next; b; b = next) {
+    next = ld_next(b);
+    if (going >> (((uintptr_t)b - base) >> ld_dormant_shift) & 1) {
+      gone++;
+    } else {
+      ld_set_next(b, *kept);
+      *kept = b;
+    }
+  }
+  return gone;
+}
+
+size_t ld_sb_give_back_free_pages(sb_t *sb) {
+  sb->scanned_used = sb->used;
+  unsigned units = (unsigned)(ld_sb_size >> ld_dormant_shift);
+  uint16_t need[32] = {0}, have[32] = {0}; /* carved blocks on each unit; free ones */
+  const uintptr_t base = (uintptr_t)sb;
+  const uint32_t size = sb->block_size, carved = ld_sb_carved(sb);
+  /* Every carved block: its units need it free; one that starts on a dormant unit is. One pass
+   * of arithmetic, no block read (at most S / 16 blocks: a look is bounded by a constant). */
+  for (uint32_t i = 0; i < carved; i++) {
+    unsigned first, last;
+    block_units((uintptr_t)sb->data + (uintptr_t)i * size - base, size, &first, &last);
+    bool free_already = sb->dormant >> first & 1;
+    for (unsigned k = first; k <= last; k++) {
+      need[k]++;
+      have[k] += free_already;
+    }
+  }
+  int32_t listed = 0, most = (int32_t)carved - sb->used - sb->remote_seen - sb->dormant_blocks;
+  if (most <= 0 || !count_listed(sb, sb->free_list, have, &listed, most) ||
+      !count_listed(sb, sb->inbox_list, have, &listed, most) || listed != most)
+    return 0;
+  uint32_t going = 0;
+  for (unsigned k = 1; k < units; k++) /* (unit 0 holds the header) */
+    if (need[k] && have[k] == need[k] && !(sb->dormant >> k & 1)) going |= (uint32_t)1 << k;
+  if (!going) return 0;
+  /* The lists lose the blocks that start on the units going (their links are about to read as
+   * zero); the rest become one free list (a batch's hints are not needed: the superblock is
+   * never taken whole from here, global.c). */
+  ld_block_t *kept = NULL;
+  int32_t gone = relist(sb->free_list, base, going, &kept) + relist(sb->inbox_list, base, going, &kept);
+  sb->free_list = kept;
+  sb->inbox_list = NULL;
+  sb->inbox_count = 0;
+  sb->dormant_blocks += gone;
+  /* Marked before the pages go: a second free of one of their blocks finds the mark when it no
+   * longer finds the tag (ld_check_small_free). */
+  __atomic_store_n(&sb->dormant, sb->dormant | going, __ATOMIC_RELEASE);
+  size_t unit = (size_t)1 << ld_dormant_shift, bytes = 0;
+  for (unsigned k = 1; k < units;) {
+    if (!(going >> k & 1)) {
+      k++;
+      continue;
+    }
+    unsigned end = k;
+    while (end < units && (going >> end & 1)) end++;
+    /* (refused: the pages keep their bytes; their blocks stay dormant all the same) */
+    if (ld_os_purge((char *)sb + (size_t)k * unit, (size_t)(end - k) * unit) == 0) bytes += (size_t)(end - k) * unit;
+    k = end;
+  }
+  return bytes;
+}
+
 #define VIOLATION(...) (ld_message("larder: validate: " __VA_ARGS__), (*violations)++)
 
 /* Walks one of sb's lists of free blocks (each a carved block start, tagged), counting them
@@ -529,6 +622,7 @@ static bool list_validate(const sb_t *sb, const ld_block_t *head, const char *na
       return false;
     }
     if (!ld_block_is_free(b)) VIOLATION("superblock %p: free block %p lost its tag\n", (const void *)sb, (const void *)b);
+    if (ld_sb_in_dormant(sb, b)) VIOLATION("superblock %p: block %p listed on a dormant unit\n", (const void *)sb, (const void *)b);
     if (++*count > carved) {
       VIOLATION("superblock %p: %s longer than the carved blocks (a cycle?)\n", (const void *)sb, name);
       return false;
@@ -562,7 +656,10 @@ void ld_sb_validate(const sb_t *sb, const heap_t *owner, int *violations) {
   if (sb->remote_seen < 0 || (uint64_t)sb->remote_seen > remote_count(word))
     VIOLATION("superblock %p: %d remote frees seen, the list holds %llu\n", (const void *)sb, sb->remote_seen,
               (unsigned long long)remote_count(word));
-  if (sb->used < 0 || (size_t)sb->used + free_count + (size_t)sb->remote_seen != carved)
-    VIOLATION("superblock %p: used %d + %zu free + %d remote seen, but %zu carved\n", (const void *)sb, sb->used,
-              free_count, sb->remote_seen, carved);
+  if (sb->used < 0 || sb->dormant_blocks < 0 ||
+      (size_t)sb->used + free_count + (size_t)sb->remote_seen + (size_t)sb->dormant_blocks != carved)
+    VIOLATION("superblock %p: used %d + %zu free + %d remote seen + %d dormant, but %zu carved\n", (const void *)sb,
+              sb->used, free_count, sb->remote_seen, sb->dormant_blocks, carved);
+  if ((sb->dormant || sb->dormant_blocks) && owner != &ld_global_heap)
+    VIOLATION("superblock %p: dormant units in a heap's superblock\n", (const void *)sb);
 }

@@ -195,9 +195,11 @@ int main(int argc, char **argv) {
   if (t_idle >= 0) printf("idle_return: reached after %.0f ms\n", t_idle);
   if (larder)
     printf("idle_return: larder: bytes_in_use %.1f MiB, bytes_held %.1f MiB, bytes_free_dirty "
-           "%.1f MiB, bytes_purged %.1f MiB, purge thread runs %zu (%.1f MiB)\n",
+           "%.1f MiB, bytes_purged %.1f MiB, bytes_dormant %.1f MiB, purge runs %zu by the thread (%.1f MiB), %zu "
+           "in calls\n",
            ALLOC_MIB(st.bytes_in_use), ALLOC_MIB(st.bytes_held), ALLOC_MIB(st.bytes_free_dirty),
-           ALLOC_MIB(st.bytes_purged), st.purge_thread_runs, ALLOC_MIB(st.purge_thread_bytes));
+           ALLOC_MIB(st.bytes_purged), ALLOC_MIB(st.bytes_dormant), st.purge_thread_runs, ALLOC_MIB(st.purge_thread_bytes),
+           st.purge_call_runs);
 
   pthread_mutex_lock(&mu);
   exit_now = 1;

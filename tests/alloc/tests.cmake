@@ -213,3 +213,12 @@ foreach(part core server hardening)
     include(${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
   endif()
 endforeach()
+# the free pages of partly used superblocks go back (global.c), idle or at malloc_trim, and a
+# second free of a block on such a page is still reported
+alloc_test(alloc_free_pages_partly_used_idle SOURCES alloc/free_pages_partly_used.c PRELOAD TIMEOUT 120 ARGS idle
+           ENV LARDER_PURGE_DELAY_MS=200)
+alloc_test(alloc_free_pages_partly_used_trim SOURCES alloc/free_pages_partly_used.c PRELOAD TIMEOUT 120 ARGS trim)
+alloc_test(alloc_free_pages_partly_used_double_free SOURCES alloc/free_pages_partly_used.c PRELOAD TIMEOUT 120
+           ARGS expect-double-free)
+alloc_test(alloc_free_pages_partly_used_double_free_remote SOURCES alloc/free_pages_partly_used.c PRELOAD TIMEOUT 120
+           ARGS expect-double-free-remote LIBS Threads::Threads)
