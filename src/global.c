@@ -25,14 +25,16 @@
  * mimalloc kept 265-291 MiB. A superblock that has waited here a purge delay is looked at by
  * the purge: the units of its pages (ld_dormant_shift: a page, or S / 32) on which every
  * carved block is free are given back, and the blocks that start there become dormant (sb_t,
- * dormant): listed nowhere, counted, their tags gone with the page. Such a superblock waits on
- * the dormant list and is never taken by a heap again (a heap would hand its dormant blocks out
- * again, and a second free of one, already in a freer's batch when the superblock changed
- * hands, would then go unseen); it leaves when its last block is freed, as any superblock
- * does, and is formatted anew. Its frees still come here: a free of a block that starts on a
- * dormant unit is a double free, caught by the mark where the tag is gone
- * (ld_check_small_free). Each look is O(S / 16) arithmetic and a walk of its free lists, made
- * again only after frees reached the superblock, and at most GLOBAL_SCANS_PER_RUN a run.
+ * dormant): listed nowhere, counted, their tags gone with the page (now 17.6 MiB). Only a
+ * sparse superblock is looked at (at most 1/LD_DORMANT_USED_MAX_INV used), and only half its
+ * units or more go. Such a superblock waits on its class's dormant list, after the partly used
+ * ones: a take that finds none of those wakes it (ld_sb_wake: the dormant blocks tagged and
+ * listed again, their pages written back as any new superblock's are). Never taken again, as
+ * at first, they cost the next peak what they no longer served (10% of 256 MiB kept: 306 ->
+ * 419 MiB); woken, the next peak is as before. A free of a block that starts on a dormant unit
+ * is a double free, caught by the mark where the tag is gone (ld_check_small_free). Each look
+ * is O(S / 16) arithmetic and a walk of the free lists, made again only after frees reached
+ * the superblock, within a budget of blocks per run (maintain.c).
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -54,7 +56,7 @@ static struct {
   int64_t u, a;                        /* Hoard's u_0 and a_0 */
   sb_list_t by_class[LD_CLASS_COUNT];  /* superblocks with room */
   sb_list_t full;                      /* no room: waiting for frees */
-  sb_list_t dormant;                   /* some of its pages given back: never taken again */
+  sb_list_t dormant[LD_CLASS_COUNT];   /* some of their pages given back: woken by a take */
   size_t dormant_bytes;                /* their units given back */
   sb_list_t empty[LD_CLASS_COUNT];     /* empty, newest first (next), oldest last (empty_oldest) */
   sb_t *empty_oldest[LD_CLASS_COUNT];
@@ -85,10 +87,10 @@ static void list_remove(sb_list_t *list, sb_t *sb) {
 /* The list sb belongs on by its fullness (or its dormant units), and the one it is on
  * (recorded in sb->group). */
 static inline sb_list_t *list_for(const sb_t *sb) {
-  return sb->dormant ? &global.dormant : sb->used >= (int32_t)sb->capacity ? &global.full : &global.by_class[sb->size_class];
+  return sb->dormant ? &global.dormant[sb->size_class] : sb->used >= (int32_t)sb->capacity ? &global.full : &global.by_class[sb->size_class];
 }
 static inline sb_list_t *list_of(const sb_t *sb) {
-  return sb->group == LD_GROUP_DORMANT ? &global.dormant : sb->group == LD_GROUP_FULL ? &global.full : &global.by_class[sb->size_class];
+  return sb->group == LD_GROUP_DORMANT ? &global.dormant[sb->size_class] : sb->group == LD_GROUP_FULL ? &global.full : &global.by_class[sb->size_class];
 }
 _Static_assert(LD_CLASS_COUNT <= 64, "empty_classes is one word");
 static void list_file(sb_t *sb) {
@@ -170,7 +172,7 @@ bool ld_global_free(sb_t *sb, ld_block_t *b) {
     ld_global_unlock();
     return false;
   }
-  /* (the global heap holds sb: only its lock guards bump, and the dormant units) */
+  /* (the global heap holds sb: its lock guards bump, and the dormant units) */
   if ((char *)b >= sb->bump) ld_fatal_bad_free("invalid free (block was never allocated)", b);
   if (ld_sb_in_dormant(sb, b)) ld_fatal_bad_free("double free", b);
   ld_set_next(b, sb->free_list);
@@ -232,6 +234,11 @@ sb_t *ld_global_take(heap_t *heap, unsigned cls) {
   sb_t *sb = global.by_class[cls].head;
   if (sb) {
     list_remove(&global.by_class[cls], sb);
+  } else if ((sb = global.dormant[cls].head)) {
+    /* its dormant blocks listed again (their pages come back as they are written) */
+    list_remove(&global.dormant[cls], sb);
+    global.dormant_bytes -= (size_t)__builtin_popcount(sb->dormant) << ld_dormant_shift;
+    ld_sb_wake(sb);
   } else {
     /* an empty one of this class (its pages as they were), else of the nearest class */
     int c = empty_class_near(cls);
@@ -330,7 +337,8 @@ size_t ld_global_give_back_free_pages(uint64_t now, bool all, size_t budget, boo
   ld_global_lock();
   for (unsigned c = 0; c < LD_CLASS_COUNT && !*more; c++)
     bytes += give_back_list(&global.by_class[c], now, age, &budget, &scans, more);
-  if (!*more) bytes += give_back_list(&global.dormant, now, age, &budget, &scans, more);
+  for (unsigned c = 0; c < LD_CLASS_COUNT && !*more; c++)
+    bytes += give_back_list(&global.dormant[c], now, age, &budget, &scans, more);
   ld_global_unlock();
   return bytes;
 }
@@ -422,7 +430,11 @@ void ld_global_validate(int *violations) {
                 global.empty[c].count, (void *)global.empty_oldest[c], (void *)last);
   }
   list_validate(&global.full, LIST_FULL, &u, &a, &dormant, violations);
-  list_validate(&global.dormant, LIST_DORMANT, &u, &a, &dormant, violations);
+  for (int c = 0; c < LD_CLASS_COUNT; c++) {
+    list_validate(&global.dormant[c], LIST_DORMANT, &u, &a, &dormant, violations);
+    for (const sb_t *sb = global.dormant[c].head; sb && sb->size_class != c; sb = NULL)
+      VIOLATION("global heap: superblock %p of class %u on class %d's dormant list\n", (const void *)sb, sb->size_class, c);
+  }
   if (dormant != global.dormant_bytes)
     VIOLATION("global heap: dormant units add up to %zu bytes, counted %zu\n", dormant, global.dormant_bytes);
   if (u != global.u || a != global.a)

@@ -171,9 +171,10 @@ typedef struct sb_s {
   uint32_t span;               /* capacity * block_size: where blocks end, from data */
   /* Units (ld_dormant_shift) of a superblock the global heap holds whose pages were given back
    * because every block on them was free (global.c, "Free pages of partly used superblocks"):
-   * a block that starts on one is free, reads as zero, and is on no list; the superblock is
-   * never handed to a heap again until it empties. Set under the global lock before the pages
-   * go, read by every check of a free that is not the owner's (ld_check_small_free). */
+   * a block that starts on one is free, reads as zero, and is on no list, until a take wakes
+   * the superblock (ld_sb_wake). Set under the global lock before the pages go, cleared after
+   * the tags are written again; read by every check of a free that is not the owner's
+   * (ld_check_small_free). */
   uint32_t dormant;
   uint64_t divisor_magic;      /* UINT64_MAX / block_size + 1: divisibility without a division */
   char *data;                  /* first block (spans: the user pointer) */
@@ -431,6 +432,10 @@ void ld_sb_validate(const sb_t *sb, const struct heap_s *owner, int *violations)
  * dormant). Blocks on the remote list count as in use. Returns the bytes given back (0: none,
  * or a list that does not add up, which is left to the paths that take it to report). */
 size_t ld_sb_give_back_free_pages(sb_t *sb);
+#define LD_DORMANT_USED_MAX_INV 4 /* looked at only with at most 1/16 of its blocks in use */
+/* The dormant blocks of sb listed again (tagged, linked), its pages written back as it goes, for
+ * a take (global lock held). */
+void ld_sb_wake(sb_t *sb);
 
 /* ---- statistics, per heap, merged on demand (stats.c) ----
  * Only one counter is written on the fast paths (frees_cached); malloc's count is derived:
@@ -1246,8 +1251,11 @@ static inline bool ld_sb_in_dormant(const sb_t *sb, const void *p) {
 static inline void ld_check_small_free(const sb_t *sb, const void *p) {
   if (!ld_sb_is_block_start(sb, p)) ld_fatal_bad_free("invalid free (not the start of a block)", p);
   if (ld_block_is_free((const ld_block_t *)p)) ld_fatal_bad_free("double free", p);
-  /* a block starting on a dormant unit was free when its page went: its tag went with it */
-  if (ld_sb_in_dormant(sb, p)) ld_fatal_bad_free("double free", p);
+  /* A block starting on a dormant unit was free when its page went: its tag went with it. A
+   * take may wake the superblock meanwhile: it writes the tags, then clears the mark (release),
+   * so a mark read cleared is followed by a second look at the word (acquire: after it). The
+   * purge sets the mark before the page goes: a tag read gone means the mark is there. */
+  if (ld_sb_in_dormant(sb, p) || ld_block_is_free((const ld_block_t *)p)) ld_fatal_bad_free("double free", p);
 }
 
 #pragma GCC visibility pop

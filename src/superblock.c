@@ -559,6 +559,9 @@ static int32_t relist(const ld_block_t *head, uintptr_t base, uint32_t going, ld
 
 size_t ld_sb_give_back_free_pages(sb_t *sb) {
   sb->scanned_used = sb->used;
+  /* Only a sparse superblock: in a denser one few units are wholly free, and the look costs
+   * as much. */
+  if ((uint64_t)sb->used * LD_DORMANT_USED_MAX_INV > sb->capacity) return 0;
   unsigned units = (unsigned)(ld_sb_size >> ld_dormant_shift);
   uint16_t need[32] = {0}, have[32] = {0}; /* carved blocks on each unit; free ones */
   const uintptr_t base = (uintptr_t)sb;
@@ -581,10 +584,10 @@ size_t ld_sb_give_back_free_pages(sb_t *sb) {
   uint32_t going = 0;
   for (unsigned k = 1; k < units; k++) /* (unit 0 holds the header) */
     if (need[k] && have[k] == need[k] && !(sb->dormant >> k & 1)) going |= (uint32_t)1 << k;
-  if (!going) return 0;
+  /* and only when half its units or more go (those gone already count) */
+  if (!going || (unsigned)__builtin_popcount(going | sb->dormant) * 2 < units) return 0;
   /* The lists lose the blocks that start on the units going (their links are about to read as
-   * zero); the rest become one free list (a batch's hints are not needed: the superblock is
-   * never taken whole from here, global.c). */
+   * zero); the rest become one free list (the batches' hints go: a take walks the list). */
   ld_block_t *kept = NULL;
   int32_t gone = relist(sb->free_list, base, going, &kept) + relist(sb->inbox_list, base, going, &kept);
   sb->free_list = kept;
@@ -607,6 +610,28 @@ size_t ld_sb_give_back_free_pages(sb_t *sb) {
     k = end;
   }
   return bytes;
+}
+
+void ld_sb_wake(sb_t *sb) {
+  uint32_t dormant = sb->dormant;
+  if (!dormant) return;
+  const uintptr_t base = (uintptr_t)sb;
+  const uint32_t size = sb->block_size, carved = ld_sb_carved(sb);
+  ld_block_t *list = sb->free_list;
+  int32_t woken = 0;
+  for (uint32_t i = 0; i < carved; i++) {
+    ld_block_t *b = (ld_block_t *)(sb->data + (size_t)i * size);
+    if (!(dormant >> (((uintptr_t)b - base) >> ld_dormant_shift) & 1)) continue;
+    b->tag = ld_tag(b);
+    ld_set_next(b, list);
+    list = b;
+    woken++;
+  }
+  sb->free_list = list;
+  sb->dormant_blocks -= woken;
+  /* Cleared after the tags are written: a free that reads the mark cleared, then reads the
+   * block's word again, finds its tag (ld_check_small_free). */
+  __atomic_store_n(&sb->dormant, 0, __ATOMIC_RELEASE);
 }
 
 #define VIOLATION(...) (ld_message("larder: validate: " __VA_ARGS__), (*violations)++)
