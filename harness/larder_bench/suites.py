@@ -268,13 +268,16 @@ SUITES += [
           "freed remotely), then 5 s idle; RSS over time, at 5 s, at the end of work, after idle",
           {"--seconds": 20, "--idle-seconds": 5, "--remote-share": 0.25}, values=(2, 4), kind="compare",
           work=("--seconds",), repeats=2, timeout=120, rss_plot=True),
-    Entry(_SV, "idle-return", "idle-return", "issue 15's shapes: 200 MiB of 16 B-1 KiB blocks built, all freed, "
-          "then 11 s with no allocator calls; RSS after 1, 2, 5, 10 purge delays and after idle",
+    Entry(_SV, "idle-return", "idle-return", "issue 15's shapes: 200 MiB of 16 B-1 KiB blocks built, all freed "
+          "(keep: all but 0.3% at random, scattered over the heap as a cache's survivors), then 11 s with no "
+          "allocator calls; RSS after 1, 2, 5, 10 purge delays and after idle",
           {"--heap-mb": 200}, axis=None, variants=(
               Variant("loop", {"--shape": "loop", "--threads": 4}),
               Variant("pool", {"--shape": "pool", "--threads": 4}),
               Variant("fork", {"--shape": "fork", "--threads": 2, "--parent-mb": 64}),
-              Variant("one-idle", {"--shape": "one-idle", "--threads": 2})),
+              Variant("one-idle", {"--shape": "one-idle", "--threads": 2}),
+              Variant("loop-keep", {"--shape": "loop", "--threads": 4, "--keep-fraction": 0.003}),
+              Variant("pool-keep", {"--shape": "pool", "--threads": 4, "--keep-fraction": 0.003})),
           kind="compare", repeats=3, timeout=120, rss_plot=True),
     Entry(_SV, "remote-free", "remote-free", "issue 17: producers pinned to one half of the CPUs malloc 16 B-1 KiB, "
           "consumers on the other half free; CPU ns per block (malloc + remote free), waiting excluded",
