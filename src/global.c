@@ -114,7 +114,7 @@ static bool keep_if_empty(sb_t *sb) {
 }
 static void empty_remove(sb_t *sb) {
   /* (its dormant units, if any, are formatted over or go back with it) */
-  global.dormant_bytes -= (size_t)__builtin_popcount(sb->dormant) << ld_dormant_shift;
+  global.dormant_bytes -= ld_dormant_units_bytes(sb->dormant);
   __atomic_store_n(&sb->dormant, 0, __ATOMIC_RELEASE);
   unsigned c = sb->size_class;
   if (global.empty_oldest[c] == sb) global.empty_oldest[c] = sb->prev;
@@ -237,7 +237,7 @@ sb_t *ld_global_take(heap_t *heap, unsigned cls) {
   } else if ((sb = global.dormant[cls].head)) {
     /* its dormant blocks listed again (their pages come back as they are written) */
     list_remove(&global.dormant[cls], sb);
-    global.dormant_bytes -= (size_t)__builtin_popcount(sb->dormant) << ld_dormant_shift;
+    global.dormant_bytes -= ld_dormant_units_bytes(sb->dormant);
     ld_sb_wake(sb);
   } else {
     /* an empty one of this class (its pages as they were), else of the nearest class */
@@ -316,7 +316,7 @@ static size_t give_back_list(sb_list_t *list, uint64_t now, uint64_t age, size_t
     size_t got = ld_sb_give_back_free_pages(sb);
     bytes += got;
     if (sb->dormant != before) {
-      global.dormant_bytes += (size_t)__builtin_popcount(sb->dormant & ~before) << ld_dormant_shift;
+      global.dormant_bytes += ld_dormant_units_bytes(sb->dormant & ~before);
       if (list_of(sb) != list_for(sb)) {
         list_remove(list_of(sb), sb);
         list_file(sb);
@@ -385,10 +385,11 @@ void ld_global_stats(int64_t *in_use, int64_t *held, size_t *taken_bytes) {
 
 #define VIOLATION(...) (ld_message("larder: validate: " __VA_ARGS__), (*violations)++)
 
-/* cls: the class list's, LIST_FULL or LIST_DORMANT */
-#define LIST_FULL (-1)
-#define LIST_DORMANT (-2)
-static void list_validate(const sb_list_t *list, int cls, int64_t *u, int64_t *a, size_t *dormant, int *violations) {
+/* kind: which list (LIST_ROOM: a class's superblocks with room, LIST_FULL, LIST_DORMANT: a
+ * class's with dormant units); cls: its class (-1 for the full list) */
+enum { LIST_ROOM, LIST_FULL, LIST_DORMANT };
+static void list_validate(const sb_list_t *list, int kind, int cls, int64_t *u, int64_t *a, size_t *dormant,
+                          int *violations) {
   size_t n = 0;
   const sb_t *prev = NULL;
   for (sb_t *sb = list->head; sb; prev = sb, sb = sb->next) {
@@ -396,11 +397,11 @@ static void list_validate(const sb_list_t *list, int cls, int64_t *u, int64_t *a
     ld_sb_validate(sb, &ld_global_heap, violations);
     if (cls >= 0 && (sb->size_class != cls || sb->used >= (int32_t)sb->capacity))
       VIOLATION("global heap: superblock %p (class %u, %d used) filed under class %d\n", (void *)sb, sb->size_class, sb->used, cls);
-    if (cls == LIST_FULL && sb->used < (int32_t)sb->capacity)
+    if (kind == LIST_FULL && sb->used < (int32_t)sb->capacity)
       VIOLATION("global heap: superblock %p on the full list has room\n", (void *)sb);
-    if ((cls == LIST_DORMANT) != (sb->dormant != 0))
+    if ((kind == LIST_DORMANT) != (sb->dormant != 0))
       VIOLATION("global heap: superblock %p with dormant units %#x on the wrong list\n", (void *)sb, sb->dormant);
-    *dormant += (size_t)__builtin_popcount(sb->dormant) << ld_dormant_shift;
+    *dormant += ld_dormant_units_bytes(sb->dormant);
     *u += (int64_t)sb->used * sb->block_size;
     *a += (int64_t)ld_sb_size;
     if (++n > list->count) break;
@@ -413,7 +414,7 @@ void ld_global_validate(int *violations) {
   int64_t u = 0, a = 0;
   size_t dormant = 0;
   for (int c = 0; c < LD_CLASS_COUNT; c++) {
-    list_validate(&global.by_class[c], c, &u, &a, &dormant, violations);
+    list_validate(&global.by_class[c], LIST_ROOM, c, &u, &a, &dormant, violations);
     size_t n = 0;
     const sb_t *last = NULL;
     for (const sb_t *sb = global.empty[c].head; sb && n <= global.empty[c].count; last = sb, sb = sb->next, n++) {
@@ -423,18 +424,14 @@ void ld_global_validate(int *violations) {
       if (last && last->idle_since_ns < sb->idle_since_ns)
         VIOLATION("global heap: class %d's empty list out of time order at %p\n", c, (void *)sb);
       a += (int64_t)ld_sb_size;
-      dormant += (size_t)__builtin_popcount(sb->dormant) << ld_dormant_shift;
+      dormant += ld_dormant_units_bytes(sb->dormant);
     }
     if (n != global.empty[c].count || last != global.empty_oldest[c] || !n != !(global.empty_classes >> c & 1))
       VIOLATION("global heap: class %d's empty list: %zu found, count %zu, oldest %p (found %p)\n", c, n,
                 global.empty[c].count, (void *)global.empty_oldest[c], (void *)last);
   }
-  list_validate(&global.full, LIST_FULL, &u, &a, &dormant, violations);
-  for (int c = 0; c < LD_CLASS_COUNT; c++) {
-    list_validate(&global.dormant[c], LIST_DORMANT, &u, &a, &dormant, violations);
-    for (const sb_t *sb = global.dormant[c].head; sb && sb->size_class != c; sb = NULL)
-      VIOLATION("global heap: superblock %p of class %u on class %d's dormant list\n", (const void *)sb, sb->size_class, c);
-  }
+  list_validate(&global.full, LIST_FULL, -1, &u, &a, &dormant, violations);
+  for (int c = 0; c < LD_CLASS_COUNT; c++) list_validate(&global.dormant[c], LIST_DORMANT, c, &u, &a, &dormant, violations);
   if (dormant != global.dormant_bytes)
     VIOLATION("global heap: dormant units add up to %zu bytes, counted %zu\n", dormant, global.dormant_bytes);
   if (u != global.u || a != global.a)

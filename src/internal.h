@@ -432,10 +432,15 @@ void ld_sb_validate(const sb_t *sb, const struct heap_s *owner, int *violations)
  * dormant). Blocks on the remote list count as in use. Returns the bytes given back (0: none,
  * or a list that does not add up, which is left to the paths that take it to report). */
 size_t ld_sb_give_back_free_pages(sb_t *sb);
-#define LD_DORMANT_USED_MAX_INV 4 /* looked at only with at most 1/16 of its blocks in use */
+#define LD_DORMANT_USED_MAX_INV 4 /* looked at only with at most 1/4 of its blocks in use */
 /* The dormant blocks of sb listed again (tagged, linked), its pages written back as it goes, for
  * a take (global lock held). */
 void ld_sb_wake(sb_t *sb);
+/* The dormant unit p lies on, and the bytes of `units` dormant units. */
+static inline unsigned ld_sb_unit_of(const sb_t *sb, const void *p) {
+  return (unsigned)(((uintptr_t)p - (uintptr_t)sb) >> ld_dormant_shift);
+}
+static inline size_t ld_dormant_units_bytes(uint32_t units) { return (size_t)__builtin_popcount(units) << ld_dormant_shift; }
 
 /* ---- statistics, per heap, merged on demand (stats.c) ----
  * Only one counter is written on the fast paths (frees_cached); malloc's count is derived:
@@ -1241,13 +1246,14 @@ void    ld_stats_print_glibc_shape(int fd);
 /* ---- report.c ---- */
 void ld_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 LD_NORETURN void ld_fatal_bad_free(const char *what, const void *p);
+/* p starts on one of sb's dormant units (sb_t, dormant). */
+static inline bool ld_sb_in_dormant(const sb_t *sb, const void *p) {
+  uint32_t dormant = __atomic_load_n(&sb->dormant, __ATOMIC_ACQUIRE);
+  return LD_UNLIKELY(dormant != 0) && (dormant >> ld_sb_unit_of(sb, p) & 1);
+}
 /* A small block's own checks on a free, made wherever the free is taken (alloc.c's
  * free_checked, cache.c's remote free into an open batch): p starts one of sb's blocks and
  * does not carry the free tag. */
-static inline bool ld_sb_in_dormant(const sb_t *sb, const void *p) {
-  uint32_t dormant = __atomic_load_n(&sb->dormant, __ATOMIC_ACQUIRE);
-  return LD_UNLIKELY(dormant != 0) && (dormant >> (((uintptr_t)p - (uintptr_t)sb) >> ld_dormant_shift) & 1);
-}
 static inline void ld_check_small_free(const sb_t *sb, const void *p) {
   if (!ld_sb_is_block_start(sb, p)) ld_fatal_bad_free("invalid free (not the start of a block)", p);
   if (ld_block_is_free((const ld_block_t *)p)) ld_fatal_bad_free("double free", p);

@@ -54,7 +54,6 @@ _Atomic uint64_t ld_purge_thread_wake_ns = UINT64_MAX; /* when the purge thread 
 /* Forks wait here for one another, asleep: spinning on the purge's run flag instead, 8
  * threads forking at once took 2.5x glibc's system time (asleep: 1.4x). */
 static pthread_mutex_t fork_lock = PTHREAD_MUTEX_INITIALIZER;
-static __thread bool fork_holds_lock;
 static void fork_prepare(void);
 static void fork_parent(void);
 static void fork_child(void);
@@ -525,7 +524,6 @@ static void fork_prepare(void) {
   /* Every fork takes it: a fork from a signal handler that interrupted malloc may too (malloc
    * never holds it). */
   pthread_mutex_lock(&fork_lock);
-  fork_holds_lock = true;
   if (ld_heaps_live_count() <= 1) {
     /* One allocating thread. The purge thread, if there is one, is kept out instead: no run
      * in progress and none may start until the fork is done (its runs are short; one that is
@@ -573,7 +571,7 @@ static void fork_parent(void) {
     pthread_mutex_unlock(&thread_lock);
     if (_IO_list_unlock) _IO_list_unlock();
   }
-  if (fork_holds_lock) pthread_mutex_unlock(&fork_lock);
+  pthread_mutex_unlock(&fork_lock);
 }
 static void fork_child(void) {
   /* The child has one thread, so every lock is made new, held or not (glibc resets its stdio
@@ -587,7 +585,6 @@ static void fork_child(void) {
   ld_heaps_unlock_all(true);
   pthread_mutex_init(&thread_lock, NULL);
   pthread_mutex_init(&fork_lock, NULL);
-  fork_holds_lock = false;
   ld_os_cond_init(&thread_wake);
   atomic_store_explicit(&ld_purge_thread_running, 0, memory_order_relaxed);
   atomic_store_explicit(&purge_running, 0, memory_order_relaxed);

@@ -543,11 +543,11 @@ static bool count_listed(const sb_t *sb, const ld_block_t *head, uint16_t *have,
 }
 
 /* Moves the blocks of a list that do not start on `going` onto *kept; returns how many did. */
-static int32_t relist(const ld_block_t *head, uintptr_t base, uint32_t going, ld_block_t **kept) {
+static int32_t relist(const sb_t *sb, const ld_block_t *head, uint32_t going, ld_block_t **kept) {
   int32_t gone = 0;
   for (ld_block_t *b = (ld_block_t *)head, *next; b; b = next) {
     next = ld_next(b);
-    if (going >> (((uintptr_t)b - base) >> ld_dormant_shift) & 1) {
+    if (going >> ld_sb_unit_of(sb, b) & 1) {
       gone++;
     } else {
       ld_set_next(b, *kept);
@@ -589,7 +589,7 @@ size_t ld_sb_give_back_free_pages(sb_t *sb) {
   /* The lists lose the blocks that start on the units going (their links are about to read as
    * zero); the rest become one free list (the batches' hints go: a take walks the list). */
   ld_block_t *kept = NULL;
-  int32_t gone = relist(sb->free_list, base, going, &kept) + relist(sb->inbox_list, base, going, &kept);
+  int32_t gone = relist(sb, sb->free_list, going, &kept) + relist(sb, sb->inbox_list, going, &kept);
   sb->free_list = kept;
   sb->inbox_list = NULL;
   sb->inbox_count = 0;
@@ -615,13 +615,12 @@ size_t ld_sb_give_back_free_pages(sb_t *sb) {
 void ld_sb_wake(sb_t *sb) {
   uint32_t dormant = sb->dormant;
   if (!dormant) return;
-  const uintptr_t base = (uintptr_t)sb;
   const uint32_t size = sb->block_size, carved = ld_sb_carved(sb);
   ld_block_t *list = sb->free_list;
   int32_t woken = 0;
   for (uint32_t i = 0; i < carved; i++) {
     ld_block_t *b = (ld_block_t *)(sb->data + (size_t)i * size);
-    if (!(dormant >> (((uintptr_t)b - base) >> ld_dormant_shift) & 1)) continue;
+    if (!(dormant >> ld_sb_unit_of(sb, b) & 1)) continue;
     b->tag = ld_tag(b);
     ld_set_next(b, list);
     list = b;

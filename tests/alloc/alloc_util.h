@@ -204,6 +204,16 @@ static inline void alloc_announce(const void *p) {
   if (write(2, line, (size_t)n) < 0) _exit(90);
 }
 
+/* True when, after a child's announcement (alloc_announce), larder's report ("larder: ...")
+ * says `message` and names the announced address. */
+static inline int alloc_report_names_announced(const char *err, const char *message) {
+  const char *line = strstr(err, "addr=");
+  char hex[40] = "";
+  if (!line || sscanf(line + 5, "%39s", hex) != 1) return 0;
+  const char *report = strstr(line, "larder: ");
+  return report && strstr(report, message) && strstr(report, hex);
+}
+
 static inline void alloc_describe_status(int status, char *buf, size_t n) {
   if (WIFEXITED(status)) snprintf(buf, n, "exit %d", WEXITSTATUS(status));
   else if (WIFSIGNALED(status)) snprintf(buf, n, "signal %d (%s)", WTERMSIG(status),

@@ -79,13 +79,9 @@ static void expect_stop(const char *what, const char *message) {
   REQUIRE(alloc_run_self(args, env, 30, &c) == 0);
   char status[96];
   alloc_describe_status(c.status, status, sizeof status);
-  const char *line = strstr(c.err, "addr=");
-  char hex[40] = "";
-  if (line) sscanf(line + 5, "%39s", hex);
-  const char *report = line ? strstr(line, "larder: ") : NULL;
   CHECK_MSG(WIFSIGNALED(c.status) && WTERMSIG(c.status) == SIGABRT, "%s: %s, stderr: %s", what, status, c.err);
-  CHECK_MSG(report && strstr(report, message) && hex[0] && strstr(report, hex), "%s: the report should say \"%s\" and %s: %s",
-            what, message, hex, c.err);
+  CHECK_MSG(alloc_report_names_announced(c.err, message),
+            "%s: the report should say \"%s\" and the announced address: %s", what, message, c.err);
 }
 
 int main(int argc, char **argv) {
