@@ -68,7 +68,7 @@ static struct {
 
 void ld_global_lock(void) { ld_lock(&global.lock); }
 void ld_global_unlock(void) { ld_unlock(&global.lock); }
-void ld_global_let_waiters_in(void) { ld_lock_let_waiters_in(&global.lock); }
+void ld_global_let_waiters_in(void) { ld_purge_let_waiters_in(&global.lock); }
 void ld_global_reinit_lock(void) { ld_lock_reset(&global.lock); }
 
 static void list_push(sb_list_t *list, sb_t *sb) {

@@ -1204,6 +1204,25 @@ static inline void ld_due_lower_to(uint64_t t) {
 }
 static inline void ld_due_note(uint64_t now) { ld_due_lower_to(now + ld_purge_delay()); }
 
+/* Threads waiting for the purge run under way to end (maintain.c): a fork, whose prepare
+ * handler must hold the purge, and malloc_trim. While one waits, the run stops at its next
+ * step and its hand-overs yield nothing. A hand-over (os.h, ld_unlock_to_waiter) yields the
+ * core until the waiting thread has the lock; with more runnable threads than cores a yield can
+ * give a whole time slice away, and a run of a few hundred hand-overs then took a second or
+ * more of wall time: a fork beside four busy threads on 2 cores waited up to 1.4 s for it
+ * (glibc's longest 32 ms), malloc_trim up to 1.6 s before its own run began. */
+extern _Atomic int ld_purge_waiters;
+static inline bool ld_purge_hurried(void) { return atomic_load_explicit(&ld_purge_waiters, memory_order_relaxed) != 0; }
+/* The purge's hand-overs in its long loops (segment.c, global.c, heap.c): os.h's, unless a
+ * thread waits for the run to end. */
+static inline void ld_purge_let_waiters_in(ld_lock_t *lock) {
+  if (!ld_purge_hurried()) ld_lock_let_waiters_in(lock);
+}
+static inline void ld_purge_unlock_to_waiter(ld_lock_t *lock) {
+  if (ld_purge_hurried()) ld_unlock(lock);
+  else ld_unlock_to_waiter(lock);
+}
+
 /* ---- maintenance (maintain.c), entered from alloc.c, stats.c, wrappers.c, its thread ---- */
 void    ld_maintain_init(void);                 /* start-up, once (any thread, any time) */
 heap_t *ld_maintain_thread_heap(void);          /* the calling thread's heap, made on first use */
@@ -1234,6 +1253,7 @@ typedef struct ld_purge_stats_s {
   size_t thread_runs, thread_bytes, thread_starts;
   size_t call_runs; /* purge runs made by malloc and free calls (no purge thread) */
   size_t bins_emptied; /* idle threads' bins emptied by any purge run */
+  size_t runs_cut;     /* runs stopped early for a waiting fork or trim */
 } ld_purge_stats_t;
 void    ld_maintain_purge_stats(ld_purge_stats_t *out);
 extern _Atomic unsigned ld_options_epoch;

@@ -30,12 +30,14 @@
 #include "os.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/types.h>
 
 _Atomic uint64_t ld_due_ns = UINT64_MAX;
+_Atomic int ld_purge_waiters; /* internal.h: a fork or malloc_trim waits for the run under way */
 _Atomic uint64_t ld_purge_delay_ns = 1000u * 1000000u; /* LARDER_PURGE_DELAY_MS, in ns: set at start and by larder_option_set */
 _Atomic int ld_purge_thread_running; /* 0 none, 1 running */
 _Atomic unsigned ld_options_epoch = 1;
@@ -180,7 +182,13 @@ static void thread_exit(void *arg) {
 
 static _Atomic int purge_running;  /* one purge run at a time */
 static __thread int purging_here;  /* this thread holds purge_running (fork_prepare) */
-static _Atomic size_t thread_runs, thread_bytes, thread_starts, bins_emptied, call_runs;
+
+/* A fork or malloc_trim that finds a run under way says so while it waits (internal.h,
+ * ld_purge_waiters): the run stops at its next step (a trim's own run excepted), yields no more
+ * at its hand-overs, and no new run starts, so the waiter gets purge_running next. */
+static void purge_wait_begin(void) { atomic_fetch_add_explicit(&ld_purge_waiters, 1, memory_order_relaxed); }
+static void purge_wait_end(void) { atomic_fetch_sub_explicit(&ld_purge_waiters, 1, memory_order_relaxed); }
+static _Atomic size_t thread_runs, thread_bytes, thread_starts, bins_emptied, call_runs, runs_cut;
 
 /* Tidies every heap (trylock for other threads' heaps) and the global heap, purges what has
  * been idle for the delay (all: everything), and sets the next deadline. */
@@ -200,6 +208,10 @@ static void idle_at_lower(uint64_t *idle_at, const heap_t *h) {
 #define PURGE_SCAN_BLOCKS_THREAD ((size_t)1 << 21)
 #define PURGE_SCAN_BLOCKS_CALL ((size_t)1 << 15)
 
+/* A run that a fork or malloc_trim waits for (ld_purge_waiters) stops between its steps, and
+ * the rest is due at once, for the next run. A trim's own run (all) goes to the end. */
+static bool run_cut(bool all) { return !all && ld_purge_hurried(); }
+
 static size_t purge_run_locked(uint64_t now, bool all, size_t scan_blocks) {
   /* The deadline is consumed as the run starts, not as it ends: work noted while the run looks
    * (a span kept, a run freed after the run read the segments' expiry) lowers it again and
@@ -212,7 +224,9 @@ static size_t purge_run_locked(uint64_t now, bool all, size_t scan_blocks) {
   /* A thread that stopped calling keeps its batches of remote frees: they go first, so the
    * owners' tidies below count them in this run (sent after an owner's tidy, a batch waited
    * a whole delay more). */
+  size_t released = 0;
   for (heap_t *h = ld_heaps_first(); h; h = h->next_heap) {
+    if (run_cut(all)) goto cut;
     if (h == mine || !__atomic_load_n(&h->live, __ATOMIC_RELAXED)) continue;
     if (!heap_idle(h, mine, now)) {
       if (ld_cache_holds(h)) idle_at_lower(&idle_at, h);
@@ -229,6 +243,7 @@ static size_t purge_run_locked(uint64_t now, bool all, size_t scan_blocks) {
     if (emptied > 0) atomic_fetch_add_explicit(&bins_emptied, 1, memory_order_relaxed);
   }
   for (heap_t *h = ld_heaps_first(); h; h = h->next_heap) {
+    if (run_cut(all)) goto cut;
     bool idle = heap_idle(h, mine, now);
     ld_segment_purge_frees(idle);
     if (!ld_heap_tidy(h, h == mine)) busy = true;
@@ -246,12 +261,15 @@ static size_t purge_run_locked(uint64_t now, bool all, size_t scan_blocks) {
       busy = true;
     ld_segment_purge_frees(false);
   }
+  if (run_cut(all)) goto cut;
   ld_global_tidy();
   /* empty superblocks that waited a delay: purged as they go (segment.c) */
   ld_segment_purge_frees(true);
-  size_t released = ld_global_release_empties(now, all);
+  released += ld_global_release_empties(now, all);
   ld_segment_purge_frees(false);
+  if (run_cut(all)) goto cut;
   released += ld_segment_purge(now, all) + ld_large_purge(now, all);
+  if (run_cut(all)) goto cut;
   /* the free pages of partly used superblocks that waited a delay in the global heap */
   bool more = false;
   released += ld_global_give_back_free_pages(now, all, scan_blocks, &more);
@@ -264,12 +282,16 @@ static size_t purge_run_locked(uint64_t now, bool all, size_t scan_blocks) {
   if (idle_at < next) next = idle_at;
   ld_due_lower_to(next);
   return released;
+cut:
+  atomic_fetch_add_explicit(&runs_cut, 1, memory_order_relaxed);
+  ld_due_lower_to(now);
+  return released;
 }
 
-/* Returns the bytes given back, or -1 when another thread was purging. */
+/* Returns the bytes given back, or -1 when another thread was purging or waits to. */
 static ssize_t purge_run_once(uint64_t now, size_t scan_blocks) {
   int expected = 0;
-  if (!atomic_compare_exchange_strong(&purge_running, &expected, 1)) return -1;
+  if (ld_purge_hurried() || !atomic_compare_exchange_strong(&purge_running, &expected, 1)) return -1;
   purging_here = 1;
   size_t bytes = purge_run_locked(now, false, scan_blocks);
   purging_here = 0;
@@ -324,7 +346,15 @@ int ld_maintain_trim(void) {
   ld_cache_enter(mine);
   ld_cache_drain(mine);
   ld_cache_leave(mine);
-  while (atomic_exchange(&purge_running, 1)) ld_os_sleep_ms(1);
+  /* A run under way is cut short and a new one kept out while this waits (beside four busy
+   * threads on 2 cores a trim waited up to 1.6 s for the purge thread's run). Its own run still
+   * hands the locks to waiting threads, yields included: the caller waits so that the threads
+   * doing the work do not (docs/results.md, "malloc_trim's purge loops"). */
+  if (atomic_exchange(&purge_running, 1)) {
+    purge_wait_begin();
+    while (atomic_exchange(&purge_running, 1)) ld_os_sleep_ms(1);
+    purge_wait_end();
+  }
   purging_here = 1;
   size_t released = purge_run_locked(ld_os_now_ns(), true, PURGE_SCAN_BLOCKS_THREAD);
   purging_here = 0;
@@ -370,8 +400,10 @@ static void *purge_thread_main(void *arg) {
   ld_os_thread_name("larder-purge"); /* what a user sees beside the program's own threads */
   for (;;) {
     uint64_t now = ld_os_now_ns();
+    bool refused = false; /* another thread purges, or a fork or trim waits: try again in a while */
     if (now >= atomic_load_explicit(&ld_due_ns, memory_order_relaxed)) {
       ssize_t bytes = purge_run_once(now, PURGE_SCAN_BLOCKS_THREAD);
+      refused = bytes < 0;
       if (bytes >= 0) {
         atomic_fetch_add_explicit(&thread_runs, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&thread_bytes, (size_t)bytes, memory_order_relaxed);
@@ -396,6 +428,7 @@ static void *purge_thread_main(void *arg) {
     }
     uint64_t wait_ns = due > now ? due - now : 0;
     if (wait_ns > sleep_ms * 1000000u) wait_ns = sleep_ms * 1000000u;
+    if (refused && wait_ns < 1000000u) wait_ns = 1000000u;
     atomic_store_explicit(&ld_purge_thread_wake_ns, now + wait_ns, memory_order_relaxed);
     pthread_mutex_lock(&thread_lock);
     if (!atomic_load_explicit(&thread_stop, memory_order_relaxed) && ld_options.purge_thread != 0)
@@ -491,6 +524,7 @@ void ld_maintain_purge_stats(ld_purge_stats_t *out) {
   out->thread_bytes = atomic_load_explicit(&thread_bytes, memory_order_relaxed);
   out->thread_starts = atomic_load_explicit(&thread_starts, memory_order_relaxed);
   out->bins_emptied = atomic_load_explicit(&bins_emptied, memory_order_relaxed);
+  out->runs_cut = atomic_load_explicit(&runs_cut, memory_order_relaxed);
 }
 
 /* ---- fork ----
@@ -519,6 +553,22 @@ extern void _IO_list_unlock(void) __attribute__((weak));
  * parent or child handler runs next. */
 static __thread bool fork_holds_purge;
 
+/* purge_running for a fork, yielding to the run under way, which stops at its next step
+ * (ld_purge_waiters); false after `most` yields. */
+static bool fork_take_purge(unsigned most) {
+  int expected = 0;
+  if (atomic_compare_exchange_strong(&purge_running, &expected, 1)) return true;
+  purge_wait_begin();
+  bool taken = false;
+  for (unsigned i = 0; i < most && !taken; i++) {
+    ld_os_yield();
+    expected = 0;
+    taken = atomic_compare_exchange_strong(&purge_running, &expected, 1);
+  }
+  purge_wait_end();
+  return taken;
+}
+
 static void fork_prepare(void) {
   fork_skipped = fork_holds_purge = false;
   /* Every fork takes it: a fork from a signal handler that interrupted malloc may too (malloc
@@ -533,13 +583,9 @@ static void fork_prepare(void) {
       fork_skipped = true;
       return;
     }
-    for (int i = 0; i < 1000; i++) {
-      int expected = 0;
-      if (atomic_compare_exchange_strong(&purge_running, &expected, 1)) {
-        fork_skipped = fork_holds_purge = true;
-        return;
-      }
-      ld_os_yield();
+    if (fork_take_purge(1000)) {
+      fork_skipped = fork_holds_purge = true;
+      return;
     }
   } else if (!purging_here) {
     /* No purge run may be under way either: a run leaves state that no lock covers while it
@@ -547,12 +593,7 @@ static void fork_prepare(void) {
      * flag), and a child forked then would inherit it half done, with no purge thread to
      * finish it (the forking thread was the idle one: its child waited forever for the
      * purge). Runs are short and take no lock the forking thread holds. */
-    for (;;) {
-      int expected = 0;
-      if (atomic_compare_exchange_strong(&purge_running, &expected, 1)) break;
-      ld_os_yield();
-    }
-    fork_holds_purge = true;
+    fork_holds_purge = fork_take_purge(UINT_MAX);
   }
   if (_IO_list_lock) _IO_list_lock();
   pthread_mutex_lock(&thread_lock);
@@ -588,6 +629,7 @@ static void fork_child(void) {
   ld_os_cond_init(&thread_wake);
   atomic_store_explicit(&ld_purge_thread_running, 0, memory_order_relaxed);
   atomic_store_explicit(&purge_running, 0, memory_order_relaxed);
+  atomic_store_explicit(&ld_purge_waiters, 0, memory_order_relaxed); /* other threads' waits stayed in the parent */
 }
 
 /* ---- validation ---- */

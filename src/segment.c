@@ -507,7 +507,7 @@ void ld_segment_free(void *run, size_t chunks, size_t resident) {
   if (free_purges) {
     seg.bytes_purged += run_purge_and_file(s, start, (uint32_t)chunks);
     /* the purge frees superblock after superblock: a thread that waits goes first (os.h) */
-    ld_unlock_to_waiter(&seg.lock);
+    ld_purge_unlock_to_waiter(&seg.lock);
     return;
   }
   run_free_locked(s, start, (uint32_t)chunks, now, resident);
@@ -638,12 +638,12 @@ size_t ld_segment_purge(uint64_t now, bool all) {
       c->resident = c->need;
     }
     tail_remove(c);
-    if (++steps % PURGES_PER_TURN == 0) ld_lock_let_waiters_in(&seg.lock);
+    if (++steps % PURGES_PER_TURN == 0) ld_purge_let_waiters_in(&seg.lock);
   }
   /* By age: runs idle for the delay. */
   while (seg.dirty_tail && seg.dirty_tail->freed_ns + age <= now && seg.purges_refused == refused) {
     released += run_purge_tail(seg.dirty_tail, SIZE_MAX);
-    if (++steps % PURGES_PER_TURN == 0) ld_lock_let_waiters_in(&seg.lock);
+    if (++steps % PURGES_PER_TURN == 0) ld_purge_let_waiters_in(&seg.lock);
   }
   /* By amount: dirty memory that was never needed during the last windows, the oldest first.
    * The runs purged by age count towards it. */
@@ -654,7 +654,7 @@ size_t ld_segment_purge(uint64_t now, bool all) {
     while (!all && seg.dirty_tail && released < target && seg.purges_refused == refused) {
       size_t want = (target - released + ld_sb_size - 1) / ld_sb_size;
       released += run_purge_tail(seg.dirty_tail, want);
-      if (++steps % PURGES_PER_TURN == 0) ld_lock_let_waiters_in(&seg.lock);
+      if (++steps % PURGES_PER_TURN == 0) ld_purge_let_waiters_in(&seg.lock);
     }
     /* The window ends; what was purged leaves the low marks of the ones before (it is no
      * longer dirty memory that could stay unused). */

@@ -105,6 +105,10 @@ alloc_test(alloc_fork_threads SOURCES alloc/fork_threads.c PRELOAD TIMEOUT 240)
 alloc_test(alloc_fork_concurrent SOURCES alloc/fork_concurrent.c PRELOAD TIMEOUT 120 LIBS Threads::Threads)
 # exit() while other threads fork
 alloc_test(alloc_fork_at_exit SOURCES alloc/fork_at_exit.c PRELOAD TIMEOUT 120 LIBS Threads::Threads)
+# forks and malloc_trim calls that find a purge run under way cut it short (the purge thread
+# gives back the heaps two threads thin); what the cut runs left goes back later
+alloc_test(alloc_fork_during_purge SOURCES alloc/fork_during_purge.c PRELOAD TIMEOUT 120 LIBS Threads::Threads
+           ENV LARDER_PURGE_THREAD=1 LARDER_PURGE_DELAY_MS=20)
 
 # ---- Hoard's invariant, checked by larder_validate() ----
 alloc_test(alloc_invariant SOURCES alloc/invariant.c PRELOAD TIMEOUT 180)
