@@ -60,6 +60,7 @@ static double opt_calloc_share = 0.05;
 static double opt_align_share = 0.03;
 static double opt_idle_every = 0;
 static double opt_idle_seconds = 1.5;
+static double opt_thin_every = 0;
 static uint64_t opt_short_lived = 0;
 static bool opt_full_fill = false;
 static bool opt_validate = false;
@@ -85,6 +86,8 @@ static const struct bench_opt opts[] = {
     {"idle-every", 0, BENCH_OPT_REAL, &opt_idle_every, 0, 0, 0, 86400, false,
      "seconds between idle phases (0: none)"},
     {"idle-seconds", 0, BENCH_OPT_REAL, &opt_idle_seconds, 0, 0, 0, 3600, false, "length of an idle phase"},
+    {"thin-every", 0, BENCH_OPT_REAL, &opt_thin_every, 0, 0, 0, 86400, false,
+     "seconds between thinnings: each worker frees all but 1 in 50 of its live blocks, then refills as it goes on (0: none)"},
     {"short-lived", 0, BENCH_OPT_U64, &opt_short_lived, 0, 64, 0, 0, false,
      "short-lived threads started every 100 ms (each allocates 2,000 blocks, hands half on, exits)"},
     {"full-fill", 0, BENCH_OPT_FLAG, &opt_full_fill, 0, 0, 0, 0, false,
@@ -129,12 +132,14 @@ struct worker {
   struct item *slots;
   struct item stable[STABLE];
   uint64_t ops, handed, received, reallocs, callocs, aligned;
+  unsigned thinned; /* the last thinning (thin_epoch) this worker made */
 };
 
 static struct queue *queues;
 static struct worker *workers;
 static atomic_ulong corrupt;
 static atomic_int stop, idle_now;
+static atomic_uint thin_epoch; /* raised by the main thread every --thin-every seconds */
 static atomic_ulong short_lived_handed;
 static atomic_uint stable_ready; /* workers whose stable blocks are made */
 
@@ -310,6 +315,16 @@ static void *worker_main(void *arg) {
       bench_sleep_seconds(0.02);
       continue;
     }
+    unsigned epoch = atomic_load_explicit(&thin_epoch, memory_order_relaxed);
+    if (epoch != w->thinned) { /* a cache flush: most of the heap goes, scattered blocks stay */
+      w->thinned = epoch;
+      for (uint64_t i = 0; i < opt_live; i++)
+        if (w->slots[i].p && i % 50 != 0) {
+          check_and_free(w->slots[i], "a block was changed");
+          w->slots[i].p = NULL;
+          w->slots[i].size = 0;
+        }
+    }
     for (int k = 0; k < 256; k++) replace(w, &w->slots[bench_rng_below(&w->rng, opt_live)]);
     w->received += drain(w->id);
   }
@@ -371,10 +386,14 @@ static void child_run(int (*validate)(void)) {
   _exit(atomic_load(&corrupt) ? 1 : 0);
 }
 
-/* Forks once; returns whether the child exited 0. */
-static bool fork_once(int (*validate)(void)) {
+/* Forks once; returns whether the child exited 0. *call: how long the parent's fork() took
+ * (the atfork handlers and the copy of the address space), the wait for the child apart: a
+ * program that starts a child process waits that long. */
+static bool fork_once(int (*validate)(void), double *call) {
   fflush(NULL);
+  double began = bench_now();
   pid_t pid = fork();
+  if (pid != 0) *call = bench_now() - began;
   if (pid < 0) {
     fprintf(stderr, "%s: fork failed\n", PROG);
     return false;
@@ -458,6 +477,8 @@ int main(int argc, char **argv) {
   double cpu0 = bench_cpu_seconds(), start = bench_now();
   for (unsigned i = 0; i < opt_threads; i++) bench_thread_start(PROG, &workers[i].tid, worker_main, &workers[i]);
   double next_idle = opt_idle_every > 0 ? start + opt_idle_every : 0, next_check = start + 1;
+  double next_thin = opt_thin_every > 0 ? start + opt_thin_every : 0;
+  uint64_t thinnings = 0;
   double next_fork = opt_fork_every > 0 ? start + opt_fork_every : 0;
   double next_trim = opt_trim_every > 0 ? start + opt_trim_every : 0;
   double next_option = option_set ? start + opt_options_every : 0;
@@ -468,6 +489,7 @@ int main(int argc, char **argv) {
   uint64_t forks = 0, fork_failures = 0, trims = 0, option_sets = 0, option_refusals = 0, stats_reads = 0;
   /* the longest each call of the main thread took (a fork: until its child ended) */
   double worst_validate = 0, worst_fork = 0, worst_trim = 0, worst_option_set = 0, worst_short_lived = 0, worst_stats = 0;
+  double worst_fork_call = 0;
   while (atomic_load(&stable_ready) < opt_threads) bench_sleep_seconds(0.001);
   while (bench_now() - start < opt_seconds) {
     double tick = 0.1;
@@ -475,13 +497,16 @@ int main(int argc, char **argv) {
     if (next_trim && opt_trim_every < tick) tick = opt_trim_every;
     if (next_option && opt_options_every < tick) tick = opt_options_every;
     if (next_stats && opt_stats_every < tick) tick = opt_stats_every;
+    if (next_thin && opt_thin_every < tick) tick = opt_thin_every;
     bench_sleep_seconds(tick);
     double at = bench_now();
     if (next_fork && at >= next_fork) {
       forks++;
       double began = bench_now();
-      if (!fork_once(validate)) fork_failures++;
+      double call = 0;
+      if (!fork_once(validate, &call)) fork_failures++;
       note_worst(&worst_fork, began);
+      if (call > worst_fork_call) worst_fork_call = call;
       next_fork = bench_now() + opt_fork_every;
     }
     if (next_trim && at >= next_trim) {
@@ -534,6 +559,11 @@ int main(int argc, char **argv) {
       }
       next_check = now + 1;
     }
+    if (next_thin && now >= next_thin) {
+      atomic_fetch_add_explicit(&thin_epoch, 1, memory_order_relaxed);
+      thinnings++;
+      next_thin = now + opt_thin_every;
+    }
     if (next_idle && now >= next_idle && now - start + opt_idle_seconds < opt_seconds) {
       atomic_store(&idle_now, 1);
       bench_sleep_seconds(opt_idle_seconds);
@@ -580,6 +610,7 @@ int main(int argc, char **argv) {
   bench_json_u64(&j, "aligned", aligned);
   bench_json_u64(&j, "short_lived_threads", short_lived);
   bench_json_u64(&j, "idle_phases", idle_phases);
+  bench_json_u64(&j, "thinnings", thinnings);
   bench_json_u64(&j, "validations", validations);
   bench_json_u64(&j, "validation_failures", validation_failures);
   bench_json_u64(&j, "forks", forks);
@@ -590,6 +621,7 @@ int main(int argc, char **argv) {
   bench_json_u64(&j, "stats_reads", stats_reads);
   bench_json_real(&j, "worst_validate_s", worst_validate);
   bench_json_real(&j, "worst_fork_s", worst_fork);
+  bench_json_real(&j, "worst_fork_call_s", worst_fork_call);
   bench_json_real(&j, "worst_trim_s", worst_trim);
   bench_json_real(&j, "worst_option_set_s", worst_option_set);
   bench_json_real(&j, "worst_short_lived_s", worst_short_lived);

@@ -336,8 +336,8 @@ bench_bad(remote-free -- --min-size 100 --max-size 10 -- --pin maybe -- --touch 
           -- --seconds 0 -- --blocks x -- --pairs 257)
 
 # ---- soak: every block checked; 0 corrupt, and the shares of the work as asked ----
-set(SOAK_FIGS ops,ops_per_s,ops_per_cpu_s,handed_over,reallocs,callocs,aligned,short_lived_threads,idle_phases,validations,validation_failures,forks,fork_failures,trims,option_sets,option_refusals,stats_reads,corrupt,peak_rss_kib,elapsed_s,cpu_s)
-set(SOAK_PARAMS threads,live,seconds,max_size,remote_share,realloc_share,calloc_share,align_share,idle_every,idle_seconds,short_lived,full_fill,validate,seed,fork_every,trim_every,options_every,stats_every)
+set(SOAK_FIGS ops,ops_per_s,ops_per_cpu_s,handed_over,reallocs,callocs,aligned,short_lived_threads,idle_phases,thinnings,validations,validation_failures,forks,fork_failures,trims,option_sets,option_refusals,stats_reads,corrupt,peak_rss_kib,elapsed_s,cpu_s)
+set(SOAK_PARAMS threads,live,seconds,max_size,remote_share,realloc_share,calloc_share,align_share,idle_every,idle_seconds,thin_every,short_lived,full_fill,validate,seed,fork_every,trim_every,options_every,stats_every)
 bench_check(soak soak
   CHECKS --params ${SOAK_PARAMS} --figures ${SOAK_FIGS} --figure corrupt=0 --figure validation_failures=0
          --positive ops,handed_over,reallocs,callocs,aligned,short_lived_threads,peak_rss_kib
@@ -346,17 +346,18 @@ bench_check(soak soak
          "--expr=abs(f['ops_per_s'] * f['elapsed_s'] - f['ops']) <= 1e-6 * f['ops']"
   ARGS -t 3 --live 2000 --seconds 1 --short-lived 1 --idle-every 0.4 --idle-seconds 0.2 --validate)
 # The process's life under the same load: forks (each child checks the workers' blocks, frees
-# them, allocates in threads of its own, validates and exits 0), malloc_trim, the statistics
+# them, allocates in threads of its own, validates and exits 0), thinnings (a cache flushed:
+# the workers free all but 1 in 50 of their blocks and refill), malloc_trim, the statistics
 # read and larder's options changed at run time, all while the workers run; every byte written and checked
 # (--full-fill, whose check compared the last two words wrongly until 2026-11-28).
 bench_check(soak.process soak
   CHECKS --params ${SOAK_PARAMS} --figures ${SOAK_FIGS} --figure corrupt=0 --figure validation_failures=0
-         --figure fork_failures=0 --figure option_refusals=0 --positive ops,handed_over,forks,trims,stats_reads
+         --figure fork_failures=0 --figure option_refusals=0 --positive ops,handed_over,forks,trims,stats_reads,thinnings
          "--expr=f['option_sets'] >= 4 and f['validations'] >= 1 if preload else f['option_sets'] == 0"
   ARGS -t 3 --live 2000 --seconds 1.5 --fork-every 0.2 --trim-every 0.2 --options-every 0.05 --stats-every 0.05 --validate
-       --full-fill)
+       --full-fill --thin-every 0.3)
 bench_bad(soak -- --live 0 -- --max-size 1000 -- --remote-share 2 -- --short-lived 65 -- --seconds 0
-          -- --fork-every -1 -- --trim-every x -- --options-every 1e9 -- --stats-every -2)
+          -- --fork-every -1 -- --trim-every x -- --options-every 1e9 -- --stats-every -2 -- --thin-every -1)
 
 # ---- drop-wait: a dropped heap, workers' calls timed; the percentiles in order ----
 set(DW_FIGS build_s,drop_s,rss_peak_kib,calls,worst_call_us,worst_call_at_s,calls_over_100us,calls_over_1ms,p999_call_us,p9999_call_us,rss_end_kib)
