@@ -8,15 +8,24 @@
  * new superblocks, or new memory, as it goes), pausing --pause-ms after every 1,024 calls; at
  * --worker-max-mb it frees them all and starts again. Only the mallocs and frees of the workers
  * are timed (two clock reads around each). A machine's own scheduling jitter shows too: compare
- * allocators in the same runs, over repeats. */
+ * allocators in the same runs, over repeats.
+ *
+ * With --fork-every MS the main thread forks meanwhile, every MS milliseconds, and times each
+ * fork() call in the parent (the child exits at once): a program that starts a child process
+ * while the allocator gives the drop back waits that long (larder's fork handlers must hold the
+ * purge; until 2026-11-29 a fork waited for the whole purge run, up to a second or more when
+ * threads outnumbered cores). */
 #define _GNU_SOURCE
 #include "common.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *const PROG = "drop-wait";
 
@@ -27,6 +36,7 @@ static double opt_seconds = 4;
 static uint64_t opt_worker_size = 1024;
 static uint64_t opt_worker_max_mb = 256;
 static double opt_pause_ms = 1.5;
+static double opt_fork_every_ms = 0;
 
 static const struct bench_opt opts[] = {
     {"heap-mb", 0, BENCH_OPT_U64, &opt_heap_mb, 1, 1u << 20, 0, 0, false, "MiB of blocks the main thread builds and drops"},
@@ -37,6 +47,8 @@ static const struct bench_opt opts[] = {
     {"worker-max-mb", 0, BENCH_OPT_U64, &opt_worker_max_mb, 1, 1u << 20, 0, 0, false,
      "MiB a worker holds before it frees all and starts again"},
     {"pause-ms", 0, BENCH_OPT_REAL, &opt_pause_ms, 0, 0, 0, 1000, false, "pause after every 1,024 calls of a worker"},
+    {"fork-every-ms", 0, BENCH_OPT_REAL, &opt_fork_every_ms, 0, 0, 0, 60000, false,
+     "the main thread forks every this many ms while the workers run, each fork() timed (0: no forks)"},
 };
 
 static const struct bench_prog prog = {
@@ -134,6 +146,26 @@ int main(int argc, char **argv) {
     if (!w[i].hist) bench_die(PROG, "out of memory");
     bench_thread_start(PROG, &w[i].th, dw_work, &w[i]);
   }
+  /* forks while the workers run: each fork() call timed in the parent */
+  uint64_t forks = 0, worst_fork_ns = 0, forks_over_100ms = 0;
+  if (opt_fork_every_ms > 0) {
+    struct timespec gap = {(time_t)(opt_fork_every_ms / 1000), (long)(fmod(opt_fork_every_ms, 1000) * 1e6)};
+    double end = dw_start + opt_seconds;
+    while (bench_now() < end) {
+      nanosleep(&gap, NULL);
+      uint64_t a = dw_ns();
+      pid_t pid = fork();
+      if (pid == 0) _exit(0);
+      uint64_t d = dw_ns() - a;
+      if (pid < 0) bench_die(PROG, "fork failed");
+      int status;
+      if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        bench_die(PROG, "a forked child did not exit 0");
+      forks++;
+      if (d > worst_fork_ns) worst_fork_ns = d;
+      if (d > 100000000u) forks_over_100ms++;
+    }
+  }
   for (uint64_t i = 0; i < opt_workers; i++) bench_thread_join(PROG, w[i].th);
   double wall1 = bench_now();
 
@@ -176,6 +208,9 @@ int main(int argc, char **argv) {
   bench_json_real(&j, "p999_call_us", at[0]);
   bench_json_real(&j, "p9999_call_us", at[1]);
   bench_json_real(&j, "rss_end_kib", (double)bench_rss_bytes() / 1024.0);
+  bench_json_u64(&j, "forks", forks);
+  bench_json_real(&j, "worst_fork_us", (double)worst_fork_ns / 1e3);
+  bench_json_u64(&j, "forks_over_100ms", forks_over_100ms);
   bench_json_end(&j);
   for (uint64_t i = 0; i < opt_workers; i++) free(w[i].hist);
   free(w);

@@ -277,15 +277,16 @@ size_t ld_global_release_empties(uint64_t now, bool all) {
   uint64_t age = all ? 0 : ld_purge_delay(); /* all: those empty when the call began (segment.c, ld_segment_purge) */
   size_t released = 0;
   unsigned n = 0;
+  bool go = true; /* (false: a fork or trim waits for this run, internal.h ld_purge_turn) */
   ld_global_lock();
-  for (uint64_t classes = global.empty_classes; classes; classes &= classes - 1) {
+  for (uint64_t classes = global.empty_classes; classes && go; classes &= classes - 1) {
     unsigned c = (unsigned)__builtin_ctzll(classes);
     sb_t *sb;
     /* (the list's head is read again after each turn: a waiter may have taken it) */
-    while ((sb = global.empty_oldest[c]) && sb->idle_since_ns + age <= now) {
+    while (go && (sb = global.empty_oldest[c]) && sb->idle_since_ns + age <= now) {
       give_back(sb);
       released += ld_sb_size;
-      if (++n % RELEASES_PER_TURN == 0) ld_global_let_waiters_in();
+      if (++n % RELEASES_PER_TURN == 0) go = ld_purge_turn(&global.lock, all);
     }
   }
   ld_global_unlock();
@@ -300,7 +301,8 @@ size_t ld_global_release_empties(uint64_t now, bool all) {
 /* Superblocks of `list` that have waited a delay since they came or were last freed into
  * (scanned_used -1): looked at for free pages. A superblock given dormant units moves to the
  * dormant list. */
-static size_t give_back_list(sb_list_t *list, uint64_t now, uint64_t age, size_t *budget, unsigned *scans, bool *more) {
+static size_t give_back_list(sb_list_t *list, uint64_t now, bool all, size_t *budget, unsigned *scans, bool *more) {
+  uint64_t age = all ? 0 : ld_purge_delay();
   size_t bytes = 0;
   /* (after a turn the walk starts again from the head: a waiter may have taken the next one;
    * those looked at are passed over by their scanned_used) */
@@ -323,7 +325,10 @@ static size_t give_back_list(sb_list_t *list, uint64_t now, uint64_t age, size_t
       }
     }
     if (++*scans % SCANS_PER_TURN == 0) {
-      ld_global_let_waiters_in();
+      if (!ld_purge_turn(&global.lock, all)) { /* a fork or trim waits: the rest next run */
+        *more = true;
+        break;
+      }
       next = list->head;
     }
   }
@@ -331,14 +336,13 @@ static size_t give_back_list(sb_list_t *list, uint64_t now, uint64_t age, size_t
 }
 
 size_t ld_global_give_back_free_pages(uint64_t now, bool all, size_t budget, bool *more) {
-  uint64_t age = all ? 0 : ld_purge_delay();
   unsigned scans = 0;
   size_t bytes = 0;
   ld_global_lock();
   for (unsigned c = 0; c < LD_CLASS_COUNT && !*more; c++)
-    bytes += give_back_list(&global.by_class[c], now, age, &budget, &scans, more);
+    bytes += give_back_list(&global.by_class[c], now, all, &budget, &scans, more);
   for (unsigned c = 0; c < LD_CLASS_COUNT && !*more; c++)
-    bytes += give_back_list(&global.dormant[c], now, age, &budget, &scans, more);
+    bytes += give_back_list(&global.dormant[c], now, all, &budget, &scans, more);
   ld_global_unlock();
   return bytes;
 }

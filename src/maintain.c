@@ -208,8 +208,11 @@ static void idle_at_lower(uint64_t *idle_at, const heap_t *h) {
 #define PURGE_SCAN_BLOCKS_THREAD ((size_t)1 << 21)
 #define PURGE_SCAN_BLOCKS_CALL ((size_t)1 << 15)
 
-/* A run that a fork or malloc_trim waits for (ld_purge_waiters) stops between its steps, and
- * the rest is due at once, for the next run. A trim's own run (all) goes to the end. */
+/* A run that a fork or malloc_trim waits for (ld_purge_waiters): its long loops (the give-back
+ * of empty superblocks, of free runs, of free pages) stop at their next turn, each after a few
+ * items at least, so that every run that starts makes progress however often forks come, and
+ * the rest is due at once, for the next run. The walks over the heaps go on (each heap's tidy is
+ * bounded), without yielding. A trim's own run (all) goes to the end. */
 static bool run_cut(bool all) { return !all && ld_purge_hurried(); }
 
 static size_t purge_run_locked(uint64_t now, bool all, size_t scan_blocks) {
@@ -224,9 +227,7 @@ static size_t purge_run_locked(uint64_t now, bool all, size_t scan_blocks) {
   /* A thread that stopped calling keeps its batches of remote frees: they go first, so the
    * owners' tidies below count them in this run (sent after an owner's tidy, a batch waited
    * a whole delay more). */
-  size_t released = 0;
   for (heap_t *h = ld_heaps_first(); h; h = h->next_heap) {
-    if (run_cut(all)) goto cut;
     if (h == mine || !__atomic_load_n(&h->live, __ATOMIC_RELAXED)) continue;
     if (!heap_idle(h, mine, now)) {
       if (ld_cache_holds(h)) idle_at_lower(&idle_at, h);
@@ -243,7 +244,6 @@ static size_t purge_run_locked(uint64_t now, bool all, size_t scan_blocks) {
     if (emptied > 0) atomic_fetch_add_explicit(&bins_emptied, 1, memory_order_relaxed);
   }
   for (heap_t *h = ld_heaps_first(); h; h = h->next_heap) {
-    if (run_cut(all)) goto cut;
     bool idle = heap_idle(h, mine, now);
     ld_segment_purge_frees(idle);
     if (!ld_heap_tidy(h, h == mine)) busy = true;
@@ -261,15 +261,12 @@ static size_t purge_run_locked(uint64_t now, bool all, size_t scan_blocks) {
       busy = true;
     ld_segment_purge_frees(false);
   }
-  if (run_cut(all)) goto cut;
   ld_global_tidy();
   /* empty superblocks that waited a delay: purged as they go (segment.c) */
   ld_segment_purge_frees(true);
-  released += ld_global_release_empties(now, all);
+  size_t released = ld_global_release_empties(now, all);
   ld_segment_purge_frees(false);
-  if (run_cut(all)) goto cut;
   released += ld_segment_purge(now, all) + ld_large_purge(now, all);
-  if (run_cut(all)) goto cut;
   /* the free pages of partly used superblocks that waited a delay in the global heap */
   bool more = false;
   released += ld_global_give_back_free_pages(now, all, scan_blocks, &more);
@@ -280,11 +277,11 @@ static size_t purge_run_locked(uint64_t now, bool all, size_t scan_blocks) {
   if ((t = ld_large_next_expiry()) && t < next) next = t;
   if (busy && now + ld_purge_delay() < next) next = now + ld_purge_delay();
   if (idle_at < next) next = idle_at;
+  if (run_cut(all)) { /* (its loops may have stopped early) */
+    atomic_fetch_add_explicit(&runs_cut, 1, memory_order_relaxed);
+    next = now;
+  }
   ld_due_lower_to(next);
-  return released;
-cut:
-  atomic_fetch_add_explicit(&runs_cut, 1, memory_order_relaxed);
-  ld_due_lower_to(now);
   return released;
 }
 

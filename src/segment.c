@@ -630,31 +630,32 @@ size_t ld_segment_purge(uint64_t now, bool all) {
   /* a refused purge (run_purge_and_file) ends the loops: the run is filed again as new, and
    * the next oldest would most likely be refused too (every page locked) */
   size_t refused = seg.purges_refused;
+  bool go = true; /* (false: a fork or trim waits for this run, internal.h ld_purge_turn) */
   /* Tails of runs in use that have lived the delay: pages past what their users touch. */
-  while (seg.tails_head && seg.tails_head->freed_ns + age <= now) {
+  while (go && seg.tails_head && seg.tails_head->freed_ns + age <= now) {
     chunk_t *c = seg.tails_head;
     if (c->resident > c->need && segment_purge(segment_of_chunk(c), chunk_address(c) + c->need, c->resident - c->need) == 0) {
       seg.bytes_tails_purged += c->resident - c->need;
       c->resident = c->need;
     }
     tail_remove(c);
-    if (++steps % PURGES_PER_TURN == 0) ld_purge_let_waiters_in(&seg.lock);
+    if (++steps % PURGES_PER_TURN == 0) go = ld_purge_turn(&seg.lock, all);
   }
   /* By age: runs idle for the delay. */
-  while (seg.dirty_tail && seg.dirty_tail->freed_ns + age <= now && seg.purges_refused == refused) {
+  while (go && seg.dirty_tail && seg.dirty_tail->freed_ns + age <= now && seg.purges_refused == refused) {
     released += run_purge_tail(seg.dirty_tail, SIZE_MAX);
-    if (++steps % PURGES_PER_TURN == 0) ld_purge_let_waiters_in(&seg.lock);
+    if (++steps % PURGES_PER_TURN == 0) go = ld_purge_turn(&seg.lock, all);
   }
   /* By amount: dirty memory that was never needed during the last windows, the oldest first.
    * The runs purged by age count towards it. */
-  if (all || now - seg.window_start_ns >= delay) {
+  if (go && (all || now - seg.window_start_ns >= delay)) {
     size_t target = seg.window_min_dirty;
     for (unsigned i = 0; i < PURGE_WINDOWS - 1; i++)
       if (seg.past_min_dirty[i] < target) target = seg.past_min_dirty[i];
-    while (!all && seg.dirty_tail && released < target && seg.purges_refused == refused) {
+    while (go && !all && seg.dirty_tail && released < target && seg.purges_refused == refused) {
       size_t want = (target - released + ld_sb_size - 1) / ld_sb_size;
       released += run_purge_tail(seg.dirty_tail, want);
-      if (++steps % PURGES_PER_TURN == 0) ld_purge_let_waiters_in(&seg.lock);
+      if (++steps % PURGES_PER_TURN == 0) go = ld_purge_turn(&seg.lock, all);
     }
     /* The window ends; what was purged leaves the low marks of the ones before (it is no
      * longer dirty memory that could stay unused). */

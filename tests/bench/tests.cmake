@@ -360,11 +360,16 @@ bench_bad(soak -- --live 0 -- --max-size 1000 -- --remote-share 2 -- --short-liv
           -- --fork-every -1 -- --trim-every x -- --options-every 1e9 -- --stats-every -2 -- --thin-every -1)
 
 # ---- drop-wait: a dropped heap, workers' calls timed; the percentiles in order ----
-set(DW_FIGS build_s,drop_s,rss_peak_kib,calls,worst_call_us,worst_call_at_s,calls_over_100us,calls_over_1ms,p999_call_us,p9999_call_us,rss_end_kib)
+set(DW_FIGS build_s,drop_s,rss_peak_kib,calls,worst_call_us,worst_call_at_s,calls_over_100us,calls_over_1ms,p999_call_us,p9999_call_us,rss_end_kib,forks,worst_fork_us,forks_over_100ms)
 bench_check(drop-wait drop-wait
   CHECKS --params heap_mb,block_size,workers,seconds,worker_size,worker_max_mb,pause_ms --figures ${DW_FIGS}
          --positive calls,rss_peak_kib
          "--expr=f['p999_call_us'] <= f['p9999_call_us'] <= f['worst_call_us'] + 1"
          "--expr=f['calls_over_1ms'] <= f['calls_over_100us'] <= f['calls']"
   ARGS --heap-mb 16 -w 2 --seconds 0.3 --worker-max-mb 4)
-bench_bad(drop-wait -- --heap-mb 0 -- --workers 0 -- --seconds 0 -- --pause-ms -1 -- --block-size x)
+# forks while the drop goes back: each child exits 0 (else the program fails), every fork timed
+bench_check(drop-wait.fork drop-wait
+  CHECKS --figures ${DW_FIGS} --positive calls,forks
+         "--expr=f['forks_over_100ms'] <= f['forks'] and f['worst_fork_us'] > 0"
+  ARGS --heap-mb 16 -w 2 --seconds 0.3 --worker-max-mb 4 --fork-every-ms 10)
+bench_bad(drop-wait -- --heap-mb 0 -- --workers 0 -- --seconds 0 -- --pause-ms -1 -- --block-size x -- --fork-every-ms -1)
