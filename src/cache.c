@@ -177,6 +177,14 @@ static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint6
     unsigned i = (unsigned)(slot - heap->remote);
     heap->remote_sb[i] = NULL;
     heap->remote_open[i / 64] &= ~((uint64_t)1 << (i % 64));
+  } else {
+    /* a thread without a heap, or the purge for an idle owner (send_foreign): its owner counts
+     * the bytes as it takes them, so they are counted sent too, or the statistics' pending
+     * bytes went below zero, which hid other threads' pending frees (bytes_in_use too high
+     * until their owners took them) */
+#ifdef LARDER_STATS
+    __atomic_fetch_add(&ld_stats_unowned.remote_sent_bytes, (size_t)bytes, __ATOMIC_RELAXED);
+#endif
   }
   slot->head = slot->tail = NULL;
   slot->count = 0;
