@@ -899,9 +899,10 @@ static inline bool ld_heap_deferred_holds(const heap_t *heap, unsigned place) {
  * superblocks (the caller owns heap). */
 void ld_heap_collect_pending(heap_t *heap);
 /* Tidies a heap for the purge: its pending frees collected, Hoard's threshold applied, its
- * empty superblocks given to the global heap. mine: the caller owns it; else trylock, false
- * when the lock was busy. */
-bool ld_heap_tidy(heap_t *heap, bool mine);
+ * empty superblocks given to the global heap, and, when its thread has been idle a purge delay
+ * (idle), its sparse ones too. mine: the caller owns it; else trylock, false when the lock was
+ * busy. */
+bool ld_heap_tidy(heap_t *heap, bool mine, bool idle);
 /* A batch of remote frees went to owner: an owner that has made no slow-path call for a
  * while, or that has not looked at its pending frees while this thread sent it
  * LD_HELP_AFTER_BATCHES batches, is helped: its inbox is read whole (a constant: at most

@@ -246,7 +246,7 @@ static size_t purge_run_locked(uint64_t now, bool all, size_t scan_blocks) {
   for (heap_t *h = ld_heaps_first(); h; h = h->next_heap) {
     bool idle = heap_idle(h, mine, now);
     ld_segment_purge_frees(idle);
-    if (!ld_heap_tidy(h, h == mine)) busy = true;
+    if (!ld_heap_tidy(h, h == mine, idle)) busy = true;
     /* an exited thread's heap that no new thread took within a delay */
     if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED) && LD_READ(h->superblocks_held)) {
       if (!idle && !all) {

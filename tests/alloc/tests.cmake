@@ -222,6 +222,9 @@ endforeach()
 alloc_test(alloc_free_pages_partly_used_idle SOURCES alloc/free_pages_partly_used.c PRELOAD TIMEOUT 120 ARGS idle
            ENV LARDER_PURGE_DELAY_MS=200)
 alloc_test(alloc_free_pages_partly_used_trim SOURCES alloc/free_pages_partly_used.c PRELOAD TIMEOUT 120 ARGS trim)
+# ... and those of idle threads' heaps: a pool thins its heaps and idles
+alloc_test(alloc_free_pages_partly_used_pool SOURCES alloc/free_pages_partly_used.c PRELOAD TIMEOUT 120 ARGS pool 32
+           LIBS Threads::Threads ENV LARDER_PURGE_DELAY_MS=200)
 alloc_test(alloc_free_pages_partly_used_double_free SOURCES alloc/free_pages_partly_used.c PRELOAD TIMEOUT 120
            ARGS expect-double-free)
 alloc_test(alloc_free_pages_partly_used_double_free_remote SOURCES alloc/free_pages_partly_used.c PRELOAD TIMEOUT 120
