@@ -62,9 +62,14 @@ void ld_cache_init_bins(heap_t *heap) {
   /* A heap reused from an exited thread keeps the bins its earlier threads set up (emptied
    * at exit). */
   if (heap->bins_ready) return;
-  heap->bins_ready = 1;
   ld_heap_reset_deferred(heap);
   bin_of_set(heap);
+  /* Last, with release: the purge reads the deferred places and bins of a heap whose flag it
+   * finds set (acquire: ld_cache_holds, ld_cache_drain_idle), and a new heap is listed, live,
+   * before its thread gets here. Set first (until 2026-11-29), a purge that found the heap
+   * idle (its last_slow_ns not yet set) could read the places still zero and settle a deferred
+   * free at NULL (ThreadSanitizer, tests/alloc/idle_heaps_prefixed.c). */
+  __atomic_store_n(&heap->bins_ready, 1, __ATOMIC_RELEASE);
 }
 
 int64_t ld_cache_bytes(const heap_t *heap) {

@@ -61,6 +61,9 @@ alloc_test(alloc_misuse_fork_stdio SOURCES alloc/misuse_fork_stdio.c PRELOAD TIM
 # ---- the prefixed API from several threads, nothing else: ThreadSanitizer's test
 # (scripts/test-sanitize.sh); in the normal build a quick stress test ----
 alloc_test(alloc_misuse_threads_prefixed SOURCES alloc/misuse_threads_prefixed.c TIMEOUT 120)
+# idle threads' heaps emptied and their sparse superblocks given away by the purge while the
+# others call and trim (prefixed API only: TSan can run it, see the file)
+alloc_test(alloc_idle_heaps_prefixed SOURCES alloc/idle_heaps_prefixed.c TIMEOUT 120 LIBS Threads::Threads)
 if(ALLOC_HAVE_LARDER)
   add_test(NAME alloc_misuse_threads_prefixed.nostats COMMAND alloc_misuse_threads_prefixed 20000 nostats)
   set_tests_properties(alloc_misuse_threads_prefixed.nostats PROPERTIES SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 120)
