@@ -926,7 +926,10 @@ static heap_t *heap_new_locked(bool after_exit_hook, size_t *examined, bool *ado
   __atomic_store_n(&heap->thread_tid, tid, __ATOMIC_RELAXED);
   __atomic_store_n(&heap->orphan_tid, after_exit_hook ? tid : 0, __ATOMIC_RELAXED); /* (read by the purge thread) */
   if (heap->orphan_tid && !heap->orphan_queued) orphan_enqueue(heap);
-  __atomic_store_n(&heap->live, 1, __ATOMIC_RELAXED);
+  /* not idle from the moment it is live (the purge empties idle heaps' bins and gives their
+   * sparse superblocks away): a heap taken by a new thread is that thread's at once */
+  LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns());
+  __atomic_store_n(&heap->live, 1, __ATOMIC_RELEASE);
   return heap;
 }
 
