@@ -174,22 +174,18 @@ static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint6
     message_fill(&m, slot, sb);
     messages_send(heap, owner, &m, 1, now);
   }
+  /* Counted per batch (the statistics add the bytes still in the buffer: heap.c), also for a
+   * thread without a heap and for the purge sending an idle owner's blocks (send_foreign):
+   * their owners count the bytes as they take them, and without these the statistics' pending
+   * bytes went below zero, which hid other threads' pending frees (bytes_in_use too high until
+   * their owners took them). */
+  ld_stat_add(heap, offsetof(ld_stats_t, remote_sent_bytes), bytes);
   if (heap != &ld_heap_empty) {
     LD_STAT_INC(heap, remote_batches);
-    /* counted per batch; the statistics add the bytes still in the buffer (heap.c) */
-    LD_STAT_ADD(heap, remote_sent_bytes, bytes);
     LD_OWNER_SET(heap->remote_bytes, heap->remote_bytes - bytes);
     unsigned i = (unsigned)(slot - heap->remote);
     heap->remote_sb[i] = NULL;
     heap->remote_open[i / 64] &= ~((uint64_t)1 << (i % 64));
-  } else {
-    /* a thread without a heap, or the purge for an idle owner (send_foreign): its owner counts
-     * the bytes as it takes them, so they are counted sent too, or the statistics' pending
-     * bytes went below zero, which hid other threads' pending frees (bytes_in_use too high
-     * until their owners took them) */
-#ifdef LARDER_STATS
-    __atomic_fetch_add(&ld_stats_unowned.remote_sent_bytes, (size_t)bytes, __ATOMIC_RELAXED);
-#endif
   }
   slot->head = slot->tail = NULL;
   slot->count = 0;

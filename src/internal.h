@@ -433,6 +433,9 @@ void ld_sb_validate(const sb_t *sb, const struct heap_s *owner, int *violations)
  * or a list that does not add up, which is left to the paths that take it to report). */
 size_t ld_sb_give_back_free_pages(sb_t *sb);
 #define LD_DORMANT_USED_MAX_INV 4 /* looked at only with at most 1/4 of its blocks in use */
+/* sb is sparse enough to be looked at: the global heap's look, and an idle thread's heap giving
+ * such superblocks to the global heap (heap.c, heap_give_empty_locked). */
+static inline bool ld_sb_sparse(const sb_t *sb) { return (uint64_t)sb->used * LD_DORMANT_USED_MAX_INV <= sb->capacity; }
 /* The dormant blocks of sb listed again (tagged, linked), its pages written back as it goes, for
  * a take (global lock held). */
 void ld_sb_wake(sb_t *sb);
@@ -945,18 +948,20 @@ typedef struct ld_heap_figures_s {
 } ld_heap_figures_t;
 void    ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures);
 void    ld_stats_add(ld_stats_t *dst, const ld_stats_t *src);
-/* Counts one event in the field at field_offset of the calling thread's counters (or, for a
- * thread without a heap, in a shared atomic set): for the cold paths only. */
+/* Adds n to the field at field_offset of the calling thread's counters (or, for a thread
+ * without a heap, of a shared atomic set): for the cold paths only. ld_stat_count: one event. */
 extern ld_stats_t ld_stats_unowned;
-static inline void ld_stat_count(heap_t *heap, size_t field_offset) {
+static inline void ld_stat_add(heap_t *heap, size_t field_offset, size_t n) {
 #ifdef LARDER_STATS
-  if (heap != &ld_heap_empty) LD_OWNER_ADD(*(size_t *)((char *)&heap->stats + field_offset), 1);
-  else __atomic_fetch_add((size_t *)((char *)&ld_stats_unowned + field_offset), 1, __ATOMIC_RELAXED);
+  if (heap != &ld_heap_empty) LD_OWNER_ADD(*(size_t *)((char *)&heap->stats + field_offset), n);
+  else __atomic_fetch_add((size_t *)((char *)&ld_stats_unowned + field_offset), n, __ATOMIC_RELAXED);
 #else
   (void)heap;
   (void)field_offset;
+  (void)n;
 #endif
 }
+static inline void ld_stat_count(heap_t *heap, size_t field_offset) { ld_stat_add(heap, field_offset, 1); }
 
 /* ---- the front end (cache.c) ---- */
 /* Bin cls is empty: refill it; returns a block, or NULL (errno ENOMEM). */
@@ -1214,14 +1219,9 @@ static inline void ld_due_note(uint64_t now) { ld_due_lower_to(now + ld_purge_de
  * (glibc's longest 32 ms), malloc_trim up to 1.6 s before its own run began. */
 extern _Atomic int ld_purge_waiters;
 static inline bool ld_purge_hurried(void) { return atomic_load_explicit(&ld_purge_waiters, memory_order_relaxed) != 0; }
-/* The purge's hand-overs in its long loops (segment.c, global.c, heap.c): os.h's, unless a
- * thread waits for the run to end. */
-static inline void ld_purge_let_waiters_in(ld_lock_t *lock) {
-  if (!ld_purge_hurried()) ld_lock_let_waiters_in(lock);
-}
 /* A turn of one of the purge's long loops (every few purges): false when the loop is to stop,
  * a thread waiting for the run to end and the run not a trim's own (all), whose loops go on
- * without hand-overs; else the lock goes to a thread that waits for it, and true. What a
+ * without hand-overs; else the lock goes to a thread that waits for it (os.h), and true. What a
  * stopped loop leaves is still due: the next run takes it. After a drop one phase alone, the
  * empty superblocks' give-back (a madvise each), kept a fork waiting 0.55 s beside four
  * threads that took the segment lock for 32 KiB blocks (drop-wait --fork-every-ms). */
@@ -1230,6 +1230,9 @@ static inline bool ld_purge_turn(ld_lock_t *lock, bool all) {
   ld_lock_let_waiters_in(lock);
   return true;
 }
+/* The turn of a loop that is never cut (heap.c's give-aways, a heap at a time): a hand-over,
+ * unless a thread waits for the run to end. */
+static inline void ld_purge_let_waiters_in(ld_lock_t *lock) { (void)ld_purge_turn(lock, true); }
 static inline void ld_purge_unlock_to_waiter(ld_lock_t *lock) {
   if (ld_purge_hurried()) ld_unlock(lock);
   else ld_unlock_to_waiter(lock);

@@ -561,7 +561,7 @@ size_t ld_sb_give_back_free_pages(sb_t *sb) {
   sb->scanned_used = sb->used;
   /* Only a sparse superblock: in a denser one few units are wholly free, and the look costs
    * as much. */
-  if ((uint64_t)sb->used * LD_DORMANT_USED_MAX_INV > sb->capacity) return 0;
+  if (!ld_sb_sparse(sb)) return 0;
   unsigned units = (unsigned)(ld_sb_size >> ld_dormant_shift);
   uint16_t need[32] = {0}, have[32] = {0}; /* carved blocks on each unit; free ones */
   const uintptr_t base = (uintptr_t)sb;
