@@ -668,10 +668,14 @@ void ld_heap_collect_pending(heap_t *heap) {
  * too, no lock wait passed 0.4 ms.) */
 #define GIVES_PER_TURN 16u
 
-/* Whether a heap whose thread has idled a purge delay gives sb away (heap_give_empty_locked):
- * at most a quarter used, as the global heap's superblocks whose free pages go back (global.c,
- * LD_DORMANT_USED_MAX_INV). */
-static bool sb_sparse(const sb_t *sb) { return (uint64_t)sb->used * LD_DORMANT_USED_MAX_INV <= sb->capacity; }
+/* Whether fullness group g (1 to 3; sb_group_of) of a class of `capacity` blocks can hold a
+ * sparse superblock (ld_sb_sparse): its fewest blocks used are sparse. Group 1 always; groups 2
+ * and 3 only when Hoard's f moves their bounds below a quarter (f above 1/2, above 3/4). */
+static bool group_may_hold_sparse(int g, uint32_t capacity) {
+  int32_t t = class_release_blocks(capacity);
+  int32_t fewest = g == 1 ? 1 : g == 2 ? t / 2 + 1 : t + 1;
+  return (uint64_t)fewest * LD_DORMANT_USED_MAX_INV <= capacity;
+}
 
 /* Collects the heap's pending frees and gives its empty superblocks to the global heap (and
  * from there to the segments, to be purged by age): Hoard's K slack is for bursts. No block of
@@ -681,9 +685,10 @@ static bool sb_sparse(const sb_t *sb) { return (uint64_t)sb->used * LD_DORMANT_U
  * class's current superblock), they held every page however few blocks lived on them, where
  * the global heap gives back the pages whose blocks are all free (global.c): a pool of 4
  * threads that kept 0.3% of a 200 MiB heap idled at 23.6 MiB, now 13.7 (idle-return
- * pool-keep; one thread 15.7 -> 11.1). The thread's next refill of the class takes one back, the fullest
- * first, as from any other heap's release; its blocks still cached (a drain that found the
- * thread busy) go back as a freed superblock's do (foreign: cache.c). Heap lock held. */
+ * pool-keep; one thread 15.7 -> 11.1). The thread's next refill of the class takes one back,
+ * the fullest first, as from any other heap's release; its blocks still cached (a drain that
+ * found the thread busy) go back as a freed superblock's do (foreign: cache.c). Heap lock
+ * held. */
 static void heap_give_empty_locked(heap_t *heap, bool idle) {
   heap_check_options(heap);
   heap_release_classes(heap, heap_process_pending(heap) | heap_count_current(heap));
@@ -697,14 +702,14 @@ static void heap_give_empty_locked(heap_t *heap, bool idle) {
       if (++given % GIVES_PER_TURN == 0) ld_global_let_waiters_in();
     }
     sb_t *cur = heap->current[c];
-    if (cur != &ld_sb_none && (cur->used == 0 || (idle && sb_sparse(cur)))) {
+    if (cur != &ld_sb_none && (cur->used == 0 || (idle && ld_sb_sparse(cur)))) {
       heap_give_to_global(heap, cur);
       LD_STAT_INC(heap, superblocks_to_global);
     }
-    if (idle) /* group 1 holds every sparse one (up to 3/8 used at f = 1/4) */
-      for (sb_t *sb = heap->groups[c][1], *next; sb; sb = next) {
+    for (int g = 1; idle && g <= 3 && group_may_hold_sparse(g, ld_class_capacity[c]); g++)
+      for (sb_t *sb = heap->groups[c][g], *next; sb; sb = next) {
         next = sb->next;
-        if (!sb_sparse(sb)) continue;
+        if (!ld_sb_sparse(sb)) continue;
         heap_give_to_global(heap, sb);
         LD_STAT_INC(heap, superblocks_to_global);
         if (++given % GIVES_PER_TURN == 0) ld_global_let_waiters_in();
