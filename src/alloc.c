@@ -572,14 +572,21 @@ static inline void zero_granules(void *p, size_t g) {
 
 static LD_NOINLINE void *calloc_slow(size_t count, size_t size);
 
-/* A small calloc pops its block as malloc does (no errno to save: nothing below can set it). */
+/* calloc clears the whole usable size (malloc_usable_size), not the request alone, as glibc,
+ * jemalloc, tcmalloc and mimalloc do: the program may use every usable byte, and a buffer
+ * written out at its usable size must not carry an earlier block's bytes past the request
+ * (calloc(3, 100) in a 320-byte class handed back 20 bytes of its last user's data). */
+
+/* A small calloc pops its block as malloc does (no errno to save: nothing below can set it),
+ * and clears its class's size: the request's granules up to 128 bytes, where every granule
+ * count is a class. */
 void *larder_calloc(size_t count, size_t size) {
   size_t bytes;
   if (LD_LIKELY(!mul_overflows(count, size, &bytes) && bytes <= LD_SMALL_LIMIT)) {
     size_t g = (bytes + 15) >> 4;
     ld_block_t *b = bin_pop(ld_heap_tls, g);
     if (LD_LIKELY(b != NULL)) {
-      zero_granules(b, g);
+      zero_granules(b, ld_class_size[ld_class_of_granule[g]] >> 4);
       return b;
     }
   }
@@ -596,11 +603,14 @@ static LD_NOINLINE void *calloc_slow(size_t count, size_t size) {
     size_t dirty;
     bool kept;
     void *p = span_alloc(heap, bytes, &dirty, &kept);
-    if (p) memset(p, 0, dirty < bytes ? dirty : bytes);
+    if (p) {
+      size_t usable = ld_sb_of(p)->usable; /* pages past `dirty` read as zero already */
+      memset(p, 0, dirty < usable ? dirty : usable);
+    }
     return api_result(p, saved);
   }
   void *p = malloc_slow(bytes);
-  if (p) memset(p, 0, bytes);
+  if (p) memset(p, 0, ld_class_size[ld_size_class(bytes)]);
   return p;
 }
 

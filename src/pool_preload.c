@@ -193,7 +193,7 @@ PP_EXPORT void *calloc(size_t n, size_t size) {
     return NULL;
   }
   void *p = pp_alloc(16, total);
-  if (p && !pp_is_huge(p)) memset(p, 0, total);
+  if (p && !pp_is_huge(p)) memset(p, 0, malloc_usable_size(p)); /* every usable byte, as glibc (alloc.c) */
   return p;
 }
 
