@@ -66,7 +66,7 @@ static struct {
   sb_t *pending_taken;                 /* taken from the pending list, not yet looked at */
 } global = {.lock = LD_LOCK_INIT};
 
-void ld_global_lock(void) { ld_lock(&global.lock); }
+void ld_global_lock(void) { ld_lock_shared(&global.lock); }
 void ld_global_unlock(void) { ld_unlock(&global.lock); }
 void ld_global_let_waiters_in(void) { ld_purge_let_waiters_in(&global.lock); }
 void ld_global_reinit_lock(void) { ld_lock_reset(&global.lock); }

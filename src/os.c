@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 static _Atomic size_t os_mmap_calls, os_munmap_calls, os_madvise_calls;
+static _Atomic size_t os_lock_sleeps;
 static _Atomic size_t os_mmap_bytes, os_munmap_bytes, os_madvise_bytes;
 
 /* errno: the seam never changes it (os.h). A failure is returned as a value and the caller
@@ -334,6 +335,7 @@ void ld_os_counts(ld_os_counts_t *out) {
   out->mmap_bytes = atomic_load_explicit(&os_mmap_bytes, memory_order_relaxed);
   out->munmap_bytes = atomic_load_explicit(&os_munmap_bytes, memory_order_relaxed);
   out->madvise_bytes = atomic_load_explicit(&os_madvise_bytes, memory_order_relaxed);
+  out->lock_sleeps = atomic_load_explicit(&os_lock_sleeps, memory_order_relaxed);
 }
 
 size_t ld_os_mapped_bytes(void) {
@@ -367,18 +369,39 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-void ld_os_lock_wait(ld_lock_t *lock) {
-  for (int i = 0; i < LOCK_SPINS; i++) { /* reading the word, not writing it, while it is held */
-    cpu_relax();
-    uint32_t expected = 0;
-    if (atomic_load_explicit(&lock->word, memory_order_relaxed) == 0 &&
-        atomic_compare_exchange_weak_explicit(&lock->word, &expected, 1, memory_order_acquire, memory_order_relaxed))
-      return;
-  }
+/* One pause, then one try at the word (read first: not written while it is held). */
+static inline bool lock_spin_once(ld_lock_t *lock) {
+  cpu_relax();
+  uint32_t expected = 0;
+  return atomic_load_explicit(&lock->word, memory_order_relaxed) == 0 &&
+         atomic_compare_exchange_weak_explicit(&lock->word, &expected, 1, memory_order_acquire, memory_order_relaxed);
+}
+
+static void lock_sleep(ld_lock_t *lock) {
   int saved = errno;
-  while (atomic_exchange_explicit(&lock->word, 2, memory_order_acquire) != 0)
+  while (atomic_exchange_explicit(&lock->word, 2, memory_order_acquire) != 0) {
+    atomic_fetch_add_explicit(&os_lock_sleeps, 1, memory_order_relaxed);
     syscall(SYS_futex, &lock->word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+  }
   errno = saved;
+}
+
+void ld_os_lock_wait(ld_lock_t *lock) {
+  for (int i = 0; i < LOCK_SPINS; i++)
+    if (lock_spin_once(lock)) return;
+  lock_sleep(lock);
+}
+
+/* The clock is read once per 16 pauses (about 20 ns a read, against 16 pauses of 1-24 ns). */
+void ld_os_lock_wait_shared(ld_lock_t *lock) {
+  for (int i = 0; i < LOCK_SPINS; i++)
+    if (lock_spin_once(lock)) return;
+  uint64_t until = ld_os_now_ns() + LD_LOCK_SHARED_SPIN_NS;
+  do {
+    for (int i = 0; i < 16; i++)
+      if (lock_spin_once(lock)) return;
+  } while (ld_os_now_ns() < until);
+  lock_sleep(lock);
 }
 
 void ld_os_lock_wake(ld_lock_t *lock) {

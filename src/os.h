@@ -75,8 +75,8 @@ void     ld_os_write(int fd, const char *buf, size_t len);
 
 /* ---- locks ----
  * The locks of the heaps, the list of heaps, the global heap and the segments: a word taken
- * with one CAS and given back with one exchange; a thread that finds it held spins 32 pauses,
- * then waits in the kernel (a futex; Drepper, "Futexes Are Tricky", 2011, the third mutex). These are
+ * with one CAS and given back with one exchange; a thread that finds it held spins 32 pauses
+ * (the process-wide locks: up to LD_LOCK_SHARED_SPIN_NS), then waits in the kernel (a futex; Drepper, "Futexes Are Tricky", 2011, the third mutex). These are
  * taken on every refill and flush, and several times at a thread's start and end: a
  * pthread_mutex_lock and unlock pair was about 55 instructions there (callgrind, 6.7% of
  * larson-server's), these are about 10. After fork, the child resets them (maintain.c). */
@@ -84,8 +84,11 @@ typedef struct ld_lock_s {
   _Atomic uint32_t word; /* 0 free, 1 held, 2 held and a thread may be waiting */
 } ld_lock_t;
 #define LD_LOCK_INIT {0}
-/* The slow path of ld_lock: sleeps until the word is given back. */
+/* The slow path of ld_lock: spins a little, then sleeps until the word is given back. */
 void     ld_os_lock_wait(ld_lock_t *lock);
+/* The same for a lock that every thread of the process shares (the global heap's, the
+ * segments'): spins for up to LD_LOCK_SHARED_SPIN_NS before it sleeps (ld_lock_shared). */
+void     ld_os_lock_wait_shared(ld_lock_t *lock);
 /* Wakes one thread asleep in ld_os_lock_wait. */
 void     ld_os_lock_wake(ld_lock_t *lock);
 static inline void ld_lock(ld_lock_t *lock) {
@@ -93,6 +96,21 @@ static inline void ld_lock(ld_lock_t *lock) {
   if (!__builtin_expect(atomic_compare_exchange_strong_explicit(&lock->word, &expected, 1, memory_order_acquire,
                                                                 memory_order_relaxed), 1))
     ld_os_lock_wait(lock);
+}
+/* A process-wide lock. Its holders' sections are as short, but every thread may want it: with
+ * more runnable threads than cores, a waiter that goes to sleep gets a core back only after the
+ * others' time slices, and a call that slept on one took 3-65 ms (docs/allocator.md, "Known
+ * limits"). So its waiters spin for a time, long enough to outlast a holder that runs, before
+ * they sleep: 4 workers on 2 cores, every call timed for 10 s, made 16-38 calls over 10 ms
+ * (median 28) with the 32 pauses of ld_lock, 3-21 (median 3) with this spin; medium churn at 2
+ * threads and larson at 64 kept their CPU and peak RSS. The bound is a time, not a count of
+ * pauses: a pause takes 24 ns on this machine's CPU and a few on others. */
+#define LD_LOCK_SHARED_SPIN_NS 50000u
+static inline void ld_lock_shared(ld_lock_t *lock) {
+  uint32_t expected = 0;
+  if (!__builtin_expect(atomic_compare_exchange_strong_explicit(&lock->word, &expected, 1, memory_order_acquire,
+                                                                memory_order_relaxed), 1))
+    ld_os_lock_wait_shared(lock);
 }
 static inline bool ld_trylock(ld_lock_t *lock) {
   uint32_t expected = 0;
@@ -130,6 +148,7 @@ static inline void ld_lock_reset(ld_lock_t *lock) { atomic_store_explicit(&lock-
 typedef struct ld_os_counts_s {
   size_t mmap_calls, munmap_calls, madvise_calls;
   size_t mmap_bytes, munmap_bytes, madvise_bytes;
+  size_t lock_sleeps; /* waits for a lock that went to sleep in the kernel (ld_os_lock_wait*) */
 } ld_os_counts_t;
 void     ld_os_counts(ld_os_counts_t *out);
 size_t   ld_os_mapped_bytes(void);  /* mapped and not yet unmapped, read without a lock */

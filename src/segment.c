@@ -120,7 +120,7 @@ static struct {
   size_t past_min_dirty[PURGE_WINDOWS - 1];
 } seg = {.lock = LD_LOCK_INIT};
 
-void ld_segment_lock(void) { ld_lock(&seg.lock); }
+void ld_segment_lock(void) { ld_lock_shared(&seg.lock); }
 void ld_segment_unlock(bool reinit) {
   if (reinit) ld_lock_reset(&seg.lock);
   else ld_unlock(&seg.lock);

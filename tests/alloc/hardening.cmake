@@ -37,6 +37,7 @@ if(TARGET larder_static)
   alloc_internal_test(alloc_mark_lookup alloc/mark_lookup.c) # a free that finds a mark looks in one ring
   alloc_internal_test(alloc_options_run_time alloc/options_run_time.c) # larder_option_set files every heap itself
   alloc_internal_test(alloc_trim_bounded alloc/trim_bounded.c) # malloc_trim purges what was free when called
+  alloc_internal_test(alloc_lock_shared alloc/lock_shared.c) # a process-wide lock's waiters spin past a running holder
 endif()
 
 # ---- misuse of pointers: static, stack, foreign mmap, wild; double and interior frees;
