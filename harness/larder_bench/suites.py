@@ -238,6 +238,9 @@ SUITES += [
     Entry(_SV, "drop-wait", "drop-wait", "a 1 GiB heap of 256-byte blocks dropped while a thread keeps growing "
           "its own: the worst malloc or free while the memory goes back (jitter of the machine included)",
           {"--seconds": 4}, axis="--workers", values=(1,), kind="compare", work=("--seconds",), repeats=5),
+    Entry(_SV, "tail-latency", "tail-latency", "4 workers (twice this machine's cores) run a server's mix of calls "
+          "through grow, thin and mixed phases, every call timed: the worst call, and the calls over 10 ms",
+          {"--seconds": 5}, axis="--workers", values=(4,), kind="compare", work=("--seconds",), repeats=5),
     Entry(_SV, "churn-remote", "churn", "churn: 2 threads, a quarter of the frees done by the other thread, 256 B",
           {"--threads": 2, "--min-size": 256, "--max-size": 256, "--ops": 1_000_000, "--remote-share": 0.25},
           axis="--live", values=(10_000, 100_000, 1_000_000), kind="compare", work=("--ops",), repeats=3),

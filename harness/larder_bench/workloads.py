@@ -56,6 +56,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("drop-wait", "worst_call_us", False, "--workers",
              "One thread drops a large heap while others keep allocating: the worst call and the tail, "
              "while the allocator gives the dropped memory back"),
+    Workload("tail-latency", "worst_call_us", False, "--workers",
+             "Workers run a server's mix of calls (more threads than cores by default), every call timed: "
+             "the worst call and the calls over 1, 10 and 100 ms"),
     Workload("latency", "malloc_p99_ns", False, "--threads",
              "Per-operation latency percentiles of malloc, free and realloc, one thread (bench/latency)"),
 ]}

@@ -373,3 +373,14 @@ bench_check(drop-wait.fork drop-wait
          "--expr=f['forks_over_100ms'] <= f['forks'] and f['worst_fork_us'] > 0"
   ARGS --heap-mb 16 -w 2 --seconds 0.3 --worker-max-mb 4 --fork-every-ms 10)
 bench_bad(drop-wait -- --heap-mb 0 -- --workers 0 -- --seconds 0 -- --pause-ms -1 -- --block-size x -- --fork-every-ms -1)
+
+# ---- tail-latency: a server's mix, every call timed; the counts and percentiles in order ----
+bench_check(tail-latency tail-latency
+  CHECKS --params workers,seconds,slots,phase_s,seed
+         --figures calls,calls_per_s,worst_call_us,worst_malloc_us,worst_free_us,calls_over_1ms,calls_over_10ms,calls_over_100ms,p999_call_us,p9999_call_us,p99999_call_us,rss_end_work_kib,rss_after_free_kib
+         --positive calls,calls_per_s,rss_end_work_kib
+         "--expr=f['p999_call_us'] <= f['p9999_call_us'] <= f['p99999_call_us'] <= f['worst_call_us'] + 1"
+         "--expr=f['calls_over_100ms'] <= f['calls_over_10ms'] <= f['calls_over_1ms'] <= f['calls']"
+         "--expr=f['worst_call_us'] == max(f['worst_malloc_us'], f['worst_free_us'])"
+  ARGS -w 3 --seconds 0.6 --slots 2000 --phase-s 0.2)
+bench_bad(tail-latency -- --workers 0 -- --seconds 0 -- --slots 0 -- --phase-s 0 -- --seed x -- --workers 2000)
