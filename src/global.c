@@ -121,13 +121,21 @@ static void empty_remove(sb_t *sb) {
   list_remove(&global.empty[c], sb);
   if (!global.empty[c].head) LD_OWNER_SET(global.empty_classes, global.empty_classes & ~((uint64_t)1 << c));
 }
-/* Back to the segments: its pages, those its blocks were carved on (the segment adds those it
- * found resident). */
-static void give_back(sb_t *sb) {
+/* Out of the global heap, on its way back to the segments (global lock held)... */
+static void give_back_detach(sb_t *sb) {
   empty_remove(sb);
   global.a -= (int64_t)ld_sb_size;
   sb->kind = LD_KIND_FREED;
+}
+/* ...and there: its pages, those its blocks were carved on (the segment adds those it found
+ * resident). No lock needed: a detached superblock is no list's, and no free may reach it
+ * (it is empty; a stray free finds kind FREED). */
+static void give_back_to_segments(sb_t *sb) {
   ld_segment_free(sb, 1, ld_round_up((size_t)(sb->bump - (char *)sb), ld_os_page_size()));
+}
+static void give_back(sb_t *sb) {
+  give_back_detach(sb);
+  give_back_to_segments(sb);
 }
 /* The class nearest cls (by index: by block size) with an empty superblock waiting, or -1. */
 static int empty_class_near(unsigned cls) {
@@ -269,27 +277,35 @@ sb_t *ld_global_take(heap_t *heap, unsigned cls) {
 }
 
 /* After a drop the purge gives back thousands of superblocks, each with a madvise (about 100
- * ms for 270 MiB here): every so many it lets a thread that waits for the global lock (a
- * refill, a medium malloc) go first, so that no call waits for the whole run. */
+ * ms for 270 MiB here). It takes them off the global heap's lists RELEASES_PER_TURN at a time
+ * and gives them to the segments (the madvise) after it lets go of the global lock, so that a
+ * thread that waits for the global lock (a refill, a medium malloc) waits for list work alone:
+ * with more runnable threads than cores, a purge thread preempted in the middle of 8 madvise
+ * calls under the global lock held it 1-23 ms (tail-latency, 4 workers on 2 cores: 85-100 ms
+ * of such holds in 5 s). */
 #define RELEASES_PER_TURN 8u
 
 size_t ld_global_release_empties(uint64_t now, bool all) {
   uint64_t age = all ? 0 : ld_purge_delay(); /* all: those empty when the call began (segment.c, ld_segment_purge) */
   size_t released = 0;
-  unsigned n = 0;
-  bool go = true; /* (false: a fork or trim waits for this run, internal.h ld_purge_turn) */
-  ld_global_lock();
-  for (uint64_t classes = global.empty_classes; classes && go; classes &= classes - 1) {
-    unsigned c = (unsigned)__builtin_ctzll(classes);
-    sb_t *sb;
-    /* (the list's head is read again after each turn: a waiter may have taken it) */
-    while (go && (sb = global.empty_oldest[c]) && sb->idle_since_ns + age <= now) {
-      give_back(sb);
-      released += ld_sb_size;
-      if (++n % RELEASES_PER_TURN == 0) go = ld_purge_turn(&global.lock, all);
+  for (;;) {
+    sb_t *batch[RELEASES_PER_TURN];
+    unsigned n = 0;
+    ld_global_lock();
+    for (uint64_t classes = global.empty_classes; classes && n < RELEASES_PER_TURN; classes &= classes - 1) {
+      unsigned c = (unsigned)__builtin_ctzll(classes);
+      sb_t *sb;
+      while (n < RELEASES_PER_TURN && (sb = global.empty_oldest[c]) && sb->idle_since_ns + age <= now) {
+        give_back_detach(sb);
+        batch[n++] = sb;
+      }
     }
+    ld_global_unlock();
+    for (unsigned i = 0; i < n; i++) give_back_to_segments(batch[i]);
+    released += (size_t)n * ld_sb_size;
+    /* a fork or trim that waits for this run stops it here, unless it is a trim's own (all) */
+    if (n < RELEASES_PER_TURN || (ld_purge_hurried() && !all)) break;
   }
-  ld_global_unlock();
   return released;
 }
 
