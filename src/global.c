@@ -303,8 +303,7 @@ size_t ld_global_release_empties(uint64_t now, bool all) {
     ld_global_unlock();
     for (unsigned i = 0; i < n; i++) give_back_to_segments(batch[i]);
     released += (size_t)n * ld_sb_size;
-    /* a fork or trim that waits for this run stops it here, unless it is a trim's own (all) */
-    if (n < RELEASES_PER_TURN || (ld_purge_hurried() && !all)) break;
+    if (n < RELEASES_PER_TURN || ld_purge_cut(all)) break;
   }
   return released;
 }

@@ -1219,6 +1219,9 @@ static inline void ld_due_note(uint64_t now) { ld_due_lower_to(now + ld_purge_de
  * (glibc's longest 32 ms), malloc_trim up to 1.6 s before its own run began. */
 extern _Atomic int ld_purge_waiters;
 static inline bool ld_purge_hurried(void) { return atomic_load_explicit(&ld_purge_waiters, memory_order_relaxed) != 0; }
+/* Whether the run's long loops stop here: a thread waits for the run to end, and the run is not
+ * a trim's own (all), which goes to the end. */
+static inline bool ld_purge_cut(bool all) { return !all && ld_purge_hurried(); }
 /* A turn of one of the purge's long loops (every few purges): false when the loop is to stop,
  * a thread waiting for the run to end and the run not a trim's own (all), whose loops go on
  * without hand-overs; else the lock goes to a thread that waits for it (os.h), and true. What a

@@ -211,9 +211,8 @@ static void idle_at_lower(uint64_t *idle_at, const heap_t *h) {
 /* A run that a fork or malloc_trim waits for (ld_purge_waiters): its long loops (the give-back
  * of empty superblocks, of free runs, of free pages) stop at their next turn, each after a few
  * items at least, so that every run that starts makes progress however often forks come, and
- * the rest is due at once, for the next run. The walks over the heaps go on (each heap's tidy is
- * bounded), without yielding. A trim's own run (all) goes to the end. */
-static bool run_cut(bool all) { return !all && ld_purge_hurried(); }
+ * the rest is due at once, for the next run (ld_purge_cut). The walks over the heaps go on (each
+ * heap's tidy is bounded), without yielding. A trim's own run (all) goes to the end. */
 
 static size_t purge_run_locked(uint64_t now, bool all, size_t scan_blocks) {
   /* The deadline is consumed as the run starts, not as it ends: work noted while the run looks
@@ -277,7 +276,7 @@ static size_t purge_run_locked(uint64_t now, bool all, size_t scan_blocks) {
   if ((t = ld_large_next_expiry()) && t < next) next = t;
   if (busy && now + ld_purge_delay() < next) next = now + ld_purge_delay();
   if (idle_at < next) next = idle_at;
-  if (run_cut(all)) { /* (its loops may have stopped early) */
+  if (ld_purge_cut(all)) { /* (its loops may have stopped early) */
     atomic_fetch_add_explicit(&runs_cut, 1, memory_order_relaxed);
     next = now;
   }
