@@ -260,6 +260,25 @@ size_t bench_cache_line(void) {
   return n > 0 ? (size_t)n : 64u;
 }
 
+uint32_t *bench_hist_new(const char *prog) {
+  uint32_t *hist = calloc(BENCH_HIST_US + 1, sizeof *hist);
+  if (!hist) bench_die(prog, "out of memory");
+  return hist;
+}
+
+void bench_hist_merge(uint32_t *into, const uint32_t *from) {
+  for (unsigned b = 0; b <= BENCH_HIST_US; b++) into[b] += from[b];
+}
+
+double bench_hist_quantile_us(const uint32_t *hist, uint64_t count, double p) {
+  uint64_t want = (uint64_t)((double)count * p), seen = 0;
+  for (unsigned b = 0; b <= BENCH_HIST_US; b++) {
+    seen += hist[b];
+    if (seen > want) return b;
+  }
+  return 0;
+}
+
 void bench_thread_start(const char *prog, pthread_t *t, void *(*fn)(void *), void *arg) {
   int rc = pthread_create(t, NULL, fn, arg);
   if (rc != 0)

@@ -74,6 +74,19 @@ void bench_sleep_seconds(double seconds);
 void bench_thread_start(const char *prog, pthread_t *t, void *(*fn)(void *), void *arg);
 void bench_thread_join(const char *prog, pthread_t t);
 
+/* Call times to the microsecond (drop-wait, tail-latency): a bucket per microsecond up to
+ * BENCH_HIST_US, the longer ones in the last. Each thread fills its own; they are added up at
+ * the end. */
+#define BENCH_HIST_US 100000u
+uint32_t *bench_hist_new(const char *prog); /* zeroed; stops the program when out of memory */
+static inline void bench_hist_add(uint32_t *hist, uint64_t ns) {
+  uint64_t us = ns / 1000u;
+  hist[us < BENCH_HIST_US ? us : BENCH_HIST_US]++;
+}
+void bench_hist_merge(uint32_t *into, const uint32_t *from);
+/* The p-th quantile (0.999: the 99.9th percentile) of `count` times, in whole microseconds. */
+double bench_hist_quantile_us(const uint32_t *hist, uint64_t count, double p);
+
 /* Keeps the compiler from deleting a malloc/free pair whose result is otherwise unused
  * (GCC and Clang remove such pairs at -O2). */
 static inline void bench_escape(void *p) { __asm__ volatile("" : : "g"(p) : "memory"); }

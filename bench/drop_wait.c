@@ -55,9 +55,6 @@ static const struct bench_prog prog = {
     "drop-wait", "one thread drops a large heap while others allocate: how long their calls wait", opts,
     BENCH_NOPTS(opts)};
 
-/* Call times in microseconds, one bucket each up to HIST_US, the rest in the last. */
-#define HIST_US 100000u
-
 struct dw_worker {
   pthread_t th;
   uint32_t *hist;
@@ -76,8 +73,7 @@ static uint64_t dw_ns(void) {
 static void dw_count(struct dw_worker *w, uint64_t begin, uint64_t end) {
   uint64_t d = end - begin;
   w->calls++;
-  uint64_t us = d / 1000u;
-  w->hist[us < HIST_US ? us : HIST_US]++;
+  bench_hist_add(w->hist, d);
   if (d > 100000u) w->over_100us++;
   if (d > 1000000u) w->over_1ms++;
   if (d > w->worst_ns) {
@@ -142,8 +138,7 @@ int main(int argc, char **argv) {
   dw_start = (double)dw_ns() / 1e9;
   double wall0 = bench_now();
   for (uint64_t i = 0; i < opt_workers; i++) {
-    w[i].hist = calloc(HIST_US + 1, sizeof *w[i].hist);
-    if (!w[i].hist) bench_die(PROG, "out of memory");
+    w[i].hist = bench_hist_new(PROG);
     bench_thread_start(PROG, &w[i].th, dw_work, &w[i]);
   }
   /* forks while the workers run: each fork() call timed in the parent */
@@ -176,20 +171,10 @@ int main(int argc, char **argv) {
     over_100us += w[i].over_100us;
     over_1ms += w[i].over_1ms;
     if (w[i].worst_ns > worst) worst = w[i].worst_ns, worst_at = w[i].worst_at_s;
-    if (i) for (unsigned b = 0; b <= HIST_US; b++) w[0].hist[b] += w[i].hist[b];
+    if (i) bench_hist_merge(w[0].hist, w[i].hist);
   }
   /* the 99.9th and 99.99th percentiles, to the microsecond */
-  double pct[2] = {0.999, 0.9999}, at[2] = {0, 0};
-  for (int k = 0; k < 2; k++) {
-    uint64_t want = (uint64_t)((double)calls * pct[k]), seen = 0;
-    for (unsigned b = 0; b <= HIST_US; b++) {
-      seen += w[0].hist[b];
-      if (seen > want) {
-        at[k] = b;
-        break;
-      }
-    }
-  }
+  double at[2] = {bench_hist_quantile_us(w[0].hist, calls, 0.999), bench_hist_quantile_us(w[0].hist, calls, 0.9999)};
   printf("drop-wait: %.0f MiB of %llu-byte blocks dropped in %.3f s; %llu worker calls in %.2f s: worst %.1f us "
          "(at %.2f s), %llu over 100 us, %llu over 1 ms, p99.9 %.0f us, p99.99 %.0f us\n",
          (double)(opt_heap_mb), (unsigned long long)opt_block, t2 - t1, (unsigned long long)calls, wall1 - wall0,

@@ -43,8 +43,6 @@ static const struct bench_prog prog = {
     "tail-latency", "workers run a server's mix of calls, every call timed: the rare long call", opts,
     BENCH_NOPTS(opts)};
 
-/* Call times in microseconds, one bucket each up to HIST_US, the rest in the last. */
-#define HIST_US 100000u
 #define MAILBOX 256
 
 struct tl_worker {
@@ -68,8 +66,7 @@ static uint64_t tl_ns(void) {
 
 static void tl_count(struct tl_worker *w, uint64_t d, uint64_t *worst) {
   w->calls++;
-  uint64_t us = d / 1000u;
-  w->hist[us < HIST_US ? us : HIST_US]++;
+  bench_hist_add(w->hist, d);
   if (d > 1000000u) w->over_1ms++;
   if (d > 10000000u) w->over_10ms++;
   if (d > 100000000u) w->over_100ms++;
@@ -145,8 +142,7 @@ int main(int argc, char **argv) {
     struct tl_worker *w = &tl_workers[i];
     w->id = i;
     bench_rng_seed(&w->rng, opt_seed, i);
-    w->hist = calloc(HIST_US + 1, sizeof *w->hist);
-    if (!w->hist) bench_die(PROG, "out of memory");
+    w->hist = bench_hist_new(PROG);
   }
   if (pthread_barrier_init(&tl_work_done, NULL, (unsigned)opt_workers + 1) != 0 ||
       pthread_barrier_init(&tl_rss_read, NULL, (unsigned)opt_workers + 1) != 0)
@@ -170,21 +166,12 @@ int main(int argc, char **argv) {
     over_100ms += w->over_100ms;
     if (w->worst_malloc_ns > worst_malloc) worst_malloc = w->worst_malloc_ns;
     if (w->worst_free_ns > worst_free) worst_free = w->worst_free_ns;
-    if (i) for (unsigned b = 0; b <= HIST_US; b++) tl_workers[0].hist[b] += w->hist[b];
+    if (i) bench_hist_merge(tl_workers[0].hist, w->hist);
   }
   /* the 99.9th, 99.99th and 99.999th percentiles, to the microsecond */
-  const double pct[3] = {0.999, 0.9999, 0.99999};
-  double at[3] = {0, 0, 0};
-  for (int k = 0; k < 3; k++) {
-    uint64_t want = (uint64_t)((double)calls * pct[k]), seen = 0;
-    for (unsigned b = 0; b <= HIST_US; b++) {
-      seen += tl_workers[0].hist[b];
-      if (seen > want) {
-        at[k] = b;
-        break;
-      }
-    }
-  }
+  const uint32_t *hist = tl_workers[0].hist;
+  double at[3] = {bench_hist_quantile_us(hist, calls, 0.999), bench_hist_quantile_us(hist, calls, 0.9999),
+                  bench_hist_quantile_us(hist, calls, 0.99999)};
   uint64_t worst = worst_malloc > worst_free ? worst_malloc : worst_free;
   printf("tail-latency: %llu workers, %llu calls in %.2f s: worst %.1f ms (malloc %.1f, free %.1f), %llu over 1 ms, "
          "%llu over 10 ms, %llu over 100 ms, p99.9 %.0f us, p99.99 %.0f us, p99.999 %.0f us\n",
