@@ -471,6 +471,12 @@ static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
                                                : LD_CLASS_LARGE;
   if (LD_LIKELY(cls < LD_CLASS_COUNT && ld_class_block_start(cls, (uintptr_t)p - (uintptr_t)sb))) {
     slot |= LD_SLOW_FREE_TAGGED;
+  } else if (cls < LD_CLASS_COUNT || (slot == LD_REMOTE_SLOTS && sb->kind != LD_KIND_SMALL)) {
+    /* Known already not to start a block (of its class, or a span's, which starts a power of
+     * two past its header): reported now, by the full checks, rather than as it leaves the
+     * ring, when a program that exits with _exit or crashes first never hears of it. */
+    free_mapped(heap, sb, p, false);
+    return;
   }
   __builtin_prefetch(sb);
   ld_prefetch_for_write(p);

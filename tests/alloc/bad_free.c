@@ -4,7 +4,9 @@
  * "larder: invalid free of 0x..."). Three cases, each run in a child process (this program
  * re-executed), once as is and once with LARDER_DEBUG=1:
  *   double   - free the same block twice;
- *   interior - free a pointer 16 bytes into a live block;
+ *   interior, interior-odd - free a pointer 16 bytes into a live block of 64 B, or 1 byte
+ *              into one of 4 KiB: caught at the free itself (the child ends with _exit right
+ *              after);
  *   never    - free a block-aligned pointer inside a larder superblock that was never
  *              handed out;
  *   double-late   - free a block, then ten others of its size class, then the first again;
@@ -44,7 +46,8 @@
  *              after, so a report left for later would never come);
  * and, beyond what the issue asks for small blocks, for a 100 KB large block:
  *   large-double, large-interior - the same two mistakes on a large span (in the span cache
- *              after the first free, so its header is still there to be checked);
+ *              after the first free, so its header is still there to be checked; the interior
+ *              one caught at the free itself);
  * and for a 40,000-byte medium span:
  *   medium-double - freed twice while the thread keeps it (cache.c, medium spans);
  *   medium-double-late - freed again after twelve other spans pushed it back to its segment;
@@ -363,7 +366,14 @@ static int child(const char *mode) {
     memset(p, 1, 64);
     alloc_announce(p + 16);
     free(p + 16);
-    return 0;
+    _exit(0); /* reported at the free itself: a report left for the exit would never come */
+  }
+  if (strcmp(mode, "interior-odd") == 0) {
+    char *p = malloc(4096);
+    memset(p, 1, 4096);
+    alloc_announce(p + 1);
+    free(p + 1);
+    _exit(0);
   }
   if (strcmp(mode, "never") == 0) {
     /* Two blocks of a class nothing else here uses give the stride and direction in which
@@ -425,7 +435,7 @@ static int child(const char *mode) {
     memset(p, 1, 100000);
     alloc_announce(p + 4096);
     free(p + 4096);
-    return 0;
+    _exit(0);
   }
   return 92;
 }
@@ -477,7 +487,7 @@ int main(int argc, char **argv) {
     printf("bad_free: skipped, larder is not the allocator (glibc names no address)\n");
     return ALLOC_SKIP;
   }
-  const char *modes[] = {"double", "interior", "never", "double-late", "double-between", "double-between-2",
+  const char *modes[] = {"double", "interior", "interior-odd", "never", "double-late", "double-between", "double-between-2",
                          "double-between-3", "double-between-4", "double-between-5", "double-between-8", "double-remote",
                          "remote-double", "remote-double-late", "remote-double-batched", "remote-into-bin-double", "race-owner-first",
                          "race-remote-first", "race-remote-first-batched", "idle-double", "large-double", "large-interior",
