@@ -38,6 +38,59 @@ class CommandError(ValueError):
 
 
 @dataclass(frozen=True)
+class Figure:
+    """A figure the program prints (a benchmark that runs for a fixed time and reports its
+    throughput), compared instead of wall time: the first group of `pattern`, searched in its
+    standard output (for a server entry, the client's), read as a number times `scale`."""
+    name: str                        # the figure's name in results (e.g. ops_per_s)
+    pattern: str                     # a regular expression with one group: the number
+    higher_is_better: bool = False
+    scale: float = 1.0               # multiplies the number read (e.g. 1e9 / iterations: use invert)
+    invert: bool = False             # the figure is scale / number (a rate turned into a time)
+
+    def read(self, text: str) -> float | None:
+        """The figure in `text`, or None when the pattern does not match a positive number."""
+        m = re.search(self.pattern, text, re.MULTILINE)
+        if not m:
+            return None
+        try:
+            v = float(m.group(1))
+        except (IndexError, ValueError):
+            return None
+        if not v > 0 or v != v or v == float("inf"):
+            return None
+        return self.scale / v if self.invert else self.scale * v
+
+
+def check_figure(body, where: str) -> Figure:
+    """figure = { name = "...", pattern = "...", higher_is_better = false, scale = 1, invert = false }"""
+    if not isinstance(body, dict):
+        raise CommandError(f"{where}: figure must be a table with name and pattern (docs/harness.md)")
+    unknown = set(body) - {"name", "pattern", "higher_is_better", "scale", "invert"}
+    if unknown:
+        raise CommandError(f"{where}: figure: unknown keys {sorted(unknown)} "
+                           f"(known: higher_is_better, invert, name, pattern, scale)")
+    name, pattern = body.get("name"), body.get("pattern")
+    if not isinstance(name, str) or not re.match(r"^[a-z][a-z0-9_]*$", name):
+        raise CommandError(f"{where}: figure.name must be a lowercase name (letters, digits, _), e.g. ops_per_s")
+    if not isinstance(pattern, str) or not pattern:
+        raise CommandError(f"{where}: figure.pattern must be a regular expression with one group, the number")
+    try:
+        groups = re.compile(pattern).groups
+    except re.error as e:
+        raise CommandError(f"{where}: figure.pattern {pattern!r} is not a regular expression: {e}") from None
+    if groups < 1:
+        raise CommandError(f"{where}: figure.pattern {pattern!r} has no group: put the number in ( )")
+    hib, invert = body.get("higher_is_better", False), body.get("invert", False)
+    if not isinstance(hib, bool) or not isinstance(invert, bool):
+        raise CommandError(f"{where}: figure.higher_is_better and figure.invert must be true or false")
+    scale = body.get("scale", 1.0)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
+        raise CommandError(f"{where}: figure.scale must be a positive number")
+    return Figure(name, pattern, hib, float(scale), invert)
+
+
+@dataclass(frozen=True)
 class Command:
     argv: tuple                      # the program, or for a server entry the client (load generator)
     cwd: str | None = None           # working directory (placeholders allowed); default: the harness's
@@ -50,6 +103,8 @@ class Command:
     stop_signal: str = "TERM"        # how the harness asks the server to stop
     stop_timeout: float = 10.0       # then it is killed
     package: str | None = None       # Debian package(s) with the program(s): the install hint
+    hint: str | None = None          # how to get a missing program, where no package has it
+    figure: "Figure | None" = None   # the comparison figure, read from the output (else wall time)
 
     @property
     def is_server(self) -> bool:
@@ -114,8 +169,11 @@ def entry(name: str, command: Command, *, suite: str = COMMANDS_SUITE, title: st
         else:
             title = f"{shlex.join(command.argv)}"
     metric = SERVER_METRIC if command.is_server else "wall_s"
+    higher = False
+    if command.figure is not None:
+        metric, higher = command.figure.name, command.figure.higher_is_better
     return Entry(suite, name, prog, title, params=dict(params or {}), axis=None, values=(None,),
-                 kind="program", work=tuple(work), metric=metric, higher_is_better=False,
+                 kind="program", work=tuple(work), metric=metric, higher_is_better=higher,
                  repeats=repeats, timeout=timeout, setup=tuple(setup), rss_plot=rss_plot, command=command)
 
 
@@ -137,7 +195,7 @@ def parse_spec(spec: str):
 
 
 _KEYS = {"cmd", "cwd", "env", "timeout", "check", "repeats", "params", "scale", "server", "host", "idle",
-         "ready_timeout", "stop_signal", "stop_timeout", "title"}
+         "ready_timeout", "stop_signal", "stop_timeout", "title", "figure"}
 
 
 def _number(body: dict, key: str, where: str, default, positive: bool = True):
@@ -217,9 +275,10 @@ def load_config(path: str | os.PathLike) -> list:
         if repeats is not None and (not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1):
             raise CommandError(f"{where}: repeats must be a positive integer")
         stop = _signal_name(str(body.get("stop_signal", "TERM")), where)
+        figure = check_figure(body["figure"], where) if "figure" in body else None
         cmd = Command(argv, cwd=cwd, env={k: str(v) for k, v in env.items()}, check=check, server=server, host=host,
                       idle=idle, ready_timeout=_number(body, "ready_timeout", where, 30.0),
-                      stop_signal=stop, stop_timeout=_number(body, "stop_timeout", where, 10.0))
+                      stop_signal=stop, stop_timeout=_number(body, "stop_timeout", where, 10.0), figure=figure)
         title = body.get("title")
         out.append(entry(name, cmd, title=str(title) if title else None, params=params, work=tuple(scale),
                          timeout=timeout, repeats=repeats))
@@ -329,7 +388,8 @@ def missing_programs(e, subst: dict) -> list[str]:
 
 
 def unknown_program_message(e, missing: list[str]) -> str:
-    hint = (f"; install it with `sudo apt-get install {e.command.package}` (or scripts/install-deps.sh)"
+    hint = (f"; {e.command.hint}" if e.command.hint else
+            f"; install it with `sudo apt-get install {e.command.package}` (or scripts/install-deps.sh)"
             if e.command.package else "")
     what = "programs" if len(missing) > 1 else "program"
     return f"{e.series}: unknown {what} {', '.join(repr(m) for m in missing)} (not found on PATH or not executable){hint}"

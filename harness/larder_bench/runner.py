@@ -311,9 +311,27 @@ def _run_command(e: Entry, alloc: Allocator, extra_env: dict, subst: dict, timeo
         s = subst
         rec = measure.run_child(commands.expand(c.argv, s), env, timeout, cwd=cwd, expect_json=False,
                                 stdout_path=stdout)
+    if c.figure is not None and rec["status"] == "ok":
+        _read_figure(c.figure, rec, stdout)
     if c.check and rec["status"] == "ok":
         _run_check(e, rec, dict(s, stdout=stdout), cwd, timeout, checks)
     return rec
+
+
+def _read_figure(figure, rec: dict, stdout: str) -> None:
+    """The command's comparison figure from its output (commands.Figure); a run whose output
+    lacks it is a failed run, as a workload's without its JSON line is."""
+    try:
+        text = Path(stdout).read_text(errors="replace")
+    except OSError:
+        text = ""
+    v = figure.read(text)
+    if v is None:
+        last = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "")
+        rec.update(status="no-figure", message=f"exited 0 but its output has no {figure.name} "
+                                               f"(pattern {figure.pattern!r}); last line: {last[:120]!r}")
+        return
+    rec.setdefault("figures", {})[figure.name] = v
 
 
 # Kept of each check's output to say where two outputs differ (the digest compares them whole).

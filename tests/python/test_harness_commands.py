@@ -150,6 +150,14 @@ def test_bad_command_specs_get_a_clear_message(tmp_path, bench_build, args, mess
     ('[commands.a]\ncmd = "true"\nserver = "true"\nstop_signal = "KILL"\n', "not a signal a server can handle"),
     ('[commands.a]\ncmd = "true"\nscale = ["n"]\n', "scale must list names of params"),
     ('[commands]\na = 3\n', "commands.a: must be a table"),
+    ('[commands.a]\ncmd = "true"\nfigure = { name = "ops", pattern = "[0-9]+ ops" }\n', "has no group"),
+    ('[commands.a]\ncmd = "true"\nfigure = { name = "ops", pattern = "([0-9]+" }\n', "is not a regular expression"),
+    ('[commands.a]\ncmd = "true"\nfigure = { name = "Ops/s", pattern = "([0-9]+)" }\n', "figure.name must be"),
+    ('[commands.a]\ncmd = "true"\nfigure = { name = "ops", pattern = "([0-9]+)", unit = "s" }\n',
+     "figure: unknown keys ['unit']"),
+    ('[commands.a]\ncmd = "true"\nfigure = { name = "ops", pattern = "([0-9]+)", scale = 0 }\n',
+     "figure.scale must be a positive number"),
+    ('[commands.a]\ncmd = "true"\nfigure = "ops"\n', "figure must be a table with name and pattern"),
 ])
 def test_bad_config_commands_get_a_clear_message(tmp_path, bench_build, body, message, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -160,6 +168,50 @@ def test_bad_config_commands_get_a_clear_message(tmp_path, bench_build, body, me
     assert rc == 2, (body, err)
     assert message in err, (body, err)
     assert not (tmp_path / "o").exists()
+
+
+def test_a_command_compared_by_the_figure_it_prints(tmp_path, bench_build):
+    # A benchmark that runs for a fixed time is compared by the rate it prints, not its wall time;
+    # a run whose output lacks the figure is a failed run.
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('''
+[commands.rate]
+cmd = ["sh", "-c", "echo warming up; echo 'Throughput = 2500 operations per second'"]
+figure = { name = "ops_per_s", pattern = "Throughput = ([0-9]+) operations", higher_is_better = true }
+
+[commands.inverse]
+cmd = ["sh", "-c", "echo '200000 memory ops/CPU second'"]
+figure = { name = "relative_time_s", pattern = "([0-9]+) memory ops", scale = 2e6, invert = true }
+
+[commands.silent]
+cmd = ["sh", "-c", "echo nothing to see"]
+figure = { name = "ops_per_s", pattern = "Throughput = ([0-9]+)", higher_is_better = true }
+''')
+    r = _cli("run", "--config", str(cfg), "--allocators", "glibc,larder", "--repeats", "2", "--strace", "none",
+             "--build-dir", str(bench_build), "--output-dir", str(tmp_path / "out"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = _only_dir(tmp_path / "out")
+    doc = json.loads((out / "results.json").read_text())
+    runs = [x for x in doc["runs"] if x["pass"] == "measure"]
+    rate = [x for x in runs if x["series"] == "rate"]
+    assert len(rate) == 4 and all(x["status"] == "ok" and x["figures"]["ops_per_s"] == 2500 for x in rate)
+    inverse = [x for x in runs if x["series"] == "inverse"]
+    assert all(x["figures"]["relative_time_s"] == pytest.approx(10.0) for x in inverse)
+    silent = [x for x in runs if x["series"] == "silent"]
+    assert silent and all(x["status"] == "no-figure" and "has no ops_per_s" in x["message"] for x in silent)
+    entries = {e["series"]: e for e in doc["entries"]}
+    assert entries["rate"]["metric"] == "ops_per_s" and entries["rate"]["higher_is_better"] is True
+    assert entries["inverse"]["metric"] == "relative_time_s" and entries["inverse"]["higher_is_better"] is False
+    md = (out / "report.md").read_text()
+    assert "ops_per_s ↑" in md and "silent [glibc]: no-figure" in md
+
+
+def test_figure_reads_the_first_group_as_a_positive_number():
+    f = commands.Figure("relative_time_s", r"rtime: ([0-9.]+)")
+    assert f.read("setup\nrtime: 1.25, free/sec: 3 M\n") == 1.25
+    assert f.read("rtime: 0\n") is None and f.read("no figure\n") is None
+    g = commands.Figure("relative_time_s", r"^\s*([0-9.]+) iterations", scale=1e9, invert=True)
+    assert g.read("  500000000 iterations\n") == pytest.approx(2.0)
 
 
 def test_name_in_config_and_on_the_command_line_is_used_twice(tmp_path, bench_build, capsys, monkeypatch):
