@@ -470,5 +470,6 @@ def format_setup(entry: Entry, subst: dict) -> list[str]:
 
 # ---- programs: real programs under every allocator (harness/larder_bench/programs/) ----
 from .programs import PROGRAMS  # noqa: E402  (imports Entry from here)
+from .programs.mimalloc_bench import PROGRAMS as MIMALLOC_BENCH  # noqa: E402
 
-SUITES += PROGRAMS
+SUITES += PROGRAMS + MIMALLOC_BENCH
