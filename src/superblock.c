@@ -315,14 +315,20 @@ unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, unsigned most, l
      * (the one met twice, when a block's link points back at itself). */
     unsigned stop = listed <= 0 ? n : (unsigned)listed < want - n ? n + (unsigned)listed : want;
     ld_block_t *b = sb->free_list;
-    while (b && n < stop) {
-      /* The block's line is read for its link anyway: its tag is checked on the way. */
-      if (LD_UNLIKELY(!ld_block_is_free(b))) ld_fatal_bad_free("free block written after free (use after free), or double free", b);
-      out[n++] = b;
-      ld_block_t *next = ld_next(b);
-      ld_bin_seal(b);
-      b = next;
+    /* (the inner loop tests b itself: with `b && n < stop` as one condition, GCC kept b's test
+     * as a flag, 14 instructions a block against 13, threadtest 140.8 against 138.2 a pair) */
+    void **to = out + n, **end = out + stop;
+    while (b && to < end) {
+      do {
+        /* The block's line is read for its link anyway: its tag is checked on the way. */
+        if (LD_UNLIKELY(!ld_block_is_free(b))) ld_fatal_bad_free("free block written after free (use after free), or double free", b);
+        *to++ = b;
+        ld_block_t *next = ld_next(b);
+        ld_bin_seal(b);
+        b = next;
+      } while (to < end && LD_LIKELY(b != NULL));
     }
+    n = (unsigned)(to - out);
     if (LD_UNLIKELY(b && n < want))
       ld_fatal_bad_free("free list longer than its free blocks (a block freed twice at once, or a free block's link "
                         "overwritten: use after free)",
