@@ -4,11 +4,11 @@
 # arguments of its bench.sh, as the harness's `mimalloc-bench` suite
 # (harness/larder_bench/programs/mimalloc_bench.py).
 #
-# usage: scripts/mimalloc-bench.sh [--build-only] [larder-bench run options...]
+# usage: scripts/mimalloc-bench.sh [-h|--help] [--build-only] [larder-bench run options...]
 #   e.g. scripts/mimalloc-bench.sh --repeats 3 --allocators glibc,larder,jemalloc,tcmalloc,mimalloc
 #
-# The source: $MIMALLOC_BENCH_SRC (a checkout), else a clone of the repository at the revision
-# below into <build>/mimalloc-bench-src (needs the network once). The programs that need no
+# The source: $MIMALLOC_BENCH_SRC (a checkout), else a clone of the repository at a fixed
+# revision (REV, below) into <build>/mimalloc-bench-src (needs the network once). The programs that need no
 # further download are built into <build>/mimalloc-bench/ (sh6bench and sh8bench, whose sources
 # bench.sh downloads, and the security tests are left out; so are the ones that are whole
 # applications: lean, redis, rocksdb, z3, gs, lua, rbstress, spec). Then, unless --build-only,
@@ -23,6 +23,11 @@ build=${LARDER_BUILD_DIR:-build}
 PROGRAMS=(cfrac espresso barnes alloc-test larson larson-sized xmalloc-test cache-thrash cache-scratch
           malloc-large mstress mleak rptest glibc-simple glibc-thread)
 
+case "${1:-}" in
+  -h|--help)
+    sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+    exit 0 ;;
+esac
 run=1
 if [ "${1:-}" = --build-only ]; then run=0; shift; fi
 for tool in cmake git c++; do
