@@ -8,12 +8,13 @@
 #   e.g. scripts/mimalloc-bench.sh --repeats 3 --allocators glibc,larder,jemalloc,tcmalloc,mimalloc
 #
 # The source: $MIMALLOC_BENCH_SRC (a checkout), else a clone of the repository at a fixed
-# revision (REV, below) into <build>/mimalloc-bench-src (needs the network once). The programs that need no
-# further download are built into <build>/mimalloc-bench/ (sh6bench and sh8bench, whose sources
-# bench.sh downloads, and the security tests are left out; so are the ones that are whole
-# applications: lean, redis, rocksdb, z3, gs, lua, rbstress, spec). Then, unless --build-only,
-# `larder-bench run --suite mimalloc-bench` with the other options. Needs cmake, a C and a C++
-# compiler, git for the clone, and `make build venv` first (liblarder and the harness).
+# revision (REV, below) into <build>/mimalloc-bench-src (needs the network once). The programs
+# that need no further download are built into <build>/mimalloc-bench/ (sh6bench and sh8bench,
+# whose sources bench.sh downloads, and the security tests are left out; so are the ones that
+# are whole applications: lean, redis, rocksdb, z3, gs, lua, rbstress, spec). Then, unless
+# --build-only, `larder-bench run --suite mimalloc-bench` with the other options. Needs cmake,
+# a C and a C++ compiler, git for the clone, and `make build venv` first (liblarder and the
+# harness).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
