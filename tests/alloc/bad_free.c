@@ -101,6 +101,16 @@ static void *free_twice_batched_in_thread(void *arg) {
   _exit(0);
 }
 
+/* Frees a pointer `offset` bytes into a live block of `size`, then ends with _exit: the report
+ * must come at the free itself, as one left for the exit would never come. */
+static _Noreturn void free_inside(size_t size, size_t offset) {
+  char *p = malloc(size);
+  memset(p, 1, size);
+  alloc_announce(p + offset);
+  free(p + offset);
+  _exit(0);
+}
+
 static pthread_barrier_t idle_stopped, idle_checked;
 static int idle_emptied;
 
@@ -361,20 +371,8 @@ static int child(const char *mode) {
     free(other);
     return 0;  /* not reached when the double free is caught */
   }
-  if (strcmp(mode, "interior") == 0) {
-    char *p = malloc(64);
-    memset(p, 1, 64);
-    alloc_announce(p + 16);
-    free(p + 16);
-    _exit(0); /* reported at the free itself: a report left for the exit would never come */
-  }
-  if (strcmp(mode, "interior-odd") == 0) {
-    char *p = malloc(4096);
-    memset(p, 1, 4096);
-    alloc_announce(p + 1);
-    free(p + 1);
-    _exit(0);
-  }
+  if (strcmp(mode, "interior") == 0) free_inside(64, 16);
+  if (strcmp(mode, "interior-odd") == 0) free_inside(4096, 1);
   if (strcmp(mode, "never") == 0) {
     /* Two blocks of a class nothing else here uses give the stride and direction in which
      * the superblock hands out blocks; four strides further on lies a block never handed out. */
@@ -430,13 +428,7 @@ static int child(const char *mode) {
     pthread_join(t, NULL);
     return 0;
   }
-  if (strcmp(mode, "large-interior") == 0) {
-    char *p = malloc(100000);
-    memset(p, 1, 100000);
-    alloc_announce(p + 4096);
-    free(p + 4096);
-    _exit(0);
-  }
+  if (strcmp(mode, "large-interior") == 0) free_inside(100000, 4096);
   return 92;
 }
 
