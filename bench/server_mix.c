@@ -452,10 +452,12 @@ int main(int argc, char **argv) {
    * purge thread between the statm read at the end of work and the VmHWM read may leave it
    * below the first: 54,012 against 54,176 KiB, seen once), so the peak is also at least every
    * reading this program made. */
-  const uint64_t readings[] = {hwm_work, rss_end_work, rss_after_free, rss_after_idle, rss_after_exit};
+  const uint64_t readings[] = {hwm_work, rss_end_work, rss_after_free, rss_after_idle, rss_after_exit, rss_end / 1024};
   for (size_t i = 0; i < sizeof readings / sizeof readings[0]; i++)
     if ((double)readings[i] > peak_rss)
       peak_rss = (double)readings[i];
+  if ((double)(vsize_end / 1024) > peak_vsize) /* the same for the address space's last reading */
+    peak_vsize = (double)(vsize_end / 1024);
   size_t stride = (sm_nsamples + MAX_SERIES - 1) / MAX_SERIES;
   if (stride == 0)
     stride = 1;
