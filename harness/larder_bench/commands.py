@@ -57,7 +57,7 @@ class Figure:
             v = float(m.group(1))
         except (IndexError, ValueError):
             return None
-        if not v > 0 or v != v or v == float("inf"):
+        if not 0 < v < float("inf"):  # (NaN fails it too)
             return None
         return self.scale / v if self.invert else self.scale * v
 

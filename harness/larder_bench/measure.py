@@ -28,7 +28,8 @@ def _tail(data: bytes, n: int = _TAIL) -> str:
     return text[-n:]
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
+    """The last non-blank line of text, stripped ("" if none)."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     return lines[-1].strip() if lines else ""
 
@@ -302,7 +303,7 @@ def _record(rec, argv, status, ru, wall, report, stdout, stderr, timed_out, time
     if err_text.strip():
         rec["stderr"] = err_text
     out_text = stdout.decode("utf-8", "replace")
-    last_err = _last_line(err_text)
+    last_err = last_line(err_text)
     full_err = stderr.decode("utf-8", "replace")
     first_err = next((ln.strip() for ln in full_err.splitlines() if ln.strip()), "")
 
@@ -324,7 +325,7 @@ def _record(rec, argv, status, ru, wall, report, stdout, stderr, timed_out, time
         line = next(ln for ln in err_text.splitlines() if "cannot be preloaded" in ln)
         rec.update(status="preload-failed", message=line.strip())
     if rec["status"] == "ok":
-        line = _last_line(out_text)
+        line = last_line(out_text)
         try:
             obj = json.loads(line)
             if isinstance(obj, dict) and "figures" not in obj:

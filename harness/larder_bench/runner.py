@@ -327,9 +327,9 @@ def _read_figure(figure, rec: dict, stdout: str) -> None:
         text = ""
     v = figure.read(text)
     if v is None:
-        last = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "")
         rec.update(status="no-figure", message=f"exited 0 but its output has no {figure.name} "
-                                               f"(pattern {figure.pattern!r}); last line: {last[:120]!r}")
+                                               f"(pattern {figure.pattern!r}); last line: "
+                                               f"{measure.last_line(text)[:120]!r}")
         return
     rec.setdefault("figures", {})[figure.name] = v
 
