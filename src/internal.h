@@ -777,6 +777,7 @@ typedef struct heap_s {
   int64_t a[LD_CLASS_COUNT + 1];       /* bytes held per class (Hoard's a_i) */
   int64_t u_release[LD_CLASS_COUNT + 1]; /* give a superblock of class c back when u[c] < this */
   uint8_t boost[LD_CLASS_COUNT + 1];   /* extra K earned by ping-pong (hysteresis, heap.c) */
+  uint64_t release_due;                /* classes whose own frees left partly used superblocks to give back (heap.c) */
   uint64_t last_release_ns[LD_CLASS_COUNT + 1];
   uint64_t last_take_ns[LD_CLASS_COUNT + 1];
   unsigned options_epoch;
