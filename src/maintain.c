@@ -565,7 +565,20 @@ static bool fork_take_purge(unsigned most) {
   return taken;
 }
 
+/* This thread's forks between their prepare and their parent or child handler: 2 when a signal
+ * handler forks while the thread's own fork is in its handlers (glibc's tst-mallocfork2; fork
+ * is async-signal-safe). The inner fork leaves everything to the outer one, which holds
+ * fork_lock or is about to: taken again, it was never given back (the process hung). Its child
+ * is this thread's copy in the middle of the outer fork, which goes on there as here. The count
+ * rises before the lock is taken and falls after it is given back, so that a signal at any
+ * point of the handlers finds it raised while the lock may be this thread's; one that comes
+ * while the outer fork waits for the lock, or just after it gave it back, forks without taking
+ * larder's locks, as glibc's fork takes none in a process of one thread: its child may call
+ * only async-signal-safe functions (POSIX), which allocate nothing. */
+static __thread unsigned fork_depth;
+
 static void fork_prepare(void) {
+  if (fork_depth++) return;
   fork_skipped = fork_holds_purge = false;
   /* Every fork takes it: a fork from a signal handler that interrupted malloc may too (malloc
    * never holds it). */
@@ -599,6 +612,10 @@ static void fork_prepare(void) {
   ld_segment_lock();
 }
 static void fork_parent(void) {
+  if (fork_depth > 1) {
+    fork_depth--;
+    return;
+  }
   if (fork_holds_purge) atomic_store_explicit(&purge_running, 0, memory_order_release);
   if (!fork_skipped) {
     ld_segment_unlock(false);
@@ -609,8 +626,13 @@ static void fork_parent(void) {
     if (_IO_list_unlock) _IO_list_unlock();
   }
   pthread_mutex_unlock(&fork_lock);
+  fork_depth = 0;
 }
 static void fork_child(void) {
+  if (fork_depth > 1) {
+    fork_depth--;
+    return;
+  }
   /* The child has one thread, so every lock is made new, held or not (glibc resets its stdio
    * list lock itself). The other threads' heaps stay as they were (a thread may have been in a
    * fast path), unused: their memory stays allocated in the child. The child has no purge
@@ -626,6 +648,7 @@ static void fork_child(void) {
   atomic_store_explicit(&ld_purge_thread_running, 0, memory_order_relaxed);
   atomic_store_explicit(&purge_running, 0, memory_order_relaxed);
   atomic_store_explicit(&ld_purge_waiters, 0, memory_order_relaxed); /* other threads' waits stayed in the parent */
+  fork_depth = 0;
 }
 
 /* ---- validation ---- */

@@ -49,6 +49,16 @@ alloc_test(alloc_free_list_cycle SOURCES alloc/free_list_cycle.c PRELOAD TIMEOUT
 # ---- fork from a SIGALRM handler in a single-threaded process, 1,000 times (deadline 20 s
 # inside the test, which kills the stuck process and reports the deadlock) ----
 alloc_test(alloc_misuse_fork_signal SOURCES alloc/misuse_fork_signal.c PRELOAD TIMEOUT 60)
+# The handler's fork inside the main flow's (glibc's tst-mallocfork2). Without the purge
+# thread: with it the process has two threads, and glibc's own fork then takes its atfork lock,
+# which the nested fork waits for for ever (docs/allocator.md, known limits).
+add_test(NAME alloc_misuse_fork_in_fork COMMAND alloc_misuse_fork_signal 1000 fork)
+set_tests_properties(alloc_misuse_fork_in_fork PROPERTIES LABELS alloc TIMEOUT 60 ENVIRONMENT "LARDER_PURGE_THREAD=0")
+if(TARGET alloc_misuse_fork_signal_libc)
+  add_test(NAME alloc_misuse_fork_in_fork.preload COMMAND alloc_misuse_fork_signal_libc 1000 fork)
+  set_tests_properties(alloc_misuse_fork_in_fork.preload PROPERTIES LABELS alloc TIMEOUT 60
+    ENVIRONMENT "LD_PRELOAD=$<TARGET_FILE:larder_shared>;LARDER_PURGE_THREAD=0")
+endif()
 
 # ---- larder's output: with a cancellation pending (malloc_stats, warnings), and a warning
 # cut at the length limit keeps its newline ----

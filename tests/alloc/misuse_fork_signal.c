@@ -11,9 +11,14 @@
  * large-span cache and its lock), and calls malloc_trim now and then (heap, large and global
  * locks); the timer fires every 400 us; the handler forks, and the forked child _exits at once
  * (only async-signal-safe calls are allowed in it). The main flow reaps the children.
+ * With "fork", the main flow also forks every 8 calls, so that the timer often interrupts a
+ * fork in its atfork handlers, and the handler's fork runs inside the main flow's (glibc's
+ * tst-mallocfork2): larder's prepare handler took its fork mutex a second time and the process
+ * hung, every run.
  *
- * usage: alloc_misuse_fork_signal [forks]   (default 1000) */
+ * usage: alloc_misuse_fork_signal [forks [fork]]   (default 1000, the main flow does not fork) */
 #include <malloc.h>
+#include <stdbool.h>
 #include <sys/time.h>
 #include <time.h>
 
@@ -39,7 +44,7 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int work(int forks) {
+static int work(int forks, bool main_forks) {
   forks_wanted = forks;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -54,8 +59,14 @@ static int work(int forks) {
   enum { SLOTS = 128 };
   void *slot[SLOTS] = {0};
   size_t size[SLOTS] = {0};
-  long ops = 0, reaped = 0, bad = 0;
-  while (forks_done < forks_wanted || reaped < forks_done) {
+  long ops = 0, reaped = 0, bad = 0, forked = 0;
+  while (forks_done < forks_wanted || reaped < forks_done + forked) {
+    if (main_forks && forks_done < forks_wanted && ops % 8 == 0) {
+      pid_t pid = fork();
+      if (pid == 0) _exit(0);
+      if (pid < 0) return 7;
+      forked++;
+    }
     unsigned k = (unsigned)(alloc_rng(&s) % SLOTS);
     if (slot[k]) {
       if (alloc_check(slot[k], size[k]) != (size_t)-1) bad++;
@@ -89,14 +100,16 @@ static int work(int forks) {
   struct itimerval off = {{0, 0}, {0, 0}};
   setitimer(ITIMER_REAL, &off, NULL);
   for (int k = 0; k < SLOTS; k++) free(slot[k]);
-  fprintf(stderr, "work: %d forks from the handler, %ld calls in the main flow, %ld bad\n", (int)forks_done, ops, bad);
+  fprintf(stderr, "work: %d forks from the handler, %ld from the main flow, %ld calls in the main flow, %ld bad\n",
+          (int)forks_done, forked, ops, bad);
   return bad ? 6 : fork_failures ? 7 : 0;
 }
 
 int main(int argc, char **argv) {
   int forks = argc > 1 ? atoi(argv[1]) : 1000;
-  if (forks < 1) {
-    fprintf(stderr, "usage: %s [forks >= 1]\n", argv[0]);
+  bool main_forks = argc > 2 && strcmp(argv[2], "fork") == 0;
+  if (forks < 1 || (argc > 2 && !main_forks) || argc > 3) {
+    fprintf(stderr, "usage: %s [forks >= 1 [fork]]\n", argv[0]);
     return 2;
   }
   const double deadline = 20.0; /* a clean run takes well under a second */
@@ -104,7 +117,7 @@ int main(int argc, char **argv) {
   fflush(stdout);
   pid_t pid = fork();
   REQUIRE(pid >= 0);
-  if (pid == 0) _exit(work(forks));
+  if (pid == 0) _exit(work(forks, main_forks));
   int st = 0, done = 0;
   while (!done && now_s() - t0 < deadline) {
     pid_t r = waitpid(pid, &st, WNOHANG);
@@ -124,6 +137,7 @@ int main(int argc, char **argv) {
   alloc_describe_status(st, desc, sizeof desc);
   CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the forking process ended with %s (5: malloc failed, "
             "6: a block or a fork child was damaged, 7: fork failed)", desc);
-  printf("fork_signal: %d forks from a SIGALRM handler in %.2f s: %s\n", forks, now_s() - t0, desc);
+  printf("fork_signal: %d forks from a SIGALRM handler%s in %.2f s: %s\n", forks,
+         main_forks ? ", the main flow forking too" : "", now_s() - t0, desc);
   return check_done();
 }
