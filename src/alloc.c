@@ -251,6 +251,11 @@ static void *malloc_class(heap_t *heap, unsigned cls) {
   LD_OWNER_SET(heap->last_slow_ns, now);
   void *p = ld_cache_refill(heap, cls);
   ld_cache_leave(heap);
+  if (LD_UNLIKELY(!p) && ld_maintain_reclaim(heap)) { /* out of memory: once more, the caches emptied */
+    ld_cache_enter(heap);
+    p = ld_cache_refill(heap, cls);
+    ld_cache_leave(heap);
+  }
   ld_maintain_poll(heap, now, true);
   return p;
 }
@@ -268,7 +273,9 @@ static void *span_alloc(heap_t *heap, size_t size, size_t *dirty, bool *kept) {
    * the segments' dirty memory cannot cover takes theirs first: on sqlite's trace, whose few
    * medium spans came while empty superblocks waited, 19.0% -> 17.7% fragmentation. */
   if (size <= ld_medium_max && ld_segment_dirty_bytes() < size) ld_global_release_for_span(size);
-  return ld_large_alloc(size, LD_MIN_ALIGN, dirty);
+  p = ld_large_alloc(size, LD_MIN_ALIGN, dirty);
+  if (LD_UNLIKELY(!p) && ld_maintain_reclaim(heap)) p = ld_large_alloc(size, LD_MIN_ALIGN, dirty); /* (as malloc_class) */
+  return p;
 }
 
 /* A medium call served by the thread's kept spans polls the maintenance floor once in
@@ -778,7 +785,9 @@ static void *aligned_alloc_pow2(size_t alignment, size_t size) {
    * over-aligned vectors, cache-line buffers). */
   if (LD_MEDIUM_OFFSET % alignment == 0 && (p = ld_cache_medium_alloc(heap, size))) return api_result(p, saved);
   size_t dirty;
-  return api_result(ld_large_alloc(size, alignment, &dirty), saved);
+  p = ld_large_alloc(size, alignment, &dirty);
+  if (!p && ld_maintain_reclaim(heap)) p = ld_large_alloc(size, alignment, &dirty); /* (as malloc_class) */
+  return api_result(p, saved);
 }
 
 static size_t next_pow2(size_t x) {

@@ -1267,6 +1267,11 @@ static inline void ld_maintain_poll(heap_t *heap, uint64_t now, bool allocating)
 }
 void    ld_maintain_debug_validate(heap_t *heap); /* LARDER_DEBUG: at a bounded rate */
 int     ld_maintain_trim(void);
+/* Out of memory (a mapping refused): what the caches hold goes back to the segments and the OS
+ * (the thread's bins, batches and kept medium spans, the empty superblocks of its heap and of the
+ * global heap, the cached large spans); true if anything did, when the call is worth making
+ * again. Work bounded by what was cached; a second call in a row finds nothing. */
+bool    ld_maintain_reclaim(heap_t *heap);
 int     ld_maintain_validate(void);
 typedef struct ld_purge_stats_s {
   size_t thread_runs, thread_bytes, thread_starts;

@@ -358,6 +358,20 @@ int ld_maintain_trim(void) {
   return released > 0;
 }
 
+bool ld_maintain_reclaim(heap_t *heap) {
+  if (heap == &ld_heap_empty) return false;
+  /* (a mapping refused: glibc's tst-dynarray-fail, under RLIMIT_AS, freed everything and its
+   * next 16 KiB realloc failed, the chunks it needed kept by the thread's medium spans) */
+  bool cached = ld_cache_holds(heap); /* (its kept medium spans included) */
+  ld_cache_enter(heap);
+  ld_cache_drain(heap);
+  ld_cache_leave(heap);
+  ld_heap_tidy(heap, true, false);
+  uint64_t now = ld_os_now_ns();
+  size_t released = ld_global_release_empties(now, true) + ld_large_purge(now, true);
+  return cached || released > 0;
+}
+
 /* ---- the purge thread ----
  * For processes that stop calling (an event loop that idles after a peak, an idle pool): it
  * sleeps until the deadline, at most a second, and runs the purge. It never changes how a

@@ -65,6 +65,7 @@ alloc_test(alloc_align_validity     SOURCES alloc/align_validity.c     PRELOAD T
 alloc_test(alloc_malloc_stats_shape SOURCES alloc/malloc_stats_shape.c PRELOAD TIMEOUT 60)
 # the OS out of memory (RLIMIT_AS): NULL with ENOMEM from every path, then recovery
 alloc_test(alloc_out_of_memory SOURCES alloc/out_of_memory.c PRELOAD TIMEOUT 120 LIBS Threads::Threads)
+alloc_test(alloc_out_of_memory_after_free SOURCES alloc/out_of_memory_after_free.c PRELOAD TIMEOUT 60)
 # calloc's zeroes where a purge fails: memory the program locked (madvise refuses it), and
 # madvise denied (EPERM: the run stays dirty, the purge's loops end)
 foreach(mode locked denied)
