@@ -111,6 +111,14 @@ void ld_maintain_init(void) {
   if ((uint16_t)((ld_free_key >> 48) + 1) <= 1) ld_free_key ^= (uintptr_t)0x5a5a << 48;
   ld_os_cond_init(&thread_wake);
   ld_os_atfork_forever(fork_prepare, fork_parent, fork_child);
+  /* The thread-exit hook's key, made before main (the constructor below), so that it is one of
+   * glibc's first 32, whose values live in the thread's own block. Made at a thread's first
+   * heap, after a program had made 32 keys, it was a key of glibc's second level: a thread whose
+   * first allocation was the second-level block of its own first pthread_setspecific set the
+   * heap there from inside that call, whose own block then replaced the one larder's value
+   * was in: the hook never ran, and each such thread's heap was lost (2,000 threads: 633 MB;
+   * a repro after gperftools' thread_dealloc_unittest and snmalloc's multi_setspecific). */
+  if (pthread_key_create(&heap_key, thread_exit) == 0) atomic_store_explicit(&heap_key_made, 1, memory_order_release);
   if (ld_options.verbose)
     ld_message("larder %s: superblock %zu bytes, f=%.3f, K=%d, purge delay %d ms, purge thread %d (from %d MiB), "
                "large cache %d MiB\n",
@@ -129,15 +137,6 @@ __attribute__((constructor)) static void init_constructor(void) { ld_maintain_in
 heap_t *ld_maintain_thread_heap(void) {
   ld_maintain_init();
   int saved_errno = errno;
-  if (!atomic_load_explicit(&heap_key_made, memory_order_acquire)) {
-    static pthread_mutex_t key_lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&key_lock);
-    if (!atomic_load_explicit(&heap_key_made, memory_order_relaxed)) {
-      pthread_key_create(&heap_key, thread_exit);
-      atomic_store_explicit(&heap_key_made, 1, memory_order_release);
-    }
-    pthread_mutex_unlock(&key_lock);
-  }
   heap_t *heap = ld_heap_new(thread_exit_ran);
   if (!heap) {
     errno = ENOMEM;
@@ -146,8 +145,8 @@ heap_t *ld_maintain_thread_heap(void) {
   ld_cache_init_bins(heap);
   heap->last_maintenance_ns = ld_os_now_coarse_ns();
   ld_heap_tls = heap;
-  /* May allocate (glibc's second-level key table), which now finds the heap. */
-  pthread_setspecific(heap_key, heap);
+  /* (the key is one of the first 32, made at start-up: its value goes in the thread's own block) */
+  if (atomic_load_explicit(&heap_key_made, memory_order_acquire)) pthread_setspecific(heap_key, heap);
   errno = saved_errno;
   return heap;
 }
