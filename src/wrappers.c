@@ -138,6 +138,35 @@ extern char _ZTISt9bad_alloc[] __attribute__((weak)); /* typeinfo for std::bad_a
 extern char _ZTVSt9bad_alloc[] __attribute__((weak)); /* its vtable */
 extern void _ZNSt9bad_allocD1Ev(void *) __attribute__((weak));
 
+typedef struct { int unused; } cxx_nothrow_t;
+
+static void *cxx_new(size_t size, size_t alignment, int nothrow);
+
+/* A nothrow new that found no memory while a new-handler is installed. The standard's nothrow
+ * new calls the throwing one and returns NULL if that throws ([new.delete.single]): the
+ * handler may throw std::bad_alloc, which C cannot catch, and which left larder's nothrow new
+ * (noexcept) and ended the program (gperftools' tcmalloc_unittest, OperatorsNewOOMs). The C++
+ * runtime's own nothrow form does it (libstdc++'s and libc++'s call the global throwing new,
+ * this library's, inside a try block). Without one (not found: a static runtime), the handler
+ * is not called and the answer is NULL. Looked up at the first such call only. */
+typedef void *(*cxx_runtime_nothrow_fn)(size_t, const cxx_nothrow_t *);
+typedef void *(*cxx_runtime_nothrow_aligned_fn)(size_t, size_t, const cxx_nothrow_t *);
+static LD_NOINLINE void *cxx_new_nothrow_handled(size_t size, size_t alignment) {
+  static void *_Atomic runtime_plain, *_Atomic runtime_aligned;
+  static _Atomic int looked_up;
+  if (!atomic_load_explicit(&looked_up, memory_order_acquire)) {
+    atomic_store_explicit(&runtime_plain, dlsym(RTLD_NEXT, "_ZnwmRKSt9nothrow_t"), memory_order_relaxed);
+    atomic_store_explicit(&runtime_aligned, dlsym(RTLD_NEXT, "_ZnwmSt11align_val_tRKSt9nothrow_t"), memory_order_relaxed);
+    atomic_store_explicit(&looked_up, 1, memory_order_release);
+  }
+  static const cxx_nothrow_t tag;
+  void *plain = atomic_load_explicit(&runtime_plain, memory_order_relaxed);
+  void *aligned = atomic_load_explicit(&runtime_aligned, memory_order_relaxed);
+  if (!alignment && plain) return ((cxx_runtime_nothrow_fn)plain)(size, &tag);
+  if (alignment && aligned) return ((cxx_runtime_nothrow_aligned_fn)aligned)(size, alignment, &tag);
+  return NULL;
+}
+
 /* operator new's contract: retry through the new-handler, then throw std::bad_alloc (or
  * return NULL for the nothrow forms). */
 static void *cxx_new(size_t size, size_t alignment, int nothrow) {
@@ -146,6 +175,7 @@ static void *cxx_new(size_t size, size_t alignment, int nothrow) {
     if (LD_LIKELY(p != NULL)) return p;
     cxx_new_handler_t handler = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
     if (!handler) break;
+    if (nothrow) return cxx_new_nothrow_handled(size, alignment);
     handler();
   }
   if (nothrow) return NULL;
@@ -157,8 +187,6 @@ static void *cxx_new(size_t size, size_t alignment, int nothrow) {
   ld_message("larder: operator new(%zu) is out of memory and no C++ runtime is loaded to throw\n", size);
   abort();
 }
-
-typedef struct { int unused; } cxx_nothrow_t;
 
 /* The operators' definitions are weak: a program linked with liblarder.a that defines its own
  * (replaceable, [replacement.functions]) keeps them, where strong ones made the link fail

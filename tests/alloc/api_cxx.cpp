@@ -32,6 +32,11 @@ static void new_handler_once() {
   std::set_new_handler(nullptr);  // the next failure throws
 }
 
+static void throwing_handler() {
+  handler_calls++;
+  throw std::bad_alloc();
+}
+
 struct alignas(64) Line { char c[64]; };
 struct alignas(4096) Page { char c[4096]; };
 struct alignas(65536) Big { char c[100]; };
@@ -151,6 +156,25 @@ int main() {
     try { void *p = ::operator new(SIZE_MAX / 2); ::operator delete(p); } catch (const std::bad_alloc &) { threw = true; }
     CHECK(threw);
     CHECK(handler_calls == 1);
+    std::set_new_handler(nullptr);
+  }
+
+  // A nothrow new whose new_handler throws std::bad_alloc returns nullptr ([new.delete.single]:
+  // it calls the throwing form and returns nullptr if that throws); the exception must not
+  // leave the noexcept operator (it did: terminate; gperftools' OperatorsNewOOMs).
+  {
+    const std::size_t n = SIZE_MAX / 2;
+    handler_calls = 0;
+    std::set_new_handler(throwing_handler);
+    bool escaped = false;
+    try {
+      CHECK(::operator new(n, std::nothrow) == nullptr);
+      CHECK(::operator new[](n, std::nothrow) == nullptr);
+      CHECK(::operator new(n, std::align_val_t{64}, std::nothrow) == nullptr);
+      CHECK(::operator new[](n, std::align_val_t{64}, std::nothrow) == nullptr);
+    } catch (const std::bad_alloc &) { escaped = true; }
+    CHECK(!escaped);
+    CHECK(handler_calls == 4);
     std::set_new_handler(nullptr);
   }
 
