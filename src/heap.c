@@ -581,6 +581,7 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
 /* ---- return: blocks from the thread's cache go back to their superblocks ---- */
 
 /* ld_heap_return's work, heap lock held: returns the classes whose u fell. */
+#define FLUSH_LOOKAHEAD 8u
 static uint64_t heap_return_locked(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsigned *foreign_out) {
   unsigned foreign = 0;
   uint64_t classes = 0;
@@ -597,6 +598,10 @@ static uint64_t heap_return_locked(heap_t *heap, ld_bin_t *bin, void **blocks, u
    * a store a block; the mask is copied, as the stores could alias the global). */
   const uintptr_t mask = ld_sb_mask;
   for (unsigned i = 0; i < n;) {
+    /* Blocks freed in random order over a large heap come one superblock each, whose header is
+     * a cold line: fetched a few runs ahead (10^6 frees of 256 B in random order, one thread,
+     * 8 alternating runs: 37.8 -> 34.4 ns a free; threadtest +0.1 instructions a pair). */
+    if (i + FLUSH_LOOKAHEAD < n) __builtin_prefetch(ld_sb_of_masked(blocks[i + FLUSH_LOOKAHEAD], mask), 1);
     ld_block_t *b = blocks[i++];
     sb_t *sb = ld_sb_of_masked(b, mask);
     /* within a run the owner is known: it changes only under this lock */
