@@ -80,6 +80,17 @@ static inline uint64_t alloc_rng(uint64_t *s) {
   return x * 0x2545F4914F6CDD1DULL;
 }
 
+/* The n pointers in a random order (Fisher-Yates), reproducible from the seed: frees in an
+ * order unrelated to the addresses, as a server's teardown makes them. */
+static inline void alloc_shuffle(void **v, size_t n, uint64_t seed) {
+  for (size_t i = n; i > 1; i--) {
+    size_t j = (size_t)(alloc_rng(&seed) % (uint64_t)i);
+    void *t = v[i - 1];
+    v[i - 1] = v[j];
+    v[j] = t;
+  }
+}
+
 /* Sizes 1 B .. 1 MiB skewed to small, the shape of real programs: 90% up to 512 B,
  * 9% up to 64 KiB, 1% up to 1 MiB. */
 static inline size_t alloc_rand_size(uint64_t *s) {

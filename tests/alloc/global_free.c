@@ -41,13 +41,7 @@ int main(void) {
     REQUIRE(blocks[i] != NULL);
     alloc_fill(blocks[i], SIZE);
   }
-  uint64_t seed = 42;
-  for (int i = BLOCKS - 1; i > 0; i--) {
-    int j = (int)(alloc_rng(&seed) % (uint64_t)(i + 1));
-    void *t = blocks[i];
-    blocks[i] = blocks[j];
-    blocks[j] = t;
-  }
+  alloc_shuffle(blocks, BLOCKS, 42);
   long corrupt = 0;
   REQUIRE(api.option_set("purge_delay_ms", "60000") == 0);
   larder_stats_t mid = alloc_stats(&api);

@@ -34,13 +34,7 @@ int main(void) {
     REQUIRE(blocks[i] != NULL);
     alloc_fill(blocks[i], SIZE);
   }
-  uint64_t seed = 7;
-  for (int i = BLOCKS - 1; i > 0; i--) {
-    int j = (int)(alloc_rng(&seed) % (uint64_t)(i + 1));
-    void *t = blocks[i];
-    blocks[i] = blocks[j];
-    blocks[j] = t;
-  }
+  alloc_shuffle(blocks, BLOCKS, 7);
   long corrupt = 0;
   larder_stats_t start = alloc_stats(&api);
   int freed = BLOCKS - BLOCKS / 10;
