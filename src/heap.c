@@ -309,19 +309,22 @@ static void heap_release_below(heap_t *heap, unsigned c, bool empty_only) {
     heap_recompute_threshold(heap, c);
     if (heap->u[c] >= heap->u_release[c]) return;
   }
-  ld_global_lock();
-  unsigned given = 0;
-  while (heap->u[c] < heap->u_release[c]) {
-    sb_t *sb = heap_find_releasable(heap, c, true, empty_only);
-    if (!sb) break;
-    heap_give_to_global(heap, sb);
-    LD_STAT_INC(heap, superblocks_to_global);
-    heap->last_release_ns[c] = now;
-    heap_recompute_threshold(heap, c);
-    /* a class that was due gives up to all its superblocks at once */
-    if (++given % GIVES_PER_TURN == 0) ld_global_let_waiters_in();
+  /* (looked for under the heap's lock alone: a teardown's flushes, below the threshold with no
+   * superblock empty yet, take no global lock) */
+  sb_t *sb = heap_find_releasable(heap, c, true, empty_only);
+  if (sb) {
+    ld_global_lock();
+    unsigned given = 0;
+    do {
+      heap_give_to_global(heap, sb);
+      LD_STAT_INC(heap, superblocks_to_global);
+      heap->last_release_ns[c] = now;
+      heap_recompute_threshold(heap, c);
+      /* a class that was due gives up to all its superblocks at once */
+      if (++given % GIVES_PER_TURN == 0) ld_global_let_waiters_in();
+    } while (heap->u[c] < heap->u_release[c] && (sb = heap_find_releasable(heap, c, true, empty_only)));
+    ld_global_unlock();
   }
-  ld_global_unlock();
   if (empty_only && heap->u[c] < heap->u_release[c]) heap->release_due |= (uint64_t)1 << c;
 }
 
