@@ -270,6 +270,14 @@ static LD_NOINLINE void *malloc_class_reclaimed(heap_t *heap, unsigned cls) {
   return p;
 }
 
+/* ld_large_alloc, tried once more with the caches emptied when the OS refuses the memory (as
+ * malloc_class_reclaimed). */
+static void *large_alloc(heap_t *heap, size_t size, size_t alignment, size_t *dirty) {
+  void *p = ld_large_alloc(size, alignment, dirty);
+  if (LD_UNLIKELY(!p) && ld_maintain_reclaim(heap)) p = ld_large_alloc(size, alignment, dirty);
+  return p;
+}
+
 /* A medium or large span for malloc (size above the largest class): a medium span the thread
  * kept (cache.c) when one fits (*kept), else from large.c. *dirty as ld_large_alloc's. */
 static void *span_alloc(heap_t *heap, size_t size, size_t *dirty, bool *kept) {
@@ -283,9 +291,7 @@ static void *span_alloc(heap_t *heap, size_t size, size_t *dirty, bool *kept) {
    * the segments' dirty memory cannot cover takes theirs first: on sqlite's trace, whose few
    * medium spans came while empty superblocks waited, 19.0% -> 17.7% fragmentation. */
   if (size <= ld_medium_max && ld_segment_dirty_bytes() < size) ld_global_release_for_span(size);
-  p = ld_large_alloc(size, LD_MIN_ALIGN, dirty);
-  if (LD_UNLIKELY(!p) && ld_maintain_reclaim(heap)) p = ld_large_alloc(size, LD_MIN_ALIGN, dirty); /* (as malloc_class) */
-  return p;
+  return large_alloc(heap, size, LD_MIN_ALIGN, dirty);
 }
 
 /* A medium call served by the thread's kept spans polls the maintenance floor once in
@@ -795,9 +801,7 @@ static void *aligned_alloc_pow2(size_t alignment, size_t size) {
    * over-aligned vectors, cache-line buffers). */
   if (LD_MEDIUM_OFFSET % alignment == 0 && (p = ld_cache_medium_alloc(heap, size))) return api_result(p, saved);
   size_t dirty;
-  p = ld_large_alloc(size, alignment, &dirty);
-  if (!p && ld_maintain_reclaim(heap)) p = ld_large_alloc(size, alignment, &dirty); /* (as malloc_class) */
-  return api_result(p, saved);
+  return api_result(large_alloc(heap, size, alignment, &dirty), saved);
 }
 
 static size_t next_pow2(size_t x) {

@@ -330,13 +330,15 @@ static void heap_release_below(heap_t *heap, unsigned c, bool empty_only) {
 
 static void heap_release_while_below(heap_t *heap, unsigned c) { heap_release_below(heap, c, false); }
 
-static void heap_release_classes(heap_t *heap, uint64_t classes) {
+static void heap_release_each(heap_t *heap, uint64_t classes, bool empty_only) {
   while (classes) {
     unsigned c = (unsigned)__builtin_ctzll(classes);
     classes &= classes - 1;
-    heap_release_while_below(heap, c);
+    heap_release_below(heap, c, empty_only);
   }
 }
+
+static void heap_release_classes(heap_t *heap, uint64_t classes) { heap_release_each(heap, classes, false); }
 
 /* The thread's own frees (a flush) took class c below Hoard's threshold: its empty superblocks
  * go to the global heap at once, its partly used ones at the purge's next pass over the heap
@@ -349,20 +351,7 @@ static void heap_release_classes(heap_t *heap, uint64_t classes) {
  * tcmalloc 25). Frees collected from other threads still apply the threshold at once, so
  * Hoard's producer/consumer bound is as before; the heap's own frees make no new memory
  * needed, so what is due only waits to be offered to other heaps, for at most a purge delay. */
-static void heap_release_own_frees(heap_t *heap, uint64_t classes) {
-  while (classes) {
-    unsigned c = (unsigned)__builtin_ctzll(classes);
-    classes &= classes - 1;
-    heap_release_below(heap, c, true);
-  }
-}
-
-/* The classes due (heap_release_own_frees), taken. */
-static uint64_t heap_take_due(heap_t *heap) {
-  uint64_t due = heap->release_due;
-  heap->release_due = 0;
-  return due;
-}
+static void heap_release_own_frees(heap_t *heap, uint64_t classes) { heap_release_each(heap, classes, true); }
 
 /* ---- pending frees ---- */
 
@@ -685,7 +674,7 @@ void ld_heap_return_bins(heap_t *heap) {
     LD_OWNER_SET(bin->count, foreign); /* at the front of the bin: the caller sends them */
   }
   LD_OWNER_ADD(heap->looks, 1);
-  classes |= heap_process_pending(heap) | heap_take_due(heap);
+  classes |= heap_process_pending(heap) | heap->release_due; /* (each bit cleared as released) */
   heap_release_classes(heap, classes);
   heap_unlock(heap);
 }
@@ -736,7 +725,7 @@ static bool group_may_hold_sparse(int g, uint32_t capacity) {
  * held. */
 static void heap_give_empty_locked(heap_t *heap, bool idle) {
   heap_check_options(heap);
-  heap_release_classes(heap, heap_process_pending(heap) | heap_count_current(heap) | heap_take_due(heap));
+  heap_release_classes(heap, heap_process_pending(heap) | heap_count_current(heap) | heap->release_due);
   unsigned given = 0;
   ld_global_lock();
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {

@@ -134,6 +134,14 @@ __attribute__((constructor)) static void init_constructor(void) { ld_maintain_in
 
 /* ---- thread start and exit ---- */
 
+/* The calling thread's bins, buffered remote frees and kept medium spans go back (cache.c),
+ * the thread marked as in its bins meanwhile (thread exit, malloc_trim, out of memory). */
+static void drain_caches(heap_t *heap) {
+  ld_cache_enter(heap);
+  ld_cache_drain(heap);
+  ld_cache_leave(heap);
+}
+
 heap_t *ld_maintain_thread_heap(void) {
   ld_maintain_init();
   int saved_errno = errno;
@@ -165,9 +173,7 @@ static void thread_exit(void *arg) {
   if (!heap || heap == &ld_heap_empty) return;
   int saved_errno = errno;
   LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns());
-  ld_cache_enter(heap);
-  ld_cache_drain(heap);
-  ld_cache_leave(heap);
+  drain_caches(heap);
   ld_heap_tls = &ld_heap_empty;
   bool parked = ld_heap_park(heap);
   uint64_t now = ld_os_now_coarse_ns();
@@ -338,9 +344,7 @@ int ld_maintain_trim(void) {
   ld_maintain_init();
   heap_t *mine = ld_heap_tls;
   if (mine != &ld_heap_empty) LD_OWNER_SET(mine->last_slow_ns, ld_os_now_coarse_ns());
-  ld_cache_enter(mine);
-  ld_cache_drain(mine);
-  ld_cache_leave(mine);
+  drain_caches(mine);
   /* A run under way is cut short and a new one kept out while this waits (beside four busy
    * threads on 2 cores a trim waited up to 1.6 s for the purge thread's run). Its own run still
    * hands the locks to waiting threads, yields included: the caller waits so that the threads
@@ -362,9 +366,7 @@ bool ld_maintain_reclaim(heap_t *heap) {
   /* (a mapping refused: glibc's tst-dynarray-fail, under RLIMIT_AS, freed everything and its
    * next 16 KiB realloc failed, the chunks it needed kept by the thread's medium spans) */
   bool cached = ld_cache_holds(heap); /* (its kept medium spans included) */
-  ld_cache_enter(heap);
-  ld_cache_drain(heap);
-  ld_cache_leave(heap);
+  drain_caches(heap);
   ld_heap_tidy(heap, true, false);
   uint64_t now = ld_os_now_ns();
   size_t released = ld_global_release_empties(now, true) + ld_large_purge(now, true);

@@ -140,8 +140,6 @@ extern void _ZNSt9bad_allocD1Ev(void *) __attribute__((weak));
 
 typedef struct { int unused; } cxx_nothrow_t;
 
-static void *cxx_new(size_t size, size_t alignment, int nothrow);
-
 /* A nothrow new that found no memory while a new-handler is installed. The standard's nothrow
  * new calls the throwing one and returns NULL if that throws ([new.delete.single]): the
  * handler may throw std::bad_alloc, which C cannot catch, and which left larder's nothrow new
