@@ -77,6 +77,7 @@ LD_PUBLIC struct mallinfo mallinfo(void) {
   fill_mallinfo2(&m2);
   struct mallinfo mi = {0};
   mi.arena = (int)m2.arena;
+  mi.hblks = (int)m2.hblks;
   mi.hblkhd = (int)m2.hblkhd;
   mi.uordblks = (int)m2.uordblks;
   mi.fordblks = (int)m2.fordblks;

@@ -49,6 +49,15 @@ int main(void) {
     void *big = malloc(32 << 20);
     REQUIRE(big != NULL);
     mid = mi_in_use();
+    /* the old mallinfo reports the same separately mapped blocks (it dropped hblks before) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    struct mallinfo old = mallinfo();
+#pragma GCC diagnostic pop
+    struct mallinfo2 now = mallinfo2();
+    CHECK_MSG(now.hblks >= 1 && (size_t)old.hblks == now.hblks && (size_t)old.hblkhd == now.hblkhd,
+              "mallinfo hblks %d hblkhd %d, mallinfo2 %zu %zu, with a 32 MiB block held", old.hblks, old.hblkhd,
+              now.hblks, now.hblkhd);
     free(big);
     after = mi_in_use();
     CHECK_MSG(mid >= before + (32 << 20), "mallinfo2 in-use %zu -> %zu after 32 MiB", before, mid);
