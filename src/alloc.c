@@ -511,7 +511,7 @@ static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
   if (!p) return;
   sb = ld_sb_of(p);
   bool claimed = slot & LD_SLOW_FREE_TAGGED;
-  free_joined(heap, sb, p, ld_cache_join_held(heap, sb, p, slot & ~LD_SLOW_FREE_TAGGED, mark), claimed);
+  free_joined(heap, sb, p, ld_cache_join_held(heap, sb, p, slot, mark), claimed);
 }
 #endif
 

@@ -346,7 +346,7 @@ bool ld_cache_free_remote(heap_t *heap, sb_t *sb, ld_block_t *b) {
  * Every call it makes is its last (the checks' reports never return; a batch that must go is
  * the caller's to finish): so it needs no register saved, where one call in the middle cost 8
  * instructions on every remote free. */
-static inline int join_held(heap_t *heap, sb_t *sb, void *p, unsigned i, ld_block_t *mark) {
+static inline int join_held(heap_t *heap, sb_t *sb, void *p, unsigned i, ld_block_t *mark, bool claimed) {
   if (i >= LD_REMOTE_SLOTS || heap->remote_sb[i] != sb) { /* the ring's hint is stale */
     i = ld_cache_batch_slot(heap, sb);
     if (i == LD_REMOTE_SLOTS) {
@@ -356,7 +356,10 @@ static inline int join_held(heap_t *heap, sb_t *sb, void *p, unsigned i, ld_bloc
     }
   }
   ld_block_t *b = p;
-  ld_check_small_free(sb, p); /* (p has left the ring: alloc.c, free_deferring) */
+  if (claimed)
+    ld_check_claimed_free(sb, p);
+  else
+    ld_check_small_free(sb, p); /* (p has left the ring: alloc.c, free_deferring) */
   b->tag = ld_tag(b);
   LD_STAT_INC(heap, remote_frees);
   ld_remote_slot_t *slot = &heap->remote[i];
@@ -372,11 +375,13 @@ static inline int join_held(heap_t *heap, sb_t *sb, void *p, unsigned i, ld_bloc
 }
 /* (each of the two entries has its own copy, so that free_deferring's, its one caller, is
  * inlined there: a call cost 7 instructions a remote free) */
-int ld_cache_join_held(heap_t *heap, sb_t *sb, void *p, unsigned slot, void *mark) { return join_held(heap, sb, p, slot, mark); }
+int ld_cache_join_held(heap_t *heap, sb_t *sb, void *p, unsigned slot, void *mark) {
+  return join_held(heap, sb, p, slot & ~LD_SLOW_FREE_TAGGED, mark, slot & LD_SLOW_FREE_TAGGED);
+}
 int ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p) {
   if (heap == &ld_heap_empty) return LD_JOIN_NONE; /* its buffer is never used: remote_append */
   remote_enter(heap);
-  return join_held(heap, sb, p, LD_REMOTE_SLOTS, NULL);
+  return join_held(heap, sb, p, LD_REMOTE_SLOTS, NULL, false);
 }
 
 static void remote_send_all(heap_t *heap) {
