@@ -14,7 +14,7 @@
 #define LD_OPTION_TABLE(X)                                                                      \
   X(empty_fraction,  0.25,  0.01, 0.99,  0, 0, "Hoard f: a heap less than (1-f) full gives a superblock back (Hoard 3.1)") \
   X(k,               4,     1,    1e6,   1, 0, "Hoard K >= 1: superblocks of slack per class (K=0 would break the invariant at a heap's first block)") \
-  X(superblock_size, 65536, 16384, 1048576, 1, 1, "bytes per superblock S, a power of two")               \
+  X(superblock_size, 65536, 16384, 1048576, 1, 1, "bytes per superblock S and per medium chunk, a power of two (larger: medium blocks hold more, README)") \
   X(purge_delay_ms,  1000,  0,    3.6e6, 1, 0, "empty memory is returned to the OS after this delay; 0: at once") \
   X(purge_thread,    2,     0,    2,     1, 0, "background purge thread: 0 never, 1 from the first allocation, 2 once the process maps purge_thread_mb") \
   X(purge_thread_mb, 16,    0,    1e6,   1, 0, "mapped memory that starts the purge thread (purge_thread 2), in MiB: tiny programs get none") \
