@@ -12,7 +12,11 @@
  * on the ring, the hand-off itself and the sizes' random draws are not counted, and a shared
  * machine does not decide them the way it decides wall time. The cost of the clock reads
  * themselves (measured in each thread before the run) is subtracted. Frees per second (wall)
- * is reported beside them. */
+ * is reported beside them.
+ *
+ * --consumers C (below the number of producers) makes the consumers fewer: each frees the blocks
+ * of every C-th producer, and with C = 1 every producer hands its blocks to one thread (fan-in,
+ * as to a logging or completion thread), whose frees then go to P owners at once. */
 #define _GNU_SOURCE
 #include "common.h"
 
@@ -31,6 +35,7 @@ static const char *const pin_choices[] = {"auto", "off", NULL};
 static const char *const touch_choices[] = {"none", "read", "write", NULL};
 
 static uint64_t opt_pairs = 1;
+static uint64_t opt_consumers = 0;
 static uint64_t opt_min_size = 16;
 static uint64_t opt_max_size = 1024;
 static double opt_seconds = 5;
@@ -45,6 +50,9 @@ static const struct bench_opt opts[] = {
     {"pairs", 'p', BENCH_OPT_U64, &opt_pairs, 1, 256, 0, 0, false,
      "producer/consumer pairs"},
     {"threads", 't', BENCH_OPT_U64, &opt_pairs, 1, 256, 0, 0, true, "same as --pairs"},
+    {"consumers", 0, BENCH_OPT_U64, &opt_consumers, 0, 256, 0, 0, false,
+     "consumer threads, each freeing the blocks of every C-th producer; 0 = one per producer (the "
+     "pairs); 1 = fan-in: every producer hands its blocks to one thread"},
     {"min-size", 0, BENCH_OPT_U64, &opt_min_size, 1, 1ull << 30, 0, 0, false, "smallest block"},
     {"max-size", 0, BENCH_OPT_U64, &opt_max_size, 1, 1ull << 30, 0, 0, false, "largest block"},
     {"seconds", 0, BENCH_OPT_REAL, &opt_seconds, 0, 0, 0.001, 86400, false,
@@ -75,19 +83,26 @@ static const struct bench_prog prog = {
 struct rf_pair {
   struct bench_ring ring;
   _Alignas(64) atomic_bool producer_done;
-  pthread_t prod, cons;
+  pthread_t prod;
   struct bench_rng rng;
   size_t *size;       /* producer's batch: sizes drawn, blocks made */
   unsigned char **blk;
-  void **got;         /* consumer's batch */
-  /* producer's */
   uint64_t mallocs, p_batches;
   double p_cpu_ns, p_overhead_ns;
-  /* consumer's */
-  _Alignas(64) uint64_t frees, c_batches;
-  double c_cpu_ns, c_overhead_ns, c_end;
   int failed;
 };
+
+/* A consumer frees what producers index, index + C, index + 2C, ... hand it. */
+struct rf_consumer {
+  pthread_t thread;
+  unsigned index;
+  void **got; /* the batch taken from a ring */
+  _Alignas(64) uint64_t frees, c_batches;
+  double c_cpu_ns, c_overhead_ns, c_end;
+};
+
+static struct rf_pair *rf_pairs;
+static unsigned rf_npairs, rf_nconsumers;
 
 static pthread_barrier_t rf_start;
 static atomic_bool rf_stop;
@@ -186,7 +201,7 @@ static void *rf_producer(void *arg) {
 }
 
 static void *rf_consumer(void *arg) {
-  struct rf_pair *c = arg;
+  struct rf_consumer *c = arg;
   rf_pin(&rf_cons_set);
   const uint64_t B = opt_batch;
   void **got = c->got;
@@ -195,27 +210,40 @@ static void *rf_consumer(void *arg) {
   pthread_barrier_wait(&rf_start);
   unsigned spins = 0;
   for (;;) {
-    bool done = atomic_load_explicit(&c->producer_done, memory_order_acquire);
-    uint64_t n = bench_ring_take(&c->ring, got, B);
-    if (n == 0) {
-      if (done)
-        break;
-      rf_wait(&spins);
-      continue;
+    /* one batch from each of its producers' rings in turn; finished when every one of them was
+     * found done before its ring was found empty */
+    bool all_done = true;
+    uint64_t took = 0;
+    for (unsigned i = c->index; i < rf_npairs; i += rf_nconsumers) {
+      struct rf_pair *q = &rf_pairs[i];
+      bool done = atomic_load_explicit(&q->producer_done, memory_order_acquire);
+      uint64_t n = bench_ring_take(&q->ring, got, B);
+      if (n == 0) {
+        all_done = all_done && done;
+        continue;
+      }
+      all_done = false;
+      took += n;
+      /* untimed: the program's work on its request, not the allocator's */
+      if (touch == 1)
+        for (uint64_t k = 0; k < n; k++) (void)*(volatile unsigned char *)got[k];
+      else if (touch == 2)
+        for (uint64_t k = 0; k < n; k++) ((volatile unsigned char *)got[k])[0]++;
+      double t0 = rf_thread_ns();
+      for (uint64_t k = 0; k < n; k++)
+        free(got[k]);
+      double t1 = rf_thread_ns();
+      c->c_cpu_ns += t1 - t0;
+      c->c_batches++;
+      c->frees += n;
     }
-    spins = 0;
-    /* untimed: the program's work on its request, not the allocator's */
-    if (touch == 1)
-      for (uint64_t k = 0; k < n; k++) (void)*(volatile unsigned char *)got[k];
-    else if (touch == 2)
-      for (uint64_t k = 0; k < n; k++) ((volatile unsigned char *)got[k])[0]++;
-    double t0 = rf_thread_ns();
-    for (uint64_t k = 0; k < n; k++)
-      free(got[k]);
-    double t1 = rf_thread_ns();
-    c->c_cpu_ns += t1 - t0;
-    c->c_batches++;
-    c->frees += n;
+    if (took) {
+      spins = 0;
+    } else if (all_done) {
+      break;
+    } else {
+      rf_wait(&spins);
+    }
   }
   c->c_end = bench_now();
   return NULL;
@@ -247,6 +275,10 @@ int main(int argc, char **argv) {
     bench_usage_error(&prog, "--max-size (%llu) is below --min-size (%llu)",
                       (unsigned long long)opt_max_size, (unsigned long long)opt_min_size);
   const unsigned P = (unsigned)opt_pairs;
+  if (opt_consumers > opt_pairs)
+    bench_usage_error(&prog, "--consumers (%llu) is above the number of producers, --pairs (%llu)",
+                      (unsigned long long)opt_consumers, (unsigned long long)opt_pairs);
+  const unsigned C = opt_consumers ? (unsigned)opt_consumers : P;
 
   /* The CPUs this process may run on, split in two halves. */
   cpu_set_t allowed;
@@ -270,9 +302,14 @@ int main(int argc, char **argv) {
   }
 
   struct rf_pair *pr = aligned_alloc(64, ((P * sizeof *pr + 63) / 64) * 64);
-  if (!pr)
+  struct rf_consumer *co = aligned_alloc(64, ((C * sizeof *co + 63) / 64) * 64);
+  if (!pr || !co)
     bench_die(PROG, "out of memory");
   memset(pr, 0, P * sizeof *pr);
+  memset(co, 0, C * sizeof *co);
+  rf_pairs = pr;
+  rf_npairs = P;
+  rf_nconsumers = C;
   for (unsigned i = 0; i < P; i++) {
     atomic_init(&pr[i].producer_done, false);
     bench_rng_seed(&pr[i].rng, opt_seed, i);
@@ -281,13 +318,19 @@ int main(int argc, char **argv) {
      * that could not run would leave its producer waiting on a full ring). */
     pr[i].size = malloc(opt_batch * sizeof *pr[i].size);
     pr[i].blk = malloc(opt_batch * sizeof *pr[i].blk);
-    pr[i].got = malloc(opt_batch * sizeof *pr[i].got);
-    if (!pr[i].size || !pr[i].blk || !pr[i].got)
+    if (!pr[i].size || !pr[i].blk)
       bench_die(PROG, "out of memory for the batches");
   }
-  pthread_barrier_init(&rf_start, NULL, 2 * P + 1);
+  for (unsigned i = 0; i < C; i++) {
+    co[i].index = i;
+    co[i].got = malloc(opt_batch * sizeof *co[i].got);
+    if (!co[i].got)
+      bench_die(PROG, "out of memory for the batches");
+  }
+  pthread_barrier_init(&rf_start, NULL, P + C + 1);
   for (unsigned i = 0; i < P; i++) {
-    bench_thread_start(PROG, &pr[i].cons, rf_consumer, &pr[i]);
+    if (i < C)
+      bench_thread_start(PROG, &co[i].thread, rf_consumer, &co[i]);
     bench_thread_start(PROG, &pr[i].prod, rf_producer, &pr[i]);
   }
   double cpu0 = bench_cpu_seconds();
@@ -300,19 +343,23 @@ int main(int argc, char **argv) {
   uint64_t mallocs = 0, frees = 0, pb = 0, cb = 0;
   double p_ns = 0, c_ns = 0, end = rf_t0, overhead = 0;
   int failed = 0;
+  /* The clock reads' own cost, once per batch, comes off (never below zero). */
   for (unsigned i = 0; i < P; i++) {
     bench_thread_join(PROG, pr[i].prod);
-    bench_thread_join(PROG, pr[i].cons);
     struct rf_pair *c = &pr[i];
     failed |= c->failed;
     mallocs += c->mallocs;
-    frees += c->frees;
     pb += c->p_batches;
-    cb += c->c_batches;
-    /* The clock reads' own cost, once per batch, comes off (never below zero). */
     p_ns += fmax(0, c->p_cpu_ns - c->p_overhead_ns * (double)c->p_batches);
+    overhead += c->p_overhead_ns / (2.0 * P);
+  }
+  for (unsigned i = 0; i < C; i++) {
+    bench_thread_join(PROG, co[i].thread);
+    struct rf_consumer *c = &co[i];
+    frees += c->frees;
+    cb += c->c_batches;
     c_ns += fmax(0, c->c_cpu_ns - c->c_overhead_ns * (double)c->c_batches);
-    overhead += (c->p_overhead_ns + c->c_overhead_ns) / 2;
+    overhead += c->c_overhead_ns / (2.0 * C);
     if (c->c_end > end)
       end = c->c_end;
   }
@@ -329,14 +376,14 @@ int main(int argc, char **argv) {
   char pbuf[256], cbuf[256];
   const char *pl = rf_pinned ? rf_cpu_list(&rf_prod_set, pbuf, sizeof pbuf) : "any";
   const char *cl = rf_pinned ? rf_cpu_list(&rf_cons_set, cbuf, sizeof cbuf) : "any";
-  printf("remote-free: %u pair(s), %llu blocks of %llu-%llu B, producers on CPUs %s, consumers on "
-         "CPUs %s%s\n",
-         P, (unsigned long long)frees, (unsigned long long)opt_min_size,
+  printf("remote-free: %u producer(s), %u consumer(s), %llu blocks of %llu-%llu B, producers on CPUs %s, "
+         "consumers on CPUs %s%s\n",
+         P, C, (unsigned long long)frees, (unsigned long long)opt_min_size,
          (unsigned long long)opt_max_size, pl, cl,
          rf_pinned ? "" : (ncpu < 2 ? " (one CPU: not pinned)" : " (--pin off)"));
   printf("remote-free: CPU per block %.1f ns (malloc %.1f + remote free %.1f), clock read %.0f ns "
          "per batch subtracted; %.0f frees/s over %.3f s\n",
-         per_malloc + per_free, per_malloc, per_free, overhead / P, (double)frees / elapsed,
+         per_malloc + per_free, per_malloc, per_free, overhead, (double)frees / elapsed,
          elapsed);
 
   struct bench_json j;
@@ -356,7 +403,7 @@ int main(int argc, char **argv) {
   bench_json_real(&j, "process_cpu_s", cpu_s);
   bench_json_u64(&j, "malloc_batches", pb);
   bench_json_u64(&j, "free_batches", cb);
-  bench_json_real(&j, "clock_overhead_ns", overhead / P);
+  bench_json_real(&j, "clock_overhead_ns", overhead);
   bench_json_u64(&j, "pinned", rf_pinned);
   bench_json_u64(&j, "cpus", (uint64_t)ncpu);
   bench_json_end(&j);
@@ -365,8 +412,10 @@ int main(int argc, char **argv) {
     bench_ring_destroy(&pr[i].ring);
     free(pr[i].size);
     free(pr[i].blk);
-    free(pr[i].got);
   }
+  for (unsigned i = 0; i < C; i++)
+    free(co[i].got);
   free(pr);
+  free(co);
   return 0;
 }

@@ -285,6 +285,11 @@ SUITES += [
     Entry(_SV, "remote-free", "remote-free", "issue 17: producers pinned to one half of the CPUs malloc 16 B-1 KiB, "
           "consumers on the other half free; CPU ns per block (malloc + remote free), waiting excluded",
           {"--seconds": 3}, axis="--pairs", values=(1, 2, 4, 8), kind="compare", work=("--seconds",), repeats=3),
+    Entry(_SV, "remote-free-fan-in", "remote-free", "P producers (on one half of the CPUs) hand every block to one "
+          "consumer (on the other), which frees them all, as to a logging or completion thread: its frees go to P "
+          "owners at once; CPU ns per block, waiting excluded",
+          {"--seconds": 3, "--consumers": 1}, axis="--pairs", values=(8, 64), kind="compare", work=("--seconds",),
+          repeats=3),
     Entry(_SV, "remote-free-touch", "remote-free", "remote-free whose consumers write each block before freeing "
           "it (untimed), as a worker that updates a request does: the freed block's line is the consumer's",
           {"--seconds": 3, "--touch": "write"}, axis="--pairs", values=(1, 2), kind="compare", work=("--seconds",),

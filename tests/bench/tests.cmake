@@ -305,7 +305,7 @@ bench_bad(idle-return -- --shape tree -- --shape -- --keep-fraction 2 -- --min-s
 
 # ---- remote-free (issue 17): CPU per block when every free is another thread's ----
 set(RF_FIGS cpu_ns_per_block,producer_ns_per_malloc,consumer_ns_per_free,frees_per_s,mallocs,frees,elapsed_s,producer_cpu_s,consumer_cpu_s,process_cpu_s,malloc_batches,free_batches,clock_overhead_ns,pinned,cpus)
-set(RF_PARAMS pairs,min_size,max_size,seconds,blocks,batch,queue,pin,touch,seed,producer_cpus,consumer_cpus)
+set(RF_PARAMS pairs,consumers,min_size,max_size,seconds,blocks,batch,queue,pin,touch,seed,producer_cpus,consumer_cpus)
 # A fixed count: every block is freed; the per-block figures are one another's arithmetic and
 # the timed CPU is part of the process's; 20000 blocks in batches of 64 make 313 malloc
 # batches per producer; pinned exactly when there are two CPUs or more.
@@ -332,8 +332,16 @@ bench_check(remote-free.touch remote-free
   CHECKS --figures ${RF_FIGS} --param touch=\"write\" --figure mallocs=5000 --figure frees=5000
          --positive consumer_ns_per_free
   ARGS --blocks 5000 --touch write)
+# Fan-in: four producers hand every block to one consumer, which frees them all.
+bench_check(remote-free.fan-in remote-free
+  CHECKS --params ${RF_PARAMS} --figures ${RF_FIGS} --param pairs=4 --param consumers=1
+         --figure mallocs=20000 --figure frees=20000 --figure malloc_batches=316
+         --positive consumer_ns_per_free,producer_ns_per_malloc
+         "--expr=f['free_batches'] * 64 >= f['frees']"
+         "--expr=abs(f['consumer_ns_per_free'] * f['frees'] - f['consumer_cpu_s'] * 1e9) <= 1e-6 * f['consumer_cpu_s'] * 1e9"
+  ARGS --pairs 4 --consumers 1 --blocks 5000 --batch 64)
 bench_bad(remote-free -- --min-size 100 --max-size 10 -- --pin maybe -- --touch all -- --batch 0 -- --queue 1
-          -- --seconds 0 -- --blocks x -- --pairs 257)
+          -- --seconds 0 -- --blocks x -- --pairs 257 -- --pairs 2 --consumers 3 -- --consumers 257)
 
 # ---- soak: every block checked; 0 corrupt, and the shares of the work as asked ----
 set(SOAK_FIGS ops,ops_per_s,ops_per_cpu_s,handed_over,reallocs,callocs,aligned,short_lived_threads,idle_phases,thinnings,validations,validation_failures,forks,fork_failures,trims,option_sets,option_refusals,stats_reads,corrupt,peak_rss_kib,elapsed_s,cpu_s)
