@@ -619,13 +619,16 @@ static inline unsigned ld_batch_hint_room(uint32_t block_size) {
  * keyed by the process's free key, so that a write after free over a hint (bytes 16 on of a
  * free block, which no tag covers) is seen before the hint is trusted with addresses. Two
  * additions a place; written by the freer (cache.c), checked by the owner (superblock.c). */
-static inline uint16_t ld_batch_hint_check(const ld_batch_hint_t *hint, unsigned n) {
-  uint32_t a = (uint32_t)ld_free_key ^ hint->count, b = (uint32_t)(ld_free_key >> 32) ^ hint->last;
+static inline uint16_t ld_batch_hint_sum(uint16_t count, uint16_t last, const uint16_t *places, unsigned n) {
+  uint32_t a = (uint32_t)ld_free_key ^ count, b = (uint32_t)(ld_free_key >> 32) ^ last;
   for (unsigned i = 0; i < n; i++) {
-    a += hint->after_first[i];
+    a += places[i];
     b += a;
   }
   return (uint16_t)(a ^ (a >> 16) ^ (b << 3) ^ (b >> 13));
+}
+static inline uint16_t ld_batch_hint_check(const ld_batch_hint_t *hint, unsigned n) {
+  return ld_batch_hint_sum(hint->count, hint->last, hint->after_first, n);
 }
 /* The buffer is set-associative: a superblock's batch may sit in any of the LD_REMOTE_WAYS
  * slots of its set. A thread that frees blocks of many size classes in turn (a consumer of
