@@ -74,11 +74,23 @@ static long run_phase(bool shared, size_t *sleeps) {
 }
 
 int main(void) {
-  size_t plain_sleeps, shared_sleeps;
-  long plain = run_phase(false, &plain_sleeps);
-  long shared = run_phase(true, &shared_sleeps);
-  printf("ld_lock: %ld contended takes, %zu sleeps; ld_lock_shared: %ld contended takes, %zu sleeps\n", plain,
-         plain_sleeps, shared, shared_sleeps);
+  /* A holder preempted while it holds the lock makes its waiter sleep, rightly, and a waiter
+   * preempted itself may find fewer contended takes: on a machine busy with other work (a fresh
+   * clone's `make test`, another test beside this one: 302 of 908 takes slept, where 0-3 of
+   * 2,000 do alone) that can be most of a phase. Load only adds sleeps and removes takes, so the
+   * two phases are run again, up to 4 times in all, until a run can be judged and passes (CTest
+   * also runs this test alone: RUN_SERIAL); a spin as short as ld_lock's sleeps on nearly every
+   * take in every run. */
+  size_t plain_sleeps = 0, shared_sleeps = 0;
+  long plain = 0, shared = 0;
+  for (int attempt = 1; attempt <= 4; attempt++) {
+    plain = run_phase(false, &plain_sleeps);
+    shared = run_phase(true, &shared_sleeps);
+    printf("run %d: ld_lock: %ld contended takes, %zu sleeps; ld_lock_shared: %ld contended takes, %zu sleeps\n",
+           attempt, plain, plain_sleeps, shared, shared_sleeps);
+    if (plain >= 200 && shared >= 200 && plain_sleeps * 2 >= (size_t)plain && shared_sleeps * 10 <= (size_t)shared)
+      break;
+  }
   CHECK_MSG(plain >= 200 && shared >= 200, "too few contended takes to judge (%ld, %ld)", plain, shared);
   /* a 5 us hold outlasts 32 pauses on any CPU (at most about 24 ns each) */
   CHECK_MSG(plain_sleeps * 2 >= (size_t)plain, "ld_lock: only %zu of %ld contended takes slept", plain_sleeps, plain);
