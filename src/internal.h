@@ -1299,25 +1299,24 @@ static inline bool ld_sb_in_dormant(const sb_t *sb, const void *p) {
   uint32_t dormant = __atomic_load_n(&sb->dormant, __ATOMIC_ACQUIRE);
   return LD_UNLIKELY(dormant != 0) && (dormant >> ld_sb_unit_of(sb, p) & 1);
 }
+/* A block starting on a dormant unit was free when its page went: its tag went with it. A take
+ * may wake the superblock meanwhile: it writes the tags, then clears the mark (release), so a
+ * mark read cleared is followed by a second look at the word (acquire: after it). The purge
+ * sets the mark before the page goes: a tag read gone means the mark is there.
+ * This alone is left for a block that leaves the ring of slow frees claimed (cache.c,
+ * slow_free_leaves): that it starts a block of its class was checked as it came (alloc.c,
+ * free_deferring), before its mark was written, and its word is the claimed word now, never
+ * the free tag (a remote free: 8 fewer instructions, and no read of the header's layout). */
+static inline void ld_check_claimed_free(const sb_t *sb, const void *p) {
+  if (ld_sb_in_dormant(sb, p) || ld_block_is_free((const ld_block_t *)p)) ld_fatal_bad_free("double free", p);
+}
 /* A small block's own checks on a free, made wherever the free is taken (alloc.c's
  * free_checked, cache.c's remote free into an open batch): p starts one of sb's blocks and
  * does not carry the free tag. */
 static inline void ld_check_small_free(const sb_t *sb, const void *p) {
   if (!ld_sb_is_block_start(sb, p)) ld_fatal_bad_free("invalid free (not the start of a block)", p);
   if (ld_block_is_free((const ld_block_t *)p)) ld_fatal_bad_free("double free", p);
-  /* A block starting on a dormant unit was free when its page went: its tag went with it. A
-   * take may wake the superblock meanwhile: it writes the tags, then clears the mark (release),
-   * so a mark read cleared is followed by a second look at the word (acquire: after it). The
-   * purge sets the mark before the page goes: a tag read gone means the mark is there. */
-  if (ld_sb_in_dormant(sb, p) || ld_block_is_free((const ld_block_t *)p)) ld_fatal_bad_free("double free", p);
-}
-/* The same for a block that leaves the ring of slow frees claimed (cache.c, slow_free_leaves):
- * that it starts a block of its class was checked as it came (alloc.c, free_deferring), before
- * its mark was written, and its word is the claimed word now, never the free tag; so only the
- * dormant units' check and its second look at the word are left (a remote free: 14 fewer
- * instructions, and no read of the header's block layout). */
-static inline void ld_check_claimed_free(const sb_t *sb, const void *p) {
-  if (ld_sb_in_dormant(sb, p) || ld_block_is_free((const ld_block_t *)p)) ld_fatal_bad_free("double free", p);
+  ld_check_claimed_free(sb, p);
 }
 
 #pragma GCC visibility pop
