@@ -48,7 +48,7 @@ static uint64_t opt_seed = 1;
 
 static const struct bench_opt opts[] = {
     {"pairs", 'p', BENCH_OPT_U64, &opt_pairs, 1, 256, 0, 0, false,
-     "producer/consumer pairs"},
+     "producer/consumer pairs; with --consumers, the producers"},
     {"threads", 't', BENCH_OPT_U64, &opt_pairs, 1, 256, 0, 0, true, "same as --pairs"},
     {"consumers", 0, BENCH_OPT_U64, &opt_consumers, 0, 256, 0, 0, false,
      "consumer threads, each freeing the blocks of every C-th producer; 0 = one per producer (the "
