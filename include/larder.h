@@ -107,6 +107,7 @@ typedef struct larder_stats_s {
   size_t bytes_dormant;           /* pages of partly used superblocks the global heap holds, given back because every block on them was free (in bytes_held, not resident) */
   size_t purge_runs_cut;          /* purge runs stopped early for a fork or malloc_trim that waited for them (the rest ran next) */
   size_t lock_sleeps;             /* waits for one of larder's locks that slept in the kernel (a contended lock whose holder did not give it back within the spin) */
+  size_t remote_sends;            /* batches of remote frees went to their owners' inboxes in this many groups, one CAS each (a group: up to 16 small batches for one owner) */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);

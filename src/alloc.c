@@ -56,9 +56,10 @@
  *      inline; else the header's checks, then a free into a superblock the global heap holds
  *      (global.c), or a new batch. A full batch is handed over with one CAS, as a message in
  *      the owner's inbox (internal.h, ld_message_t), which the owner reads at its next fill;
- *      a batch of one or two (frees scattered over a large heap) waits in the outbox for 15
- *      more to the same owner, the 16 sent with one CAS, and the owner's fill puts their
- *      blocks straight in its bins.
+ *      a batch of at most 8 (frees scattered over a large heap, or over many owners' heaps)
+ *      waits in its owner's outbox (64 of them, two places per owner) for 15 more to the same
+ *      owner, the 16 sent with one CAS, and the owner's fill puts the blocks of a batch of one
+ *      or two straight in its bins.
  *      A batch that finds the inbox full reads it for the owner (trylock) or, when the owner's
  *      lock is busy, goes onto its superblock's remote list (a second CAS announces it).
  *      No free waits for a lock (seed 002).

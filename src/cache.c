@@ -118,7 +118,12 @@ static void batch_hint_write(const ld_remote_slot_t *slot, const sb_t *sb) {
 static void messages_send(heap_t *heap, heap_t *owner, const ld_message_t *messages, unsigned k, uint64_t now) {
   heap_t *self = heap == &ld_heap_empty ? NULL : heap; /* (the empty heap is every thread's) */
   unsigned done = ld_inbox_push_many(owner, messages, k, self);
-  if (done < k && ld_heap_help_full_inbox(heap, owner)) done += ld_inbox_push_many(owner, messages + done, k - done, self);
+  if (self && done) LD_STAT_INC(heap, remote_sends);
+  if (done < k && ld_heap_help_full_inbox(heap, owner)) {
+    unsigned more = ld_inbox_push_many(owner, messages + done, k - done, self);
+    if (self && more) LD_STAT_INC(heap, remote_sends);
+    done += more;
+  }
   for (unsigned i = done; i < k; i++) {
     const ld_message_t *m = &messages[i];
     sb_t *sb = ld_sb_of(m->head);
@@ -131,12 +136,18 @@ static void messages_send(heap_t *heap, heap_t *owner, const ld_message_t *messa
   }
 }
 
-/* The outbox's batches go (heap_t, outbox), 16 for one CAS. */
-static void outbox_send(heap_t *heap, uint64_t now) {
-  if (!heap->outbox_count) return;
-  messages_send(heap, heap->outbox_owner, heap->outbox, heap->outbox_count, now);
-  LD_OWNER_SET(heap->outbox_count, 0);
-  ld_heap_help_idle_owner(heap, heap->outbox_owner, now);
+/* Outbox i's batches go (heap_t, outboxes), up to LD_OUTBOX for one CAS. */
+static void outbox_send(heap_t *heap, unsigned i, uint64_t now) {
+  ld_outbox_t *box = &heap->outboxes[i];
+  messages_send(heap, box->owner, box->messages, box->count, now);
+  LD_OWNER_SET(box->count, 0);
+  LD_OWNER_SET(heap->outbox_bytes, heap->outbox_bytes - box->bytes);
+  box->bytes = 0;
+  LD_OWNER_SET(heap->outbox_open, heap->outbox_open & ~((uint64_t)1 << i));
+  ld_heap_help_idle_owner(heap, box->owner, now);
+}
+static void outbox_send_all(heap_t *heap, uint64_t now) {
+  for (uint64_t open = heap->outbox_open; open; open &= open - 1) outbox_send(heap, (unsigned)__builtin_ctzll(open), now);
 }
 
 /* The message for slot's batch, written field by field where it is kept: built on the stack
@@ -160,19 +171,33 @@ static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint6
    * has its message forwarded by that owner (heap.c): while the batch holds blocks of sb they
    * count as used, so sb stays a superblock of its class. */
   heap_t *owner = slot->owner;
-  bool staged = heap != &ld_heap_empty && slot->count <= 2;
+  bool staged = heap != &ld_heap_empty && slot->count <= LD_STAGED_MAX;
+  unsigned o = 0; /* (staged) its outbox */
   if (staged) {
-    /* A batch of one or two (frees scattered over a large heap: churn-remote at 10^6 live
-     * blocks sent 1.3 blocks a batch) waits in the outbox for others to the same owner, and
+    /* A small batch (frees scattered over a large heap: churn-remote at 10^6 live blocks sent
+     * 1.3 blocks a batch) waits in its owner's outbox for others to the same owner, and
      * LD_OUTBOX of them go with one CAS (a CAS a batch was 6% of that run's time: it waits
      * for this core's stores to the blocks freed before it, each a line from another core).
-     * Their owner's fill puts them straight in its bins (heap.c, inbox_to_bin). */
-    if (heap->outbox_count && heap->outbox_owner != owner) outbox_send(heap, now);
-    if (!heap->outbox_count && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX)
+     * Their owner's fill puts batches of one or two straight in its bins (heap.c,
+     * inbox_to_bin). The owner's outbox, else an empty one of its set, else the fuller of
+     * the set's goes first. */
+    o = ld_outbox_set(owner);
+    const ld_outbox_t *first = &heap->outboxes[o], *second = first + 1;
+    if (second->count && second->owner == owner) {
+      o++;
+    } else if (first->count && first->owner != owner) {
+      if (second->count > first->count || !second->count) o++;
+      if (heap->outboxes[o].count) outbox_send(heap, o, now);
+    }
+    ld_outbox_t *box = &heap->outboxes[o];
+    if (!heap->outbox_open && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX)
       ld_due_note(now); /* sent by the purge if the thread idles */
-    message_fill(&heap->outbox[heap->outbox_count], slot, sb);
-    heap->outbox_owner = owner;
-    LD_OWNER_SET(heap->outbox_count, heap->outbox_count + 1);
+    message_fill(&box->messages[box->count], slot, sb);
+    box->owner = owner;
+    LD_OWNER_SET(box->count, box->count + 1);
+    box->bytes += bytes;
+    LD_OWNER_SET(heap->outbox_bytes, heap->outbox_bytes + bytes);
+    LD_OWNER_SET(heap->outbox_open, heap->outbox_open | (uint64_t)1 << o);
   } else {
     ld_message_t m;
     message_fill(&m, slot, sb);
@@ -195,7 +220,12 @@ static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint6
   slot->count = 0;
   if (heap->remote_busy) LD_OWNER_SET(heap->last_slow_ns, now); /* the owner at work: not idle */
   if (staged) {
-    if (heap->outbox_count == LD_OUTBOX) outbox_send(heap, now);
+    /* (all at once past the bound: at most LD_OUTBOXES sends, for that many bytes) */
+    if (heap->outbox_bytes > LD_OUTBOX_PENDING_BYTES) {
+      outbox_send_all(heap, now);
+    } else if (heap->outboxes[o].count == LD_OUTBOX) {
+      outbox_send(heap, o, now);
+    }
     return;
   }
   /* An owner that stopped calling (blocked on a queue) is helped by its freers, batch by
@@ -213,7 +243,7 @@ static void remote_send_open(heap_t *heap) {
       unsigned i = word * 64 + (unsigned)__builtin_ctzll(bits);
       remote_send_at(heap, heap->remote_sb[i], &heap->remote[i], now);
     }
-  outbox_send(heap, now);
+  outbox_send_all(heap, now);
 }
 
 /* b joins slot's batch (b's superblock's, which has room; the caller sets the tail of a new
@@ -389,7 +419,7 @@ int ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p) {
 }
 
 static void remote_send_all(heap_t *heap) {
-  if (!heap->remote_bytes && !heap->outbox_count) return;
+  if (!heap->remote_bytes && !heap->outbox_open) return;
   remote_enter(heap);
   remote_send_open(heap);
   remote_leave(heap);
@@ -418,6 +448,26 @@ void ld_cache_validate(heap_t *heap, int *violations) {
                (unsigned long long)bytes, heap->remote_bytes);
     (*violations)++;
   }
+  /* the outboxes marked open only (the others' pages may never have been touched) */
+  uint64_t outbox_bytes = 0;
+  for (uint64_t open = heap->outbox_open; open; open &= open - 1) {
+    unsigned i = (unsigned)__builtin_ctzll(open);
+    const ld_outbox_t *box = &heap->outboxes[i];
+    uint64_t box_bytes = 0;
+    for (unsigned m = 0; m < box->count && m < LD_OUTBOX; m++)
+      box_bytes += (uint64_t)box->messages[m].count * ld_sb_of(box->messages[m].head)->block_size;
+    if (!box->count || box->count > LD_OUTBOX || !box->owner || ld_outbox_set(box->owner) != (i & ~1u) || box_bytes != box->bytes) {
+      ld_message("larder: validate: heap %p: outbox %u is open with %u messages for heap %p, %llu bytes, counted %u\n",
+                 (void *)heap, i, box->count, (void *)box->owner, (unsigned long long)box_bytes, box->bytes);
+      (*violations)++;
+    }
+    outbox_bytes += box->bytes;
+  }
+  if (outbox_bytes != heap->outbox_bytes) {
+    ld_message("larder: validate: heap %p: outboxes hold %llu bytes, counted %u\n", (void *)heap,
+               (unsigned long long)outbox_bytes, heap->outbox_bytes);
+    (*violations)++;
+  }
   remote_leave(heap);
   medium_cache_validate(heap, violations);
 }
@@ -427,7 +477,7 @@ static void *take_slow_free(heap_t *heap);
 static void settle_slow_free(heap_t *heap, void *p, bool by_purge);
 
 bool ld_cache_send_idle_batches(heap_t *heap) {
-  if (!LD_READ(heap->remote_bytes) && !LD_READ(heap->outbox_count) && !slow_frees_waiting(heap)) return true;
+  if (!LD_READ(heap->remote_bytes) && !LD_READ(heap->outbox_open) && !slow_frees_waiting(heap)) return true;
   __atomic_store_n(&heap->remote_draining, 1, __ATOMIC_SEQ_CST);
   bool sent = false;
   int fence = ld_os_fence_all_threads();
@@ -974,7 +1024,7 @@ static void bins_turn_back(heap_t *heap) {
 }
 
 bool ld_cache_holds(const heap_t *heap) {
-  if (LD_READ(heap->remote_bytes) || LD_READ(heap->outbox_count) || slow_frees_waiting(heap) || LD_READ(heap->medium_cached))
+  if (LD_READ(heap->remote_bytes) || LD_READ(heap->outbox_open) || slow_frees_waiting(heap) || LD_READ(heap->medium_cached))
     return true;
   if (!__atomic_load_n(&heap->bins_ready, __ATOMIC_ACQUIRE)) return false;
   if (deferred_waiting(heap)) return true;

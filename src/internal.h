@@ -459,6 +459,7 @@ typedef struct ld_stats_s {
   size_t large_allocs, large_cache_hits, medium_allocs, medium_cache_hits;
   size_t refills, flushes, superblocks_examined, free_lock_acquisitions;
   size_t remote_batches, remote_announcements; /* the remote free path's atomic operations */
+  size_t remote_sends;          /* claims of slots in owners' inboxes: one CAS for up to LD_OUTBOX batches */
   size_t remote_inbox_full;     /* batches that found their owner's inbox full (the remote list) */
   size_t remote_sent_bytes;     /* freed by this thread into other heaps' superblocks */
   size_t remote_taken_bytes;    /* taken by this heap from its superblocks' remote lists */
@@ -549,7 +550,8 @@ static inline uintptr_t ld_owned_entry(const sb_t *sb) {
  * LD_REMOTE_BATCH_BYTES, when its slot is wanted by another superblock, when the whole buffer
  * holds more than LD_REMOTE_PENDING_BYTES (then the next open batch round the buffer: cache.c),
  * at the thread's next maintenance, and at thread exit. A thread's buffer thus holds at most
- * LD_REMOTE_PENDING_BYTES plus one block. 1,024 slots (256 sets of 4; 160 KiB of the heap, its
+ * LD_REMOTE_PENDING_BYTES plus one block, and its outboxes (small batches sent, waiting to go
+ * with others to the same owner: cache.c) at most LD_OUTBOX_PENDING_BYTES plus one batch. 1,024 slots (256 sets of 4; 160 KiB of the heap, its
  * pages touched as slots are used): a thread that frees into many superblocks at random
  * (churn-remote, 10^5 live blocks of 256 B each: 400 superblocks per owner) sent batches of
  * 1.5 blocks with 64 slots, 2.5 with 256 and a 256 KiB bound, 3.7 with 1,024 and 256 KiB, and
@@ -673,7 +675,27 @@ static inline ld_block_t *ld_message_tail(const ld_message_t *m) {
   return (ld_block_t *)((char *)ld_sb_of(m->head) + m->tail_offset);
 }
 _Static_assert(LD_REMOTE_BATCH <= UINT16_MAX, "a message's count");
-#define LD_OUTBOX 16 /* batches of one or two a thread sends together (heap_t, outbox) */
+#define LD_OUTBOX 16 /* small batches for one owner a thread sends together (heap_t, outboxes) */
+/* A thread stages small batches for this many owners at once, an outbox each, in either of the
+ * two outboxes of the owner's set (ld_outbox_set). One outbox for all owners was sent whenever
+ * the owner changed: a thread freeing the blocks of 64 producers sent 1.1 messages a CAS; and
+ * one place per owner sent every batch when two of a few owners met in it (9% of runs with 4). */
+#define LD_OUTBOXES 64
+#define LD_STAGED_MAX 8 /* a batch of at most this many blocks waits in an outbox (cache.c) */
+/* The outboxes of a thread hold at most this many bytes of blocks: past it, all are sent. */
+#define LD_OUTBOX_PENDING_BYTES 524288
+typedef struct ld_outbox_s {
+  struct heap_s *owner; /* whose batches it holds (when count > 0) */
+  uint32_t count;
+  uint32_t bytes;       /* its batches' blocks' */
+  ld_message_t messages[LD_OUTBOX];
+} ld_outbox_t;
+_Static_assert(LD_OUTBOXES == 64, "outbox_open: a bit per outbox, in one word");
+/* The first of the two outboxes an owner's batches may wait in: heaps are page-aligned
+ * mappings, mixed by a multiply. */
+static inline unsigned ld_outbox_set(const struct heap_s *owner) {
+  return (unsigned)((((uintptr_t)owner >> 12) * 0x9e3779b97f4a7c15ull) >> 59) << 1;
+}
 
 /* ---- heaps (heap.c) ---- */
 /* Hoard's u and a are kept per size class, as its proof bounds them (seed 004 §4.1): a heap
@@ -759,11 +781,11 @@ typedef struct heap_s {
   uint16_t ring_id;
   struct heap_s *inbox_seen_owner;     /* the heap whose inbox this thread last wrote to, */
   uint32_t inbox_seen_head;            /* and its inbox_head as read then (superblock.c) */
-  /* Batches of one or two blocks for one owner, sent together: one CAS claims their inbox
-   * slots (cache.c, outbox_send). Part of the remote buffer, under its protocol. */
-  struct heap_s *outbox_owner;
-  uint32_t outbox_count;
-  ld_message_t outbox[LD_OUTBOX];
+  /* Small batches wait in outboxes, one per owner (heap_t, outboxes), and are sent together:
+   * one CAS claims their inbox slots (cache.c, outbox_send). Bit i: outboxes[i] holds some.
+   * Part of the remote buffer, under its protocol. */
+  uint64_t outbox_open;
+  uint32_t outbox_bytes;               /* the sum of the outboxes' bytes */
   struct heap_s *help_owner;           /* the heap this thread last sent batches to, */
   uint64_t help_looks;                 /* its `looks` then, */
   uint32_t help_batches;               /* and the batches sent since (ld_heap_help_idle_owner) */
@@ -835,6 +857,7 @@ typedef struct heap_s {
   _Alignas(64) ld_message_t inbox[LD_INBOX_SLOTS]; /* batches of other threads' frees */
   _Alignas(64) sb_t *remote_sb[LD_REMOTE_SLOTS];
   ld_remote_slot_t remote[LD_REMOTE_SLOTS];
+  ld_outbox_t outboxes[LD_OUTBOXES];   /* (17 KiB, its pages touched as owners are met) */
 } heap_t;
 
 /* bin_of's entry for bin c */

@@ -21,7 +21,7 @@
   X(parked_heaps_taken) X(parked_heaps_released) X(heaps_examined) X(refill_pending_examined) \
   X(remote_hinted) X(medium_tails_purged) X(medium_cache_hits) X(medium_bytes_cached) X(remote_inbox_full) X(remote_hint_taken) \
   X(remote_to_bins) X(mark_rings_examined) X(purge_call_runs) X(orphan_heaps_taken) X(bytes_dormant) X(purge_runs_cut) \
-  X(lock_sleeps)
+  X(lock_sleeps) X(remote_sends)
 
 static size_t positive(int64_t v) { return v > 0 ? (size_t)v : 0; }
 
@@ -82,6 +82,7 @@ void larder_stats_get(larder_stats_t *out) {
   out->free_lock_acquisitions = counts.free_lock_acquisitions;
   out->remote_batches = counts.remote_batches;
   out->remote_announcements = counts.remote_announcements;
+  out->remote_sends = counts.remote_sends;
   out->remote_inbox_full = counts.remote_inbox_full;
   out->remote_hint_taken = counts.remote_hint_taken;
   out->remote_to_bins = counts.remote_to_bins;

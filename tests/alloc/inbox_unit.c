@@ -9,7 +9,7 @@
  *   wrap              70,000 passes of the ring's 256 slots, one message at a time and in
  *                     bursts: the 16-bit sequence numbers wrap (65,536) and nothing is lost or
  *                     repeated;
- *   many at once      a thread's outbox of batches of one or two (cache.c) goes with one CAS:
+ *   many at once      a thread's outbox of small batches for one owner (cache.c) goes with one CAS:
  *                     16 messages pushed together into a ring with room for 5 put 5 (the
  *                     first 5, after what was there), the next try none; with room, all 16
  *                     come out in order;

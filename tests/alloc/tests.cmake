@@ -139,6 +139,7 @@ alloc_test(alloc_own_frees_due SOURCES alloc/own_frees_due.c PRELOAD TIMEOUT 60)
 alloc_test(alloc_pending_bound SOURCES alloc/pending_bound.c PRELOAD TIMEOUT 60 ENV LARDER_PURGE_DELAY_MS=60000)
 alloc_test(alloc_remote_hints SOURCES alloc/remote_hints.c PRELOAD TIMEOUT 60)
 alloc_test(alloc_remote_into_bins SOURCES alloc/remote_into_bins.c PRELOAD TIMEOUT 60)
+alloc_test(alloc_remote_per_owner SOURCES alloc/remote_per_owner.c PRELOAD TIMEOUT 60)
 alloc_test(alloc_huge_pages SOURCES alloc/huge_pages.c PRELOAD TIMEOUT 60)
 alloc_test(alloc_large SOURCES alloc/large.c PRELOAD TIMEOUT 120)
 
