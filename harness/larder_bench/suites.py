@@ -290,6 +290,11 @@ SUITES += [
           "owners at once; CPU ns per block, waiting excluded",
           {"--seconds": 3, "--consumers": 1}, axis="--pairs", values=(8, 64), kind="compare", work=("--seconds",),
           repeats=3),
+    Entry(_SV, "remote-free-fan-in-unpinned", "remote-free", "remote-free-fan-in with 64 producers and nothing "
+          "pinned, as most programs run: the scheduler mixes the producers' turns, so the consumer's frees are "
+          "scattered over every owner's superblocks; CPU ns per block, waiting excluded",
+          {"--seconds": 3, "--consumers": 1, "--pairs": 64, "--pin": "off"}, axis=None, kind="compare",
+          work=("--seconds",), repeats=3),
     Entry(_SV, "remote-free-touch", "remote-free", "remote-free whose consumers write each block before freeing "
           "it (untimed), as a worker that updates a request does: the freed block's line is the consumer's",
           {"--seconds": 3, "--touch": "write"}, axis="--pairs", values=(1, 2), kind="compare", work=("--seconds",),
