@@ -544,15 +544,17 @@ static inline uintptr_t ld_owned_entry(const sb_t *sb) {
 }
 
 /* Frees of blocks other heaps own wait in a small buffer, one batch per superblock, and are
- * handed over with one CAS per batch, as a message in the owner's inbox (snmalloc's message
+ * handed over with one CAS per batch (small ones of one owner: 16 to a CAS), as a message in
+ * the owner's inbox (snmalloc's message
  * passing is the model; seed 002's
  * point: no free waits for a lock). A batch goes when it reaches LD_REMOTE_BATCH blocks or
  * LD_REMOTE_BATCH_BYTES, when its slot is wanted by another superblock, when the whole buffer
  * holds more than LD_REMOTE_PENDING_BYTES (then the next open batch round the buffer: cache.c),
  * at the thread's next maintenance, and at thread exit. A thread's buffer thus holds at most
  * LD_REMOTE_PENDING_BYTES plus one block, and its outboxes (small batches sent, waiting to go
- * with others to the same owner: cache.c) at most LD_OUTBOX_PENDING_BYTES plus one batch. 1,024 slots (256 sets of 4; 160 KiB of the heap, its
- * pages touched as slots are used): a thread that frees into many superblocks at random
+ * with others to the same owner: cache.c) at most LD_OUTBOX_PENDING_BYTES plus one batch.
+ * 1,024 slots (256 sets of 4; 160 KiB of the heap, its pages touched as slots are used): a
+ * thread that frees into many superblocks at random
  * (churn-remote, 10^5 live blocks of 256 B each: 400 superblocks per owner) sent batches of
  * 1.5 blocks with 64 slots, 2.5 with 256 and a 256 KiB bound, 3.7 with 1,024 and 256 KiB, and
  * 4.6 with 1,024 and 512 KiB (1.14-1.16x the operations per CPU-second of 256 slots; 1 MiB:
