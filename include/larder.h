@@ -100,7 +100,7 @@ typedef struct larder_stats_s {
   size_t medium_bytes_cached;     /* kept spans' chunks (in bytes_cached and bytes_held) */
   size_t remote_inbox_full;       /* batches that found their owner's inbox full: onto the superblock's remote list instead */
   size_t remote_hint_taken;       /* of remote_hinted, blocks taken in whole batches from their hints, without reading them */
-  size_t remote_to_bins;          /* blocks freed by other threads in small batches (at most 8), put straight in their owners' caches (only the first block of a batch of 3-8 read) */
+  size_t remote_to_bins;          /* blocks freed by other threads in batches of one or two, put straight in their owners' caches unread */
   size_t mark_rings_examined;     /* other threads' rings of slow frees looked in by frees of blocks that carried their mark (at most one per such free) */
   size_t purge_call_runs;         /* purge runs made inside malloc and free calls: only in a process without the purge thread */
   size_t orphan_heaps_taken;      /* heaps made by thread-local destructors after larder's exit hook, taken as they stood by new threads once their threads were gone */

@@ -11,8 +11,7 @@
  *   2. Refill (cache.c ld_cache_refill, heap.c ld_heap_fill): the bin is empty. Under the
  *      heap's own lock, read up to 64 messages of the inbox (batches of other threads' frees,
  *      each onto its superblock; a batch of one or two blocks, which the message names whole,
- *      into its class's bin, unread, and one of 3-8 there too, from its first block's hint),
- *      then take half a bin of blocks from the superblock the class
+ *      into its class's bin, unread), then take half a bin of blocks from the superblock the class
  *      draws from: its free list, its batches from the inbox (whole, from their hints, their
  *      blocks unread, when the hints check out: superblock.c), its remote list (taken whole),
  *      untouched blocks;

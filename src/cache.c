@@ -160,8 +160,8 @@ static inline void message_fill(ld_message_t *m, const ld_remote_slot_t *slot, c
   m->count = (uint16_t)slot->count;
 }
 
-/* Hands slot's batch to its superblock's owner: one message (messages_send), or a place in its
- * owner's outbox for a batch of at most LD_STAGED_MAX. Either way it helps an owner that seems idle. now: the
+/* Hands slot's batch to its superblock's owner: one message (messages_send), or a place in the
+ * outbox for a batch of one or two. Either way it helps an owner that seems idle. now: the
  * coarse clock, read once by a caller that sends many. */
 static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint64_t now) {
   batch_hint_write(slot, sb);
@@ -178,7 +178,8 @@ static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint6
      * 1.3 blocks a batch) waits in its owner's outbox for others to the same owner, and
      * LD_OUTBOX of them go with one CAS (a CAS a batch was 6% of that run's time: it waits
      * for this core's stores to the blocks freed before it, each a line from another core).
-     * Their owner's fill puts them straight in its bins (heap.c, inbox_to_bin). The owner's outbox, else an empty one of its set, else the fuller of
+     * Their owner's fill puts batches of one or two straight in its bins (heap.c,
+     * inbox_to_bin). The owner's outbox, else an empty one of its set, else the fuller of
      * the set's goes first. */
     o = ld_outbox_set(owner);
     const ld_outbox_t *first = &heap->outboxes[o], *second = first + 1;

@@ -359,17 +359,12 @@ static void heap_release_own_frees(heap_t *heap, uint64_t classes) { heap_releas
  * batch goes on its superblock's inbox list (the fill that reaches it prefetches its blocks
  * from its hint: superblock.c), or on to the superblock's new owner. */
 #define INBOX_GROUP 16u
-/* A small batch (at most LD_STAGED_MAX blocks) goes straight into its class's bin when the owner
- * reads its inbox at a fill (to_bins) and the bin has room. Such batches are what scattered
- * remote frees send (churn-remote, 2 threads, 10^6 live blocks of 256 B: 1.3 blocks a batch;
- * larson 1.8; a consumer of 64 unpinned producers 2): a message names a batch of one or two
- * whole, so neither its blocks nor their superblock's header are read here, where a delivery
- * wrote the header and a link and the fill then read the batch's first block (a line from the
- * freer's core each; 16% of churn-remote's time at 10^6 waited on that read). A larger one is
- * taken from its first block's hint, checked as a fill from the superblock checks it
- * (superblock.c, take_hinted: the keyed sum, the last block, carved blocks of the class): one
- * line from the freer's core, not the delivery's link in its last block and the fill's reads of
- * both (the consumer of 64 unpinned producers: 0.91x the CPU per block).
+/* A batch of one or two blocks goes straight into its class's bin when the owner reads its
+ * inbox at a fill (to_bins) and the bin has room. Such batches are what scattered remote frees
+ * send (churn-remote, 2 threads, 10^6 live blocks of 256 B: 1.3 blocks a batch; larson 1.8):
+ * the message names both blocks, so neither they nor their superblock's header are read here,
+ * where a delivery wrote the header and a link and the fill then read the batch's first block
+ * (a line from the freer's core each; 16% of churn-remote's time at 10^6 waited on that read).
  * The superblock must be the heap's now (its table, as the free fast path asks). The blocks
  * stay counted in u and the superblock's used, as every cached block is, and carry the free
  * tag, which their freer wrote. (Hardened bins hold sealed blocks: not there.) Heap lock held,
@@ -380,34 +375,15 @@ static bool inbox_to_bin(heap_t *heap, const ld_message_t *m) {
   return false;
 #else
   unsigned k = m->count;
-  if (k == 0 || k > LD_STAGED_MAX) return false;
+  if (k == 0 || k > 2) return false;
   uintptr_t sb = (uintptr_t)ld_sb_of(m->head);
   uintptr_t owned_class = ld_heap_owned_class(heap, sb, sb);
   if (owned_class >= LD_OWNED_NONE) return false; /* not the heap's now */
   unsigned cls = (unsigned)(owned_class >> LD_OWNED_CLASS_SHIFT);
   ld_bin_t *bin = ld_heap_owned_bin(heap, owned_class);
   if (bin->count + k > bin->limit) return false; /* full (or not set up: limit 0) */
-  if (k > 2) {
-    const sb_t *s = (const sb_t *)sb;
-    const ld_batch_hint_t *hint = (const ld_batch_hint_t *)m->head;
-    unsigned listed = k - 1;
-    if (listed > ld_batch_hint_room(ld_class_size[cls]) || hint->count != k || hint->last != ld_batch_offset(s, ld_message_tail(m)) ||
-        hint->after_first[0] != hint->last || ld_batch_hint_check(hint, listed) != hint->check)
-      return false;
-    for (unsigned i = 0; i < listed; i++) {
-      ld_block_t *b = ld_batch_block(s, hint->after_first[i]);
-      if ((char *)b >= s->bump || !ld_class_block_start(cls, (uintptr_t)b - sb)) return false;
-    }
-    bin->slots[bin->count] = m->head;
-    for (unsigned i = 0; i < listed; i++) {
-      ld_block_t *b = ld_batch_block(s, hint->after_first[i]);
-      ld_prefetch_for_write(b);
-      bin->slots[bin->count + 1 + i] = b;
-    }
-  } else {
-    bin->slots[bin->count] = m->head;
-    if (k == 2) bin->slots[bin->count + 1] = ld_message_tail(m);
-  }
+  bin->slots[bin->count] = m->head;
+  if (k == 2) bin->slots[bin->count + 1] = ld_message_tail(m);
   LD_OWNER_SET(bin->count, bin->count + k);
   LD_STAT_ADD(heap, blocks_refilled, k); /* came into the bin (ld_stats_t: the mallocs' sum) */
   LD_STAT_ADD(heap, remote_taken_bytes, (size_t)k * ld_class_size[cls]);
@@ -543,7 +519,7 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
   heap_check_options(heap);
   LD_OWNER_ADD(heap->looks, 1);
   uint32_t looked;
-  /* (the owner, in its bins: small batches go straight into them, inbox_to_bin) */
+  /* (the owner, in its bins: batches of one or two go straight into them, inbox_to_bin) */
   uint64_t classes = heap_process_pending_some(heap, PENDING_PER_CALL, &looked, true);
   LD_STAT_ADD(heap, refill_pending_examined, looked);
   unsigned arrived = bin->count; /* (the bin was empty: ld_cache_refill) */

@@ -470,7 +470,7 @@ typedef struct ld_stats_s {
   size_t refill_pending_examined; /* messages and announced superblocks refills looked at (at most 64 of each per refill) */
   size_t remote_hinted;           /* remote-list blocks whose lines a refill prefetched from hints */
   size_t remote_hint_taken;       /* of those, taken in whole batches from their hints (superblock.c) */
-  size_t remote_to_bins;          /* blocks of small batches put straight in the owner's bins (heap.c, inbox_to_bin) */
+  size_t remote_to_bins;          /* blocks of batches of one or two put in the owner's bins unread (heap.c) */
   size_t mark_rings_examined;     /* rings looked in for a marked block's other free (cache.c, deferred_claim) */
 } ld_stats_t;
 
@@ -892,8 +892,8 @@ static inline ld_message_t *ld_inbox_next(heap_t *heap) {
 }
 
 /* Fills bin cls (empty) of the calling thread's heap with up to `want` blocks (the heap's
- * pending frees first, whose small batches (at most LD_STAGED_MAX blocks) go straight into
- * their classes' bins, this one's included; then its superblocks, the global heap, a new superblock) and
+ * pending frees first, whose batches of one or two blocks go straight into their classes'
+ * bins, this one's included; then its superblocks, the global heap, a new superblock) and
  * raises the bin's count by as many. Returns the bin's count (0: out of memory, errno ENOMEM).
  * The owner's, in its bins; takes the heap's lock. */
 unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want);

@@ -13,12 +13,6 @@
  *               idle and read its inbox for it), and main's mallocs of 64 bytes
  *               get the freed blocks back, each once, intact, while the validation walk passes
  *               with them in the bin; the statistics count them as cached, not in use.
- *   hinted      a batch of 3-8 blocks goes into the bin too, its blocks read from its first
- *               block's hint: main holds 256-byte blocks of 8 superblocks, five of each; its
- *               bins emptied (malloc_trim), another thread frees the five of each (8 batches
- *               of 5) and exits; main's next refill of another class puts all 40 in the
- *               256-byte bin (remote_to_bins; tried up to 3 times, as above), its next 40
- *               mallocs of 256 bytes are those 40, each once, and the walk passes.
  *   all freed   after main frees everything, bytes_in_use is back where it started (within
  *               one superblock), and the walk passes.
  * Larder only: under another allocator the program says so and skips (77). */
@@ -42,79 +36,6 @@ static void *free_scattered(void *arg) {
   (void)arg;
   for (int i = 0; i < FREED; i++) free(freed[i]);
   return NULL; /* the thread's exit sends every batch still open */
-}
-
-/* hinted: FIVES blocks of each of HINTED_SBS superblocks of HINTED_SIZE bytes */
-#define HINTED_SBS 8
-#define FIVES 5
-#define HINTED_SIZE 256 /* a bin of 256-byte blocks holds 64: room for 40 once emptied */
-#define HINTED (HINTED_SBS * FIVES)
-static void *hinted_freed[HINTED];
-
-static void *free_hinted(void *arg) {
-  (void)arg;
-  for (int i = 0; i < HINTED; i++) free(hinted_freed[i]);
-  return NULL; /* its exit sends the 8 batches, one outbox */
-}
-
-static int seen_before(void *const *list, int n, const void *p);
-
-/* Returns how many of the HINTED blocks a refill put straight in the bin, after at most
- * ATTEMPTS tries; *back: how many of them main's next mallocs of HINTED_SIZE handed out. */
-static size_t check_hinted(const alloc_api_t *api, uintptr_t sbs, int *back) {
-  static void *held[HINTED_SBS * 1100 * 16 / HINTED_SIZE * ATTEMPTS + 1024];
-  int nheld = 0;
-  size_t into_bins = 0;
-  *back = 0;
-  static const size_t trigger_size[ATTEMPTS] = {5000, 6000, 7000}; /* classes not used before */
-  for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
-    /* FIVES blocks of each of HINTED_SBS superblocks main has not used yet */
-    uintptr_t sb_of[HINTED_SBS];
-    int per[HINTED_SBS] = {0}, nsb = 0, n = 0;
-    while (n < HINTED) {
-      REQUIRE(nheld < (int)(sizeof held / sizeof held[0]));
-      void *p = malloc(HINTED_SIZE);
-      REQUIRE(p != NULL);
-      memset(p, 0x3c, HINTED_SIZE);
-      held[nheld++] = p;
-      uintptr_t sb = (uintptr_t)p & ~(sbs - 1);
-      int k = 0;
-      while (k < nsb && sb_of[k] != sb) k++;
-      if (k == nsb) {
-        if (nsb == HINTED_SBS) continue;
-        sb_of[nsb++] = sb;
-      }
-      if (per[k] < FIVES) hinted_freed[k * FIVES + per[k]++] = p, n++;
-    }
-    malloc_trim(0); /* the bins empty: room for the 40 */
-    larder_stats_t before = alloc_stats(api);
-    pthread_t t;
-    REQUIRE(pthread_create(&t, NULL, free_hinted, NULL) == 0);
-    pthread_join(t, NULL);
-    void *trigger = malloc(trigger_size[attempt]);
-    REQUIRE(trigger != NULL);
-    larder_stats_t taken = alloc_stats(api);
-    free(trigger);
-    into_bins = taken.remote_to_bins - before.remote_to_bins;
-    if (into_bins == HINTED || taken.free_lock_acquisitions == before.free_lock_acquisitions) break;
-    printf("remote_into_bins: hinted: attempt %d: the freer helped main (it seemed idle), again\n", attempt + 1);
-    for (int i = 0; i < nheld; i++)
-      if (!seen_before(hinted_freed, HINTED, held[i])) held[i] = NULL; /* kept, freed at the end */
-  }
-  CHECK(api->validate() == 0);
-  /* the bin's top blocks are the 40 */
-  void *again[HINTED];
-  for (int i = 0; i < HINTED; i++) {
-    void *p = malloc(HINTED_SIZE);
-    REQUIRE(p != NULL);
-    CHECK_MSG(!seen_before(again, i, p), "block %p handed out twice", p);
-    again[i] = p;
-    *back += seen_before(hinted_freed, HINTED, p);
-  }
-  for (int i = 0; i < HINTED; i++) free(again[i]);
-  for (int i = 0; i < nheld; i++)
-    if (held[i] && !seen_before(hinted_freed, HINTED, held[i])) free(held[i]);
-  return into_bins;
 }
 
 static int seen_before(void *const *list, int n, const void *p) {
@@ -217,14 +138,6 @@ int main(void) {
         break;
       }
   }
-  CHECK(api.validate() == 0);
-  int hinted_back = 0;
-  size_t hinted_into = check_hinted(&api, sbs, &hinted_back);
-  printf("remote_into_bins: hinted: %d blocks freed by another thread in batches of %d: %zu put straight in main's "
-         "bin, %d handed out again by its next %d mallocs\n", HINTED, FIVES, hinted_into, hinted_back, HINTED);
-  CHECK_MSG(hinted_into == HINTED, "%zu of %d blocks in batches of %d went straight into the bin", hinted_into, HINTED,
-            FIVES);
-  CHECK_MSG(hinted_back == HINTED, "%d of %d freed blocks came back", hinted_back, HINTED);
   CHECK(api.validate() == 0);
   /* all freed: nothing left in use */
   for (int i = 0; i < got; i++) free(again[i]);
