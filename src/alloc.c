@@ -495,7 +495,7 @@ static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
    * when the prefetch has brought the line, 16.6, but a free and a malloc of the block by its
    * owner in between then went unseen: double_free_random, 48 runs in 1,200).
    * LARDER_REMOTE_FREE_CHECK=0 leaves the mark out. */
-  unsigned cls = !ld_options.remote_free_check || !heap->ring_id ? LD_CLASS_LARGE
+  unsigned cls = !__atomic_load_n(&ld_remote_free_mark, __ATOMIC_RELAXED) || !heap->ring_id ? LD_CLASS_LARGE
                  : slot != LD_REMOTE_SLOTS     ? ld_class_of_granule[heap->remote[slot].block_size >> 4]
                  : sb->kind == LD_KIND_SMALL   ? sb->size_class
                                                : LD_CLASS_LARGE;
@@ -558,7 +558,7 @@ size_t larder_usable_size(const void *p) {
 #ifdef LARDER_HARDENED
 #define LD_STATED_CHECKS 1
 #else
-#define LD_STATED_CHECKS (ld_options.debug != 0)
+#define LD_STATED_CHECKS (LD_OPTION(debug) != 0)
 #endif
 static LD_NOINLINE void free_stated_check(const void *p, size_t alignment, size_t size, const char *call) {
   size_t usable = larder_usable_size(p); /* (0: NULL, or not larder's) */

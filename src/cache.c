@@ -882,7 +882,7 @@ void *ld_cache_medium_alloc(heap_t *heap, size_t size) {
 }
 
 bool ld_cache_medium_free(heap_t *heap, sb_t *span) {
-  size_t bound = (size_t)ld_options.medium_cache_kb << 10;
+  size_t bound = (size_t)LD_OPTION(medium_cache_kb) << 10;
   if (heap == &ld_heap_empty || span->map_bytes > bound / 4) return false;
   ld_medium_retire(span);
   size_t reach = ld_segment_kept_reach(span);

@@ -145,7 +145,7 @@ static void heap_disown(heap_t *heap, sb_t *sb) {
 /* (1 - f) in 1/65536ths: the group boundaries are computed for every block a flush returns,
  * so without a floating-point multiply. Set at start and when f changes (maintain.c). */
 static uint32_t keep_q16 = 49152;
-void ld_heap_fraction_changed(void) { keep_q16 = (uint32_t)((1.0 - ld_options.empty_fraction) * 65536.0); }
+void ld_heap_fraction_changed(void) { keep_q16 = (uint32_t)((1.0 - LD_OPTION(empty_fraction)) * 65536.0); }
 
 static inline int32_t class_release_blocks(uint32_t capacity) { return (int32_t)(((uint64_t)capacity * keep_q16) >> 16); }
 
@@ -188,8 +188,8 @@ static void heap_regroup(heap_t *heap, sb_t *sb) {
 /* ---- Hoard's threshold ---- */
 
 static void heap_recompute_threshold(heap_t *heap, unsigned c) {
-  double f = ld_options.empty_fraction;
-  int64_t k = (int64_t)ld_options.k + heap->boost[c];
+  double f = LD_OPTION(empty_fraction);
+  int64_t k = (int64_t)LD_OPTION(k) + heap->boost[c];
   int64_t by_k = heap->a[c] - k * ld_class_capacity_bytes[c];
   int64_t by_f = (int64_t)((1.0 - f) * (double)heap->a[c]);
   /* The invariant fails only when both hold: u < a - K*S and u < (1-f)*a (Hoard §3.1);
@@ -487,7 +487,7 @@ static sb_t *heap_fullest(heap_t *heap, unsigned c) {
   if (!sb) {
     sb = heap->groups[c][4];
     int64_t free_bytes = heap->a[c] - heap->u[c];
-    int64_t slack = (int64_t)(ld_options.empty_fraction / 2 * (double)heap->a[c]);
+    int64_t slack = (int64_t)(LD_OPTION(empty_fraction) / 2 * (double)heap->a[c]);
     if (slack < ld_class_capacity_bytes[c]) slack = ld_class_capacity_bytes[c];
     if (sb && free_bytes < slack) sb = NULL;
   }
@@ -1065,7 +1065,7 @@ static void heap_retire_locked(heap_t *heap) {
 
 /* The bytes in use below which a parked heap gives class c's emptiest superblocks away. */
 static int64_t heap_parked_keep(const heap_t *heap, unsigned c) {
-  return heap->a[c] - (int64_t)(ld_options.empty_fraction / 2 * (double)heap->a[c]);
+  return heap->a[c] - (int64_t)(LD_OPTION(empty_fraction) / 2 * (double)heap->a[c]);
 }
 
 bool ld_heap_park(heap_t *heap) {
@@ -1187,10 +1187,10 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures) {
 #define VIOLATION(...) (ld_message("larder: validate: " __VA_ARGS__), (*violations)++)
 
 static void heap_validate_locked(heap_t *heap, int *violations) {
-  double f = ld_options.empty_fraction;
+  double f = LD_OPTION(empty_fraction);
   size_t held = 0;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
-    int64_t k_slack = ((int64_t)ld_options.k + heap->boost[c]) * ld_class_capacity_bytes[c];
+    int64_t k_slack = ((int64_t)LD_OPTION(k) + heap->boost[c]) * ld_class_capacity_bytes[c];
     int64_t u = 0, a = 0;
     sb_t *cur = heap->current[c];
     if (cur != &ld_sb_none) {

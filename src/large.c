@@ -201,7 +201,7 @@ void *ld_large_alloc(size_t size, size_t align, size_t *dirty) {
     if (offset + size <= ld_medium_max) return medium_alloc(offset, size, dirty);
     size_t need = ld_round_up(offset + size, page);
     sb_t *smaller = NULL;
-    if (ld_options.large_cache_mb > 0) {
+    if (LD_OPTION(large_cache_mb) > 0) {
       ld_large_lock();
       span = cache_take(need);
       if (!span) smaller = cache_take_largest_below(need);
@@ -293,7 +293,7 @@ void ld_large_free(sb_t *span) {
   }
   large_in_use_sub(bytes);
   atomic_fetch_sub_explicit(&large_spans, 1, memory_order_relaxed);
-  size_t limit = (size_t)ld_options.large_cache_mb << 20;
+  size_t limit = (size_t)LD_OPTION(large_cache_mb) << 20;
   /* A span no bigger than the medium limit (one cut for an alignment above S) could
    * never serve a large request: cached, it would only push out spans that can. */
   if (bytes > limit || bytes <= ld_medium_max) {
@@ -385,7 +385,7 @@ static void *span_move_onto(sb_t *span, void *dest, size_t dest_bytes) {
 
 void *ld_large_realloc_cached(sb_t *span, size_t size) {
   size_t offset = (size_t)(span->data - (char *)span);
-  if (span->kind != LD_KIND_LARGE || ld_options.large_cache_mb <= 0) return NULL;
+  if (span->kind != LD_KIND_LARGE || LD_OPTION(large_cache_mb) <= 0) return NULL;
   size_t bytes = ld_round_up(offset + size, ld_os_page_size());
   if (bytes <= span->map_bytes) return NULL;
   /* at most twice the new size: realloc gives back the tail of a span more than twice the

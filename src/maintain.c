@@ -64,7 +64,7 @@ static void purge_thread_start_if_wanted(void);
 static void purge_thread_nudge(uint64_t now);
 
 static void purge_delay_changed(void) {
-  atomic_store_explicit(&ld_purge_delay_ns, (uint64_t)ld_options.purge_delay_ms * 1000000u, memory_order_relaxed);
+  atomic_store_explicit(&ld_purge_delay_ns, (uint64_t)LD_OPTION(purge_delay_ms) * 1000000u, memory_order_relaxed);
 }
 
 /* ---- start-up ---- */
@@ -82,7 +82,7 @@ void ld_maintain_init(void) {
   int saved_errno = errno;
   ld_heap_empty_init();
   ld_options_init();
-  ld_sb_size = (size_t)ld_options.superblock_size;
+  ld_sb_size = (size_t)LD_OPTION(superblock_size);
   ld_sb_shift = (unsigned)__builtin_ctzll(ld_sb_size);
   ld_sb_mask = ~(uintptr_t)(ld_sb_size - 1);
   /* at most 32 units a superblock (sb_t, dormant: one word), none smaller than a page */
@@ -119,11 +119,11 @@ void ld_maintain_init(void) {
    * was in: the hook never ran, and each such thread's heap was lost (2,000 threads: 633 MB;
    * a repro after gperftools' thread_dealloc_unittest and snmalloc's multi_setspecific). */
   if (pthread_key_create(&heap_key, thread_exit) == 0) atomic_store_explicit(&heap_key_made, 1, memory_order_release);
-  if (ld_options.verbose)
+  if (LD_OPTION(verbose))
     ld_message("larder %s: superblock %zu bytes, f=%.3f, K=%d, purge delay %d ms, purge thread %d (from %d MiB), "
                "large cache %d MiB\n",
-               LARDER_VERSION_STRING, ld_sb_size, ld_options.empty_fraction, (int)ld_options.k, (int)ld_options.purge_delay_ms,
-               (int)ld_options.purge_thread, (int)ld_options.purge_thread_mb, (int)ld_options.large_cache_mb);
+               LARDER_VERSION_STRING, ld_sb_size, LD_OPTION(empty_fraction), (int)LD_OPTION(k), (int)LD_OPTION(purge_delay_ms),
+               (int)LD_OPTION(purge_thread), (int)LD_OPTION(purge_thread_mb), (int)LD_OPTION(large_cache_mb));
   errno = saved_errno;
   init_running_here = 0;
   atomic_store_explicit(&init_state, 2, memory_order_release);
@@ -422,7 +422,7 @@ static void *purge_thread_main(void *arg) {
     }
     /* (purge_thread set to 0 at run time: calls run the purge from now on, as in a process
      * that never had the thread) */
-    if (atomic_load_explicit(&thread_stop, memory_order_relaxed) || ld_options.purge_thread == 0) break;
+    if (atomic_load_explicit(&thread_stop, memory_order_relaxed) || LD_OPTION(purge_thread) == 0) break;
     if (!ld_heaps_thread_alive(self_tid)) {
       /* The program is gone: what it freed goes back now. (A thread that never allocated may
        * still run: then the process goes on, and its next allocation slow path starts the
@@ -442,7 +442,7 @@ static void *purge_thread_main(void *arg) {
     if (refused && wait_ns < 1000000u) wait_ns = 1000000u;
     atomic_store_explicit(&ld_purge_thread_wake_ns, now + wait_ns, memory_order_relaxed);
     pthread_mutex_lock(&thread_lock);
-    if (!atomic_load_explicit(&thread_stop, memory_order_relaxed) && ld_options.purge_thread != 0)
+    if (!atomic_load_explicit(&thread_stop, memory_order_relaxed) && LD_OPTION(purge_thread) != 0)
       ld_os_cond_wait_ns(&thread_wake, &thread_lock, wait_ns);
     pthread_mutex_unlock(&thread_lock);
   }
@@ -470,7 +470,7 @@ static void purge_thread_start(void) {
   if (failed) {
     /* Not retried at every call: the process may forbid threads (a sandbox). */
     static _Atomic int warned;
-    if (ld_options.verbose && !atomic_exchange(&warned, 1))
+    if (LD_OPTION(verbose) && !atomic_exchange(&warned, 1))
       ld_message("larder: could not start the purge thread; memory is returned from allocation calls only\n");
   } else {
     atomic_fetch_add_explicit(&thread_starts, 1, memory_order_relaxed);
@@ -489,8 +489,8 @@ static void purge_thread_wake_now(void) {
 /* From the slow paths of allocations (never frees: above), thread exits and public calls. */
 static void purge_thread_start_if_wanted(void) {
   if (LD_LIKELY(atomic_load_explicit(&ld_purge_thread_running, memory_order_relaxed))) return;
-  if (ld_options.purge_thread == 1 ||
-      (ld_options.purge_thread == 2 && ld_os_mapped_bytes() >= (size_t)ld_options.purge_thread_mb << 20))
+  if (LD_OPTION(purge_thread) == 1 ||
+      (LD_OPTION(purge_thread) == 2 && ld_os_mapped_bytes() >= (size_t)LD_OPTION(purge_thread_mb) << 20))
     purge_thread_start();
 }
 
@@ -692,7 +692,7 @@ int ld_maintain_validate(void) {
  * one only after as many slow-path events as there are superblocks keeps LARDER_DEBUG=1 within
  * a constant factor of a release run. */
 void ld_maintain_debug_validate(heap_t *heap) {
-  if (LD_LIKELY(!ld_options.debug)) return;
+  if (LD_LIKELY(!LD_OPTION(debug))) return;
   static _Atomic size_t events, next_at;
   size_t n = atomic_fetch_add_explicit(&events, 1, memory_order_relaxed) + 1;
   if (n < atomic_load_explicit(&next_at, memory_order_relaxed)) return;
@@ -718,7 +718,7 @@ int larder_option_set(const char *name, const char *value) {
   ld_heaps_options_apply();
   /* purge_thread: 0 ends a running purge thread (after the run it may be in), 1 starts it now,
    * 2 once the process has mapped purge_thread_mb, as at start */
-  if (ld_options.purge_thread == 0) {
+  if (LD_OPTION(purge_thread) == 0) {
     if (atomic_load_explicit(&ld_purge_thread_running, memory_order_acquire)) purge_thread_wake_now();
   } else {
     purge_thread_start_if_wanted();

@@ -33,6 +33,8 @@ static option_row_t option_rows[] = {
 };
 #define OPTION_COUNT (sizeof option_rows / sizeof option_rows[0])
 
+int ld_remote_free_mark = 1; /* the table's default; set again by every change */
+
 static int options_frozen;
 
 /* Environment variables with the LARDER_ prefix that belong to other parts of larder. */
@@ -74,11 +76,12 @@ static int option_apply(option_row_t *row, const char *text, const char *origin,
                row->value == &ld_options.superblock_size ? ", a power of two" : "");
     return -1;
   }
-  if (row->at_start && options_frozen && v != *row->value) {
+  if (row->at_start && options_frozen && v != ld_option_load(row->value)) {
     ld_message("larder: ignoring %s%.*s=%s: it can only be set before the first allocation\n", origin, name_len, name, text);
     return -1;
   }
-  *row->value = v;
+  __atomic_store(row->value, &v, __ATOMIC_RELAXED);
+  if (row->value == &ld_options.remote_free_check) __atomic_store_n(&ld_remote_free_mark, v != 0, __ATOMIC_RELAXED);
   return 0;
 }
 
@@ -132,5 +135,5 @@ int ld_option_set(const char *name, const char *value) {
 
 double larder_option_get(const char *name) {
   option_row_t *row = name ? option_find(name, strlen(name)) : NULL;
-  return row ? *row->value : -1;
+  return row ? ld_option_load(row->value) : -1;
 }

@@ -34,6 +34,21 @@ typedef struct ld_options_s {
 
 extern ld_options_t ld_options;
 
+/* An option's value. larder_option_set may store one while the purge thread, or any thread on a
+ * slow path, reads it: both sides go through relaxed atomic accesses (a plain load and store of
+ * an aligned word on the machines larder builds for, but no data race in C11's terms, or to
+ * TSan, which reported the plain ones). */
+static inline double ld_option_load(const double *field) {
+  double v;
+  __atomic_load(field, &v, __ATOMIC_RELAXED);
+  return v;
+}
+#define LD_OPTION(name) ld_option_load(&ld_options.name)
+
+/* remote_free_check as a word the remote free path tests in one instruction (its double took a
+ * compare and two branches there); kept equal to the option by the setter. */
+extern int ld_remote_free_mark;
+
 /* Reads every LARDER_* variable once; warns about unknown names and malformed values. */
 void ld_options_init(void);
 /* After this, options marked "at start" refuse changes. */

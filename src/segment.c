@@ -329,7 +329,7 @@ static segment_t *segment_map(size_t need_chunks) {
    * with 4 KiB pages (churn, 10^6 live blocks of 256 B: 0.81x the CPU with huge pages, peak RSS
    * 1.01x). Off by default: RSS then grows 2 MiB at a time (docs/allocator.md); the ranges a
    * purge leaves in part go back to 4 KiB pages (segment_purge). */
-  bool huge = ld_options.huge_pages != 0 && ld_os_advise_huge_pages(base, bytes) == 0;
+  bool huge = LD_OPTION(huge_pages) != 0 && ld_os_advise_huge_pages(base, bytes) == 0;
   if (ld_addrmap_add(base, bytes) != 0) {
     ld_os_unmap(base, bytes);
     return NULL;

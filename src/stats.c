@@ -183,10 +183,10 @@ int larder_validate(void) { return ld_maintain_validate(); }
 /* LARDER_STATS=1 (a table) or 2 (JSON): the statistics on stderr at exit. Registered here,
  * where they are printed, so that maintenance never calls up into this file. */
 static void stats_at_exit(void) {
-  if (ld_options.stats >= 2) larder_stats_print_json(2);
+  if (LD_OPTION(stats) >= 2) larder_stats_print_json(2);
   else larder_stats_print(2);
 }
 __attribute__((constructor)) static void stats_at_exit_register(void) {
   ld_maintain_init();
-  if (ld_options.stats) atexit(stats_at_exit);
+  if (LD_OPTION(stats)) atexit(stats_at_exit);
 }

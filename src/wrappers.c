@@ -254,7 +254,7 @@ static void cxx_lookup(const cxx_operator_t *ops) {
     cxx_routes[i].calls_global = global[ops[i].calls];
   }
   /* (two threads may both look: they find the same) */
-  int state = replaced ? CXX_FORWARD : ld_options.debug ? CXX_OWN_CHECKED : CXX_OWN;
+  int state = replaced ? CXX_FORWARD : LD_OPTION(debug) ? CXX_OWN_CHECKED : CXX_OWN;
   atomic_store_explicit(&cxx_state, state, memory_order_release);
 }
 
