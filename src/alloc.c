@@ -114,7 +114,7 @@ static LD_NOINLINE void free_deferred_slow(heap_t *heap, void *p, ld_bin_t *bin)
 static inline ld_block_t *bin_pop(heap_t *heap, size_t g) {
   LD_BUSY_INC(heap);
   atomic_signal_fence(memory_order_seq_cst);
-  ld_bin_t *bin = (ld_bin_t *)((char *)heap + heap->bin_of[g]);
+  ld_bin_t *bin = (ld_bin_t *)((char *)heap + LD_FAST_READ(heap->bin_of[g]));
   uintptr_t n = bin->count;
   ld_block_t *b = NULL;
   if (LD_LIKELY(n != 0)) {
@@ -162,7 +162,7 @@ void larder_free(void *p) {
      * freed, so that a write through a dangling pointer is found when the link is next read. */
     ld_block_t *b = p;
     void **slot = &bin->slots[bin->count];
-    if (LD_LIKELY(*slot != LD_BIN_FULL && offset < bin->span && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
+    if (LD_LIKELY(*slot != LD_BIN_FULL && offset < LD_FAST_READ(bin->span) && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
                   (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len && b->tag != ld_tag(b))) {
       b->tag = ld_tag(b);
       ld_bin_seal(b);
@@ -174,7 +174,7 @@ void larder_free(void *p) {
       return;
     }
 #else
-    if (LD_LIKELY(offset < bin->span && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
+    if (LD_LIKELY(offset < LD_FAST_READ(bin->span) && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
                   (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len)) {
       ld_prefetch_for_write(p);
       uintptr_t at = heap->deferred_at;
@@ -368,8 +368,10 @@ static LD_NOINLINE void free_small_own(heap_t *heap, sb_t *sb, ld_block_t *b, bo
     if (ld_cache_free_remote(heap, sb, b) && heap != &ld_heap_empty) free_remote_sent(heap);
     return;
   }
-  /* Only the owner may read bump: beyond it, the block was never handed out. */
-  if ((char *)b >= sb->bump) ld_fatal_bad_free("invalid free (block was never allocated)", b);
+  /* Only the owner may read bump: beyond it, the block was never handed out. (Atomically: a
+   * purge that drains this thread's bins meanwhile may give sb to the global heap, and its next
+   * owner carve; bump only grows while b is live, so either value judges b alike.) */
+  if ((char *)b >= LD_READ(sb->bump)) ld_fatal_bad_free("invalid free (block was never allocated)", b);
   ld_bin_t *bin = &heap->bins[sb->size_class];
   ld_cache_enter(heap);
   ld_cache_settle_deferred(heap); /* a double free of the deferred block is caught there */
@@ -710,7 +712,7 @@ static inline bool realloc_keeps(heap_t *heap, void *p, size_t size, size_t *own
   const ld_bin_t *bin = ld_heap_owned_bin(heap, owned_class);
   uint32_t offset = (uint32_t)((uintptr_t)p - sb) - bin->first;
   size_t usable = ld_class_size[owned_class >> LD_OWNED_CLASS_SHIFT];
-  if (!(offset < bin->span && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
+  if (!(offset < LD_FAST_READ(bin->span) && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
         (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len && !ld_heap_deferred_is(heap, p) &&
         !ld_block_is_free((const ld_block_t *)p)))
     return false;

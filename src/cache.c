@@ -45,7 +45,7 @@ static void bin_setup(heap_t *heap, unsigned c) {
   if (limit < LD_BIN_LEAST) limit = LD_BIN_LEAST;
   bin->refilled = 0;
   bin->first = ld_class_shape[c].first;
-  bin->span = bin_span(c);
+  __atomic_store_n(&bin->span, bin_span(c), __ATOMIC_RELAXED); /* (a drain stores it too) */
   bin->divisor_magic = ld_class_shape[c].divisor_magic;
   bin->slots[0] = NULL;
   bin->limit = (uint16_t)limit;
@@ -213,12 +213,12 @@ static void remote_send_at(heap_t *heap, sb_t *sb, ld_remote_slot_t *slot, uint6
     LD_STAT_INC(heap, remote_batches);
     LD_OWNER_SET(heap->remote_bytes, heap->remote_bytes - bytes);
     unsigned i = (unsigned)(slot - heap->remote);
-    heap->remote_sb[i] = NULL;
+    LD_OWNER_SET(heap->remote_sb[i], NULL); /* (read outside the buffer's protocol: ld_cache_batch_slot) */
     heap->remote_open[i / 64] &= ~((uint64_t)1 << (i % 64));
   }
   slot->head = slot->tail = NULL;
   slot->count = 0;
-  if (heap->remote_busy) LD_OWNER_SET(heap->last_slow_ns, now); /* the owner at work: not idle */
+  if (LD_READ(heap->remote_busy)) LD_OWNER_SET(heap->last_slow_ns, now); /* the owner at work: not idle */
   if (staged) {
     /* (all at once past the bound: at most LD_OUTBOXES sends, for that many bytes) */
     if (heap->outbox_bytes > LD_OUTBOX_PENDING_BYTES) {
@@ -298,7 +298,7 @@ static LD_NOINLINE bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
     slot = victim;
     unsigned i = (unsigned)(slot - heap->remote);
     if (slot->count) remote_send(heap, heap->remote_sb[i], slot), sent = true;
-    heap->remote_sb[i] = sb;
+    LD_OWNER_SET(heap->remote_sb[i], sb);
     heap->remote_open[i / 64] |= (uint64_t)1 << (i % 64);
   }
   /* sent by the purge if the thread idles: make sure a purge is due (a clock read only then) */
@@ -419,7 +419,7 @@ int ld_cache_free_remote_batched(heap_t *heap, sb_t *sb, void *p) {
 }
 
 static void remote_send_all(heap_t *heap) {
-  if (!heap->remote_bytes && !heap->outbox_open) return;
+  if (!LD_READ(heap->remote_bytes) && !LD_READ(heap->outbox_open)) return; /* (outside the buffer: a look) */
   remote_enter(heap);
   remote_send_open(heap);
   remote_leave(heap);
@@ -588,7 +588,7 @@ static void settle_slow_free(heap_t *heap, void *p, bool by_purge) {
     ld_fatal_bad_free(sb->kind == LD_KIND_LARGE_CACHED || sb->kind == LD_KIND_FREED ? "double free" : "invalid free (not the start of a block)", p);
   ld_block_t *b = p;
   if (!by_purge && atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap) {
-    if ((char *)b >= sb->bump) ld_fatal_bad_free("invalid free (block was never allocated)", b);
+    if ((char *)b >= LD_READ(sb->bump)) ld_fatal_bad_free("invalid free (block was never allocated)", b);
     settle_deferred(heap, false); /* it may be b (the table lost b's superblock since): tagged first */
     ld_check_small_free(sb, b);
     b->tag = ld_tag(b);
@@ -1017,7 +1017,9 @@ static void bins_turn_away(heap_t *heap, uint64_t classes) {
 }
 /* The owner's: its own fast paths read what it writes here in order. */
 static void bins_turn_back(heap_t *heap) {
-  uint64_t classes = heap->bins_turned_classes;
+  /* (a drain that starts as soon as the state is back in use may write it meanwhile: either
+   * set turns back what it must, as that drain finds this thread in its bins) */
+  uint64_t classes = LD_READ(heap->bins_turned_classes);
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
     if (classes >> c & 1) __atomic_store_n(&heap->bins[c].span, bin_span(c), __ATOMIC_RELAXED);
   bin_of_set(heap);
@@ -1062,8 +1064,8 @@ int ld_cache_drain_idle(heap_t *heap) {
   if (state == LD_BINS_DRAINING ||
       !__atomic_compare_exchange_n(&heap->bins_draining, &state, LD_BINS_DRAINING, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
     return -1;
-  if (state == LD_BINS_TURNED_AWAY) classes |= heap->bins_turned_classes; /* still turned away */
-  heap->bins_turned_classes = classes;
+  if (state == LD_BINS_TURNED_AWAY) classes |= LD_READ(heap->bins_turned_classes); /* still turned away */
+  LD_OWNER_SET(heap->bins_turned_classes, classes);
   bins_turn_away(heap, classes);
   int drained = -1;
   if (ld_os_fence_all_threads() == 0 && !__atomic_load_n(&heap->bins_busy, __ATOMIC_ACQUIRE) &&

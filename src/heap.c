@@ -145,9 +145,9 @@ static void heap_disown(heap_t *heap, sb_t *sb) {
 /* (1 - f) in 1/65536ths: the group boundaries are computed for every block a flush returns,
  * so without a floating-point multiply. Set at start and when f changes (maintain.c). */
 static uint32_t keep_q16 = 49152;
-void ld_heap_fraction_changed(void) { keep_q16 = (uint32_t)((1.0 - LD_OPTION(empty_fraction)) * 65536.0); }
+void ld_heap_fraction_changed(void) { LD_OWNER_SET(keep_q16, (uint32_t)((1.0 - LD_OPTION(empty_fraction)) * 65536.0)); }
 
-static inline int32_t class_release_blocks(uint32_t capacity) { return (int32_t)(((uint64_t)capacity * keep_q16) >> 16); }
+static inline int32_t class_release_blocks(uint32_t capacity) { return (int32_t)(((uint64_t)capacity * LD_READ(keep_q16)) >> 16); }
 
 static int sb_group_of(const sb_t *sb) {
   int32_t used = sb->used, cap = (int32_t)sb->capacity, t = class_release_blocks(sb->capacity);

@@ -14,8 +14,10 @@
  *     larder_malloc_shared ones;
  *   - producers that exit with blocks still in flight (their heaps are abandoned and reused by
  *     the next wave of threads);
- *   - a thread that reads the statistics (larder_stats_get) and calls larder_trim while the
- *     others work;
+ *   - a thread that reads the statistics (larder_stats_get), calls larder_trim and changes
+ *     run-time options (larder_option_set: the purge's delay, the caches' bounds, the remote
+ *     free's mark), which the purge thread and the other threads' slow paths read meanwhile,
+ *     while the others work;
  *   - larder_validate at the end, which must find nothing.
  * Without TSan it is a quick stress test of the same (it is registered with the others).
  *
@@ -39,7 +41,7 @@ typedef struct {
 } ring_t;
 
 static ring_t rings[PAIRS];
-static atomic_long bad, observer_rounds;
+static atomic_long bad, observer_rounds, option_refusals;
 static atomic_long bad_kind[4]; /* failed or misaligned, damaged in flight, realloc, calloc */
 static atomic_int stop_observer;
 static long per_producer = 20000;
@@ -135,13 +137,33 @@ static void *consumer(void *arg) {
   return NULL;
 }
 
+/* Run-time options the observer changes in turn, every one back to its default by the end of
+ * the list (so the second half restores what the first half set). */
+static const char *const option_changes[][2] = {
+    {"purge_delay_ms", "0"},     {"medium_cache_kb", "0"},    {"large_cache_mb", "0"},  {"remote_free_check", "0"},
+    {"empty_fraction", "0.5"},   {"purge_delay_ms", "1000"},  {"medium_cache_kb", "1024"},
+    {"large_cache_mb", "64"},    {"remote_free_check", "1"},  {"empty_fraction", "0.25"},
+};
+#define OPTION_CHANGES (sizeof option_changes / sizeof option_changes[0])
+
 static void *observer(void *arg) {
   (void)arg;
+  unsigned long changes = 0;
   while (!atomic_load(&stop_observer)) {
     larder_stats_t st;
     larder_stats_get(&st);
-    if (atomic_fetch_add(&observer_rounds, 1) % 8 == 0) larder_trim(0);
+    long round = atomic_fetch_add(&observer_rounds, 1);
+    if (round % 8 == 0) larder_trim(0);
+    if (round % 4 == 2) {
+      const char *const *change = option_changes[changes++ % OPTION_CHANGES];
+      if (larder_option_set(change[0], change[1]) != 0) atomic_fetch_add(&option_refusals, 1);
+    }
     usleep(2000);
+  }
+  /* (the defaults again, whatever the count) */
+  while (changes % OPTION_CHANGES) {
+    const char *const *change = option_changes[changes++ % OPTION_CHANGES];
+    larder_option_set(change[0], change[1]);
   }
   return NULL;
 }
@@ -179,6 +201,7 @@ int main(int argc, char **argv) {
             "%ld bad blocks: %ld failed or misaligned, %ld damaged between threads, %ld lost in realloc, %ld calloc failed",
             atomic_load(&bad), atomic_load(&bad_kind[0]), atomic_load(&bad_kind[1]), atomic_load(&bad_kind[2]),
             atomic_load(&bad_kind[3]));
+  CHECK_MSG(atomic_load(&option_refusals) == 0, "larder_option_set refused %ld run-time changes", atomic_load(&option_refusals));
   int v = larder_validate();
   CHECK_MSG(v == 0, "larder_validate() found %d violation(s)", v);
   larder_stats_t st;
