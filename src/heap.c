@@ -303,7 +303,7 @@ static void heap_give_to_global(heap_t *heap, sb_t *sb) {
 static void heap_release_below(heap_t *heap, unsigned c, bool empty_only) {
   if (!empty_only) heap->release_due &= ~((uint64_t)1 << c);
   if (heap->u[c] >= heap->u_release[c]) return;
-  uint64_t now = heap->last_slow_ns; /* the owner's slow path read the clock (alloc.c) */
+  uint64_t now = LD_READ(heap->last_slow_ns); /* the owner's slow path read the clock (alloc.c); (the purge may store it: cache.c, remote_send_at) */
   if (heap->boost[c] && now - heap->last_take_ns[c] > BOOST_DECAY_NS) {
     heap->boost[c] /= 2;
     heap_recompute_threshold(heap, c);
@@ -500,7 +500,7 @@ static sb_t *heap_take_from_global(heap_t *heap, unsigned cls) {
   sb_t *sb = ld_global_take(heap, cls);
   if (!sb) return NULL;
   heap_add_superblock(heap, sb);
-  uint64_t now = heap->last_slow_ns;
+  uint64_t now = LD_READ(heap->last_slow_ns);
   /* One give-and-take is one event: the release it answers is used up. */
   if (heap->last_release_ns[cls] && now - heap->last_release_ns[cls] < PINGPONG_WINDOW_NS) {
     if (heap->boost[cls] < LD_BOOST_MAX)
