@@ -150,11 +150,15 @@ void *larder_malloc(size_t size) {
  * has had that time to arrive: that one is checked for the free tag and goes in its bin. */
 void larder_free(void *p) {
   heap_t *heap = ld_heap_tls;
-  LD_BUSY_INC(heap);
-  atomic_signal_fence(memory_order_seq_cst);
   uintptr_t sb = (uintptr_t)p & ld_sb_mask;
+  /* The table first, outside the bins: a free of another thread's block (the table has no
+   * entry) then stores nothing here on its way to the slow path. The table is not the drain's
+   * to change while this thread is in its bins, and a superblock a drain gave away meanwhile
+   * has its class's bin turned away (span 0) until this thread's next slow path. */
   uintptr_t owned_class = ld_heap_owned_class(heap, (uintptr_t)p, sb);
   if (LD_LIKELY(owned_class < LD_OWNED_NONE)) {
+    LD_BUSY_INC(heap);
+    atomic_signal_fence(memory_order_seq_cst);
     ld_bin_t *bin = ld_heap_owned_bin(heap, owned_class);
     uint32_t offset = (uint32_t)((uintptr_t)p - sb) - bin->first;
 #ifdef LARDER_HARDENED
@@ -202,8 +206,8 @@ void larder_free(void *p) {
       return;
     }
 #endif
+    LD_BUSY_DEC(heap);
   }
-  LD_BUSY_DEC(heap);
   free_slow(p, heap); /* the thread's heap, read once */
 }
 
