@@ -97,6 +97,9 @@ static inline void *api_result(void *p, int saved) {
   return p;
 }
 
+/* The fast paths start a cache line (as wrappers.c's malloc and free, which inline them). */
+#define LD_ALIGNED_HOT __attribute__((aligned(64)))
+
 static LD_NOINLINE void *malloc_slow(size_t size);
 static LD_NOINLINE void free_slow(void *p, heap_t *heap);
 #ifndef LARDER_HARDENED
@@ -135,7 +138,7 @@ static inline ld_block_t *bin_pop(heap_t *heap, size_t g) {
   return b;
 }
 
-void *larder_malloc(size_t size) {
+LD_ALIGNED_HOT void *larder_malloc(size_t size) {
   if (LD_LIKELY(size <= LD_SMALL_LIMIT)) {
     ld_block_t *b = bin_pop(ld_heap_tls, (size + 15) >> 4);
     if (LD_LIKELY(b != NULL)) return b;
@@ -148,7 +151,7 @@ void *larder_malloc(size_t size) {
  * is not read: its line is prefetched, and it waits among the heap's deferred frees
  * (internal.h, heap_t deferred) in the place of the oldest, freed 4 calls before, whose line
  * has had that time to arrive: that one is checked for the free tag and goes in its bin. */
-void larder_free(void *p) {
+LD_ALIGNED_HOT void larder_free(void *p) {
   heap_t *heap = ld_heap_tls;
   uintptr_t sb = (uintptr_t)p & ld_sb_mask;
   /* The table first, outside the bins: a free of another thread's block (the table has no
