@@ -504,13 +504,14 @@ static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
    * when the prefetch has brought the line, 16.6, but a free and a malloc of the block by its
    * owner in between then went unseen: double_free_random, 48 runs in 1,200).
    * LARDER_REMOTE_FREE_CHECK=0 leaves the mark out. */
-  unsigned cls = !__atomic_load_n(&ld_remote_free_mark, __ATOMIC_RELAXED) || !heap->ring_id ? LD_CLASS_LARGE
-                 : slot != LD_REMOTE_SLOTS     ? ld_class_of_granule[heap->remote[slot].block_size >> 4]
-                 : sb->kind == LD_KIND_SMALL   ? sb->size_class
-                                               : LD_CLASS_LARGE;
-  if (LD_LIKELY(cls < LD_CLASS_COUNT && ld_class_block_start(cls, (uintptr_t)p - (uintptr_t)sb))) {
+  const ld_class_shape_t *shape = NULL; /* p's class, when known: then p must start a block */
+  if (__atomic_load_n(&ld_remote_free_mark, __ATOMIC_RELAXED) && heap->ring_id) {
+    if (slot != LD_REMOTE_SLOTS) shape = &ld_class_shape[heap->remote[slot].size_class];
+    else if (sb->kind == LD_KIND_SMALL && sb->size_class < LD_CLASS_COUNT) shape = &ld_class_shape[sb->size_class];
+  }
+  if (LD_LIKELY(shape && ld_shape_block_start(shape, offset))) {
     slot |= LD_SLOW_FREE_TAGGED;
-  } else if (cls < LD_CLASS_COUNT || (slot == LD_REMOTE_SLOTS && sb->kind != LD_KIND_SMALL)) {
+  } else if (shape || (slot == LD_REMOTE_SLOTS && sb->kind != LD_KIND_SMALL)) {
     /* Known already not to start a block (of its class, or a span's, which starts a power of
      * two past its header): reported now, by the full checks, rather than as it leaves the
      * ring, when a program that exits with _exit or crashes first never hears of it. */

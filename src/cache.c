@@ -308,6 +308,7 @@ static LD_NOINLINE bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
     slot->tail = b;
     slot->owner = atomic_load_explicit(&sb->owner, memory_order_relaxed);
     slot->block_size = sb->block_size;
+    slot->size_class = sb->size_class;
     /* the batch's blocks are all of sb's size: its two bounds are one count */
     uint32_t by_bytes = (LD_REMOTE_BATCH_BYTES + sb->block_size - 1) / sb->block_size;
     slot->full = by_bytes < LD_REMOTE_BATCH ? by_bytes : LD_REMOTE_BATCH;

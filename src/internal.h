@@ -110,11 +110,11 @@ typedef struct ld_class_shape_s {
   uint64_t divisor_magic; /* ceil(2^64 / block size) */
 } ld_class_shape_t;
 extern ld_class_shape_t ld_class_shape[LD_CLASS_COUNT];
-static inline bool ld_class_block_start(unsigned c, uintptr_t offset) {
-  const ld_class_shape_t *shape = &ld_class_shape[c];
+static inline bool ld_shape_block_start(const ld_class_shape_t *shape, uintptr_t offset) {
   uint32_t at = (uint32_t)offset - shape->first;
   return at < shape->span && (uint64_t)at * shape->divisor_magic < shape->divisor_magic;
 }
+static inline bool ld_class_block_start(unsigned c, uintptr_t offset) { return ld_shape_block_start(&ld_class_shape[c], offset); }
 
 static inline unsigned ld_size_class(size_t size) { return ld_class_of_granule[(size + 15) >> 4]; }
 /* [k][c]: the first class from c up whose size is a multiple of 2^k (an aligned request's
@@ -588,10 +588,14 @@ typedef struct ld_remote_slot_s { /* its superblock: heap->remote_sb */
   uint32_t block_size;
   uint32_t count;
   uint32_t last_append;              /* the heap's remote_appends when a block last joined */
-  uint32_t full;                     /* the count at which it goes: LD_REMOTE_BATCH blocks or
+  uint16_t full;                     /* the count at which it goes: LD_REMOTE_BATCH blocks or
                                         LD_REMOTE_BATCH_BYTES, for its superblock's block size */
+  uint8_t size_class;                /* its superblock's, for the block-start check of a free
+                                        that will join it (alloc.c, free_deferring: the class
+                                        from block_size was a table look and a bound check more) */
   uint16_t offsets[LD_REMOTE_BATCH]; /* the batch's blocks in the order appended, in 16-byte units */
 } ld_remote_slot_t;
+_Static_assert(LD_REMOTE_BATCH <= UINT16_MAX && LD_CLASS_COUNT <= UINT8_MAX, "full and size_class fit");
 
 /* A batch's hint. The chain of a batch of remote frees runs through blocks the freeing core
  * wrote last: the owner that walks it waits for each line before it learns the next address
