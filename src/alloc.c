@@ -495,7 +495,7 @@ static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
    * even if the owner has handed it out meanwhile (the owner's pop clears the word), and one
    * the owner frees again while it waits (the other's first) is caught though the owner's
    * deferred free finds no tag and puts it in the owner's bin. Before the mark is written,
-   * the class tells that p starts a block (from its batch's block size, or else from its
+   * the class tells that p starts a block (from its batch's slot, or else from its
    * superblock's header), so that no live block is written through a bad pointer. The store
    * waits for nothing, but holds the stores behind it until the block's line comes from the
    * core that last wrote it: so it is the last of this call's, made as the thread leaves its

@@ -114,7 +114,6 @@ static inline bool ld_shape_block_start(const ld_class_shape_t *shape, uintptr_t
   uint32_t at = (uint32_t)offset - shape->first;
   return at < shape->span && (uint64_t)at * shape->divisor_magic < shape->divisor_magic;
 }
-static inline bool ld_class_block_start(unsigned c, uintptr_t offset) { return ld_shape_block_start(&ld_class_shape[c], offset); }
 
 static inline unsigned ld_size_class(size_t size) { return ld_class_of_granule[(size + 15) >> 4]; }
 /* [k][c]: the first class from c up whose size is a multiple of 2^k (an aligned request's
