@@ -97,9 +97,6 @@ static inline void *api_result(void *p, int saved) {
   return p;
 }
 
-/* The fast paths start a cache line (as wrappers.c's malloc and free, which inline them). */
-#define LD_ALIGNED_HOT __attribute__((aligned(64)))
-
 static LD_NOINLINE void *malloc_slow(size_t size);
 static LD_NOINLINE void free_slow(void *p, heap_t *heap);
 #ifndef LARDER_HARDENED

@@ -44,6 +44,11 @@
 #define LD_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define LD_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define LD_NOINLINE    __attribute__((noinline))
+/* The malloc and free fast paths start a cache line, whatever the code before them, so that
+ * their few instructions sit in as few lines and decoded-instruction windows as they can (churn
+ * of 10,000 live 256-byte blocks ran 2-3% slower when free started 48 bytes into a line):
+ * larder_malloc and larder_free (alloc.c), and wrappers.c's malloc and free, which inline them. */
+#define LD_ALIGNED_HOT __attribute__((aligned(LD_CACHE_LINE)))
 #define LD_NORETURN    __attribute__((noreturn))
 #define LD_CACHE_LINE  64
 /* A word only its owner thread writes, while other threads may read it (statistics, helpers):

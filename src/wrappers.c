@@ -17,13 +17,10 @@
 
 #define LD_PUBLIC __attribute__((visibility("default")))
 
-/* aligned(64): the fast paths start a cache line, whatever the code before them, so that their
- * few instructions sit in as few lines and decoded-instruction windows as they can (churn of
- * 10,000 live 256-byte blocks ran 2-3% slower when free started 48 bytes into a line). */
-LD_PUBLIC __attribute__((aligned(64))) void *malloc(size_t size) { return larder_malloc(size); }
+LD_PUBLIC LD_ALIGNED_HOT void *malloc(size_t size) { return larder_malloc(size); }
 /* flatten: free is larder_free's fast path itself, not a jump to it (one instruction a free;
  * malloc's is inlined without asking, being shorter). */
-LD_PUBLIC __attribute__((flatten, aligned(64))) void free(void *p) { larder_free(p); }
+LD_PUBLIC LD_ALIGNED_HOT __attribute__((flatten)) void free(void *p) { larder_free(p); }
 LD_PUBLIC void *calloc(size_t n, size_t size) { return larder_calloc(n, size); }
 LD_PUBLIC void *realloc(void *p, size_t size) { return larder_realloc(p, size); }
 LD_PUBLIC void *reallocarray(void *p, size_t n, size_t size) { return larder_reallocarray(p, n, size); }
