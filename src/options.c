@@ -33,7 +33,12 @@ static option_row_t option_rows[] = {
 };
 #define OPTION_COUNT (sizeof option_rows / sizeof option_rows[0])
 
-int ld_remote_free_mark = 1; /* the table's default; set again by every change */
+int ld_remote_free_mark = 1; /* from the table by ld_options_init, then by every change */
+
+/* The words kept equal to an option (options.h), from its value now. */
+static void option_mirrors_update(void) {
+  __atomic_store_n(&ld_remote_free_mark, ld_option_load(&ld_options.remote_free_check) != 0, __ATOMIC_RELAXED);
+}
 
 static int options_frozen;
 
@@ -81,7 +86,7 @@ static int option_apply(option_row_t *row, const char *text, const char *origin,
     return -1;
   }
   __atomic_store(row->value, &v, __ATOMIC_RELAXED);
-  if (row->value == &ld_options.remote_free_check) __atomic_store_n(&ld_remote_free_mark, v != 0, __ATOMIC_RELAXED);
+  option_mirrors_update();
   return 0;
 }
 
@@ -103,6 +108,7 @@ static bool options_ignored_secure(void) {
 
 void ld_options_init(void) {
   extern char **environ;
+  option_mirrors_update(); /* the table's defaults, whatever the environment says */
   if (options_ignored_secure()) return;
   for (char **e = environ; e && *e; e++) {
     if (strncmp(*e, "LARDER_", 7) != 0) continue;
