@@ -429,6 +429,8 @@ static void remote_send_all(heap_t *heap) {
 /* The thread's own buffer (a validation walk, maintain.c): each slot open in remote_open
  * exactly when it names a superblock and holds blocks, and remote_bytes their sum. */
 static void medium_cache_validate(heap_t *heap, int *violations);
+static sb_t *medium_returned_take(heap_t *heap);
+static void medium_release_list(sb_t *span);
 static void medium_cache_empty_and_unlock(heap_t *heap);
 void ld_cache_validate(heap_t *heap, int *violations) {
   if (heap == &ld_heap_empty) return;
@@ -794,13 +796,15 @@ void ld_cache_settle_deferred_now(heap_t *heap) {
 }
 
 void ld_cache_trim(heap_t *heap) {
-  if (LD_READ(heap->medium_cached)) {
+  /* spans returned by other threads count as kept: they stay while the owner uses the cache */
+  if (LD_READ(heap->medium_cached) || atomic_load_explicit(&heap->medium_returned, memory_order_relaxed)) {
     ld_lock(&heap->lock);
     if (heap->medium_cache_used) {
       heap->medium_cache_used = false;
       ld_unlock(&heap->lock);
     } else {
       medium_cache_empty_and_unlock(heap);
+      medium_release_list(medium_returned_take(heap));
     }
   }
   for (uint64_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
@@ -831,7 +835,20 @@ void ld_cache_trim(heap_t *heap) {
  * is written with ld_segment_retouch), and a span on that list is never kept. The oldest goes back when the cache is full; all go back at thread
  * exit and malloc_trim, when a delay passes without the owner taking one (ld_cache_trim), and
  * when the thread stops calling (the purge, ld_cache_medium_drain_idle). The owner takes its
- * heap's lock around the cache, uncontended but for those two last. */
+ * heap's lock around the cache, uncontended but for those two last.
+ *
+ * A span another thread frees goes back to the thread that allocated it (its owner, set as it
+ * is handed out: alloc.c, large_alloc), as a small block goes back to its superblock's owner
+ * (Hoard §3): pushed onto the owner's stack of returned spans (heap_t, medium_returned) with
+ * one CAS, no lock, and taken whole, into the cache, by the owner's next medium malloc. Kept
+ * by the freer instead, a span freed by a consumer that never allocates sat in its cache until
+ * pushed out to the segments, and its producer took a new one there: every block of a
+ * producer/consumer pair of 16-256 KiB buffers crossed the segment lock twice, contended
+ * (remote-free at those sizes: 1,480 CPU ns a block, tcmalloc 210). The stack holds no more
+ * than the owner's cache bound less what its cache holds (a freer that finds it full keeps the
+ * span as before); an owner that stopped calling or exited has it emptied by the purge
+ * (ld_cache_medium_drain_idle, ld_cache_medium_drain_returned), which the push that finds the
+ * stack empty makes due. */
 
 /* Takes slot i out of the cache (the newer ones move down). Heap lock held. */
 static sb_t *medium_cache_remove(heap_t *heap, unsigned i) {
@@ -866,8 +883,97 @@ static int medium_cache_choose(const heap_t *heap, size_t touch) {
   return best;
 }
 
+/* The chunks a heap's returned spans may hold: its cache's bound, within the word's low bits */
+static uintptr_t medium_returned_room(size_t bound) {
+  uintptr_t room = bound / ld_sb_size, mask = ld_sb_size - 1;
+  return room < mask ? room : mask;
+}
+
+/* Pushes span (retired, not on the list of tails) onto its owner's stack of returned spans;
+ * false if the stack and the owner's cache hold their bound already. */
+static bool medium_return(heap_t *owner, sb_t *span, size_t bound) {
+  uintptr_t mask = ld_sb_size - 1, chunks = span->map_bytes / ld_sb_size;
+  int64_t kept = LD_READ(owner->medium_cached_bytes) / (int64_t)ld_sb_size;
+  uintptr_t room = medium_returned_room(bound), used = kept > 0 ? (uintptr_t)kept : 0;
+  uintptr_t old = atomic_load_explicit(&owner->medium_returned, memory_order_relaxed), next;
+  do {
+    if (used + (old & mask) + chunks > room) return false;
+    span->next = (sb_t *)(old & ~mask);
+    next = (uintptr_t)span | ((old & mask) + chunks);
+  } while (!atomic_compare_exchange_weak_explicit(&owner->medium_returned, &old, next, memory_order_release,
+                                                  memory_order_relaxed));
+  /* an owner that never calls again leaves them to the purge */
+  if (!old && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX) ld_due_note(ld_os_now_coarse_ns());
+  return true;
+}
+
+/* The returned spans, taken whole (any thread: the owner, or the purge), as a list by next. */
+static sb_t *medium_returned_take(heap_t *heap) {
+  if (!atomic_load_explicit(&heap->medium_returned, memory_order_relaxed)) return NULL;
+  uintptr_t top = atomic_exchange_explicit(&heap->medium_returned, 0, memory_order_acquire);
+  return (sb_t *)(top & ~(uintptr_t)(ld_sb_size - 1));
+}
+
+static void medium_release_list(sb_t *span) {
+  while (span) {
+    sb_t *next = span->next;
+    ld_medium_release(span);
+    span = next;
+  }
+}
+
+/* Keeps span (retired, reaching `reach`) in the cache, the oldest pushed out onto *out to make
+ * room. Heap lock held. */
+static void medium_cache_keep_locked(heap_t *heap, sb_t *span, size_t reach, size_t bound, sb_t **out) {
+  while (heap->medium_cached == LD_MEDIUM_CACHE_SPANS || (size_t)heap->medium_cached_bytes + span->map_bytes > bound) {
+    sb_t *old = medium_cache_remove(heap, 0);
+    old->next = *out;
+    *out = old;
+  }
+  heap->medium_cache[heap->medium_cached] = (ld_medium_kept_t){span, (uint32_t)span->map_bytes, (uint32_t)reach};
+  LD_OWNER_SET(heap->medium_cached, heap->medium_cached + 1);
+  LD_OWNER_SET(heap->medium_cached_bytes, heap->medium_cached_bytes + (int64_t)span->map_bytes);
+}
+
+/* The purge must come back for kept spans: a free that keeps one may poll nothing (alloc.c,
+ * span_poll_due), and a purge run that found this thread idle with nothing kept set no deadline
+ * at all, so a thread that then froze with spans kept held them for good (found in review: one
+ * malloc, an idle spell, a free, no call after). While spans stay kept, every purge run that
+ * finds the thread busy sets the next deadline itself (ld_cache_holds). A deadline already set
+ * will do (that run finds the spans kept): the clock is read only when none is, 19 of the ~510
+ * instructions of a malloc and free of 100 KB that the kept spans serve. */
+static void medium_cache_note_first(bool first) {
+  if (first && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX) ld_due_note(ld_os_now_coarse_ns());
+}
+
+/* The spans other threads returned, into the cache (owner only). */
+static LD_NOINLINE void medium_cache_take_returned(heap_t *heap) {
+  sb_t *span = medium_returned_take(heap), *out = NULL;
+  if (!span) return;
+  size_t bound = (size_t)LD_OPTION(medium_cache_kb) << 10;
+  ld_lock(&heap->lock);
+  bool first = heap->medium_cached == 0;
+  while (span) {
+    sb_t *next = span->next;
+    size_t reach = ld_segment_kept_reach(span);
+    if (reach && span->map_bytes <= bound / 4) {
+      medium_cache_keep_locked(heap, span, reach, bound, &out);
+    } else { /* on the list of tails since, or the bound changed */
+      span->next = out;
+      out = span;
+    }
+    span = next;
+  }
+  first = first && heap->medium_cached;
+  ld_unlock(&heap->lock);
+  medium_release_list(out); /* outside the heap's lock */
+  medium_cache_note_first(first);
+}
+
 void *ld_cache_medium_alloc(heap_t *heap, size_t size) {
-  if (!LD_READ(heap->medium_cached) || size > ld_medium_max) return NULL;
+  if (size > ld_medium_max) return NULL;
+  if (LD_UNLIKELY(atomic_load_explicit(&heap->medium_returned, memory_order_relaxed) != 0)) medium_cache_take_returned(heap);
+  if (!LD_READ(heap->medium_cached)) return NULL;
   size_t touch = ld_medium_touch(size);
   void *p = NULL;
   ld_lock(&heap->lock);
@@ -875,6 +981,7 @@ void *ld_cache_medium_alloc(heap_t *heap, size_t size) {
   if (i >= 0) {
     uint32_t reach = heap->medium_cache[i].reach;
     p = ld_medium_reuse(medium_cache_remove(heap, (unsigned)i), reach, size);
+    atomic_store_explicit(&ld_sb_of(p)->owner, heap, memory_order_relaxed); /* (as alloc.c's large_alloc) */
     heap->medium_cache_used = true;
   }
   ld_unlock(&heap->lock);
@@ -884,32 +991,28 @@ void *ld_cache_medium_alloc(heap_t *heap, size_t size) {
 
 bool ld_cache_medium_free(heap_t *heap, sb_t *span) {
   size_t bound = (size_t)LD_OPTION(medium_cache_kb) << 10;
-  if (heap == &ld_heap_empty || span->map_bytes > bound / 4) return false;
+  if (span->map_bytes > bound / 4) return false;
+  heap_t *owner = atomic_load_explicit(&span->owner, memory_order_relaxed);
+  bool to_owner = owner != NULL && owner != heap;
+  if (heap == &ld_heap_empty && !to_owner) return false;
   ld_medium_retire(span);
   size_t reach = ld_segment_kept_reach(span);
   if (!reach) { /* on the list of tails: back to its segment, which takes it off */
     ld_medium_release(span);
     return true;
   }
-  sb_t *old[LD_MEDIUM_CACHE_SPANS];
-  unsigned n_old = 0;
+  if (to_owner && medium_return(owner, span, bound)) return true;
+  if (heap == &ld_heap_empty) {
+    ld_medium_release(span);
+    return true;
+  }
+  sb_t *out = NULL;
   ld_lock(&heap->lock);
-  while (heap->medium_cached == LD_MEDIUM_CACHE_SPANS || (size_t)heap->medium_cached_bytes + span->map_bytes > bound)
-    old[n_old++] = medium_cache_remove(heap, 0);
   bool first = heap->medium_cached == 0;
-  heap->medium_cache[heap->medium_cached] = (ld_medium_kept_t){span, (uint32_t)span->map_bytes, (uint32_t)reach};
-  LD_OWNER_SET(heap->medium_cached, heap->medium_cached + 1);
-  LD_OWNER_SET(heap->medium_cached_bytes, heap->medium_cached_bytes + (int64_t)span->map_bytes);
+  medium_cache_keep_locked(heap, span, reach, bound, &out);
   ld_unlock(&heap->lock);
-  for (unsigned i = 0; i < n_old; i++) ld_medium_release(old[i]); /* outside the heap's lock */
-  /* The purge must come back for it: this free may poll nothing (alloc.c, span_poll_due), and
-   * a purge run that found this thread idle with nothing kept set no deadline at all, so a
-   * thread that then froze with spans kept held them for good (found in review: one malloc,
-   * an idle spell, a free, no call after). While spans stay kept, every purge run that finds
-   * the thread busy sets the next deadline itself (ld_cache_holds). A deadline already set
-   * will do (that run finds the spans kept): the clock is read only when none is, 19 of the
-   * ~510 instructions of a malloc and free of 100 KB that the kept spans serve. */
-  if (first && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX) ld_due_note(ld_os_now_coarse_ns());
+  medium_release_list(out); /* outside the heap's lock */
+  medium_cache_note_first(first);
   return true;
 }
 
@@ -924,17 +1027,22 @@ static void medium_cache_empty_and_unlock(heap_t *heap) {
 }
 
 static void medium_cache_drain(heap_t *heap) {
-  if (heap == &ld_heap_empty || !LD_READ(heap->medium_cached)) return;
+  if (heap == &ld_heap_empty) return;
+  medium_release_list(medium_returned_take(heap));
+  if (!LD_READ(heap->medium_cached)) return;
   ld_lock(&heap->lock);
   medium_cache_empty_and_unlock(heap);
 }
 
 bool ld_cache_medium_drain_idle(heap_t *heap) {
+  medium_release_list(medium_returned_take(heap)); /* (the stack is anyone's to take) */
   if (!LD_READ(heap->medium_cached)) return true;
   if (!ld_trylock(&heap->lock)) return false;
   medium_cache_empty_and_unlock(heap);
   return true;
 }
+
+void ld_cache_medium_drain_returned(heap_t *heap) { medium_release_list(medium_returned_take(heap)); }
 
 /* Each kept span: a medium span freed (kind FREED) of whole chunks within the bound, the
  * count and bytes their sums. */
@@ -966,6 +1074,41 @@ static void medium_cache_validate(heap_t *heap, int *violations) {
     (*violations)++;
   }
   ld_unlock(&heap->lock);
+  /* The returned spans: taken whole (freers meanwhile push onto an empty stack), each checked,
+   * their chunks against the count the word carried, then pushed back whole. */
+  uintptr_t mask = ld_sb_size - 1;
+  uintptr_t top = atomic_exchange_explicit(&heap->medium_returned, 0, memory_order_acquire);
+  sb_t *first = (sb_t *)(top & ~mask), *last = NULL;
+  uintptr_t chunks = 0, spans = 0;
+  int bad = 0;
+  for (sb_t *span = first; span && spans <= mask; span = span->next, spans++) {
+    if (span->magic != LD_SB_MAGIC || span->kind != LD_KIND_FREED || span->size_class != LD_CLASS_LARGE ||
+        span->map_bytes == 0 || span->map_bytes % ld_sb_size || span->map_bytes > ld_medium_max ||
+        atomic_load_explicit(&span->owner, memory_order_relaxed) != heap) {
+      ld_message("larder: validate: heap %p: returned medium span %p is not a freed span of its own (kind %u, %zu bytes)\n",
+                 (void *)heap, (const void *)span, span->kind, span->map_bytes);
+      bad++;
+    }
+    chunks += span->map_bytes / ld_sb_size;
+    last = span;
+  }
+  if (chunks != (top & mask)) {
+    ld_message("larder: validate: heap %p: returned medium spans hold %zu chunks, counted %zu\n", (void *)heap, (size_t)chunks,
+               (size_t)(top & mask));
+    bad++;
+  }
+  *violations += bad;
+  if (!first || bad) return; /* (a broken list is not pushed back, nor followed further) */
+  uintptr_t old = atomic_load_explicit(&heap->medium_returned, memory_order_relaxed), next;
+  do {
+    if ((old & mask) + chunks > mask) { /* (freers filled it meanwhile: these go back) */
+      medium_release_list(first);
+      return;
+    }
+    last->next = (sb_t *)(old & ~mask);
+    next = (uintptr_t)first | ((old & mask) + chunks);
+  } while (!atomic_compare_exchange_weak_explicit(&heap->medium_returned, &old, next, memory_order_release,
+                                                  memory_order_relaxed));
 }
 
 /* ---- the bins of a thread that stopped calling ----
@@ -1027,7 +1170,8 @@ static void bins_turn_back(heap_t *heap) {
 }
 
 bool ld_cache_holds(const heap_t *heap) {
-  if (LD_READ(heap->remote_bytes) || LD_READ(heap->outbox_open) || slow_frees_waiting(heap) || LD_READ(heap->medium_cached))
+  if (LD_READ(heap->remote_bytes) || LD_READ(heap->outbox_open) || slow_frees_waiting(heap) || LD_READ(heap->medium_cached) ||
+      atomic_load_explicit(&((heap_t *)heap)->medium_returned, memory_order_relaxed))
     return true;
   if (!__atomic_load_n(&heap->bins_ready, __ATOMIC_ACQUIRE)) return false;
   if (deferred_waiting(heap)) return true;

@@ -856,6 +856,12 @@ typedef struct heap_s {
   /* The next message to take, written by the reader (under `lock`) and read by writers once a
    * ring of messages at most: a line of its own. */
   _Alignas(LD_CACHE_LINE) _Atomic(uint32_t) inbox_head;
+  /* Medium spans this thread allocated and another freed (cache.c, "medium spans"): a stack
+   * linked through the spans' headers (next), the chunks it holds in the word's low bits (a
+   * span is S-aligned, S above any count it may hold). Pushed with a CAS by the freers, taken
+   * whole with an exchange by the owner's next medium malloc, or by the purge for a thread that
+   * stopped calling or exited. A line of its own: the freers write it. */
+  _Alignas(LD_CACHE_LINE) _Atomic(uintptr_t) medium_returned;
   /* Guards the heap proper: taken by the owner in its slow paths (uncontended), and with
    * trylock by another thread that tidies an idle heap. */
   _Alignas(LD_CACHE_LINE) ld_lock_t lock;
@@ -895,6 +901,10 @@ static inline uintptr_t ld_heap_owned_class(const heap_t *heap, uintptr_t p, uin
 _Static_assert(offsetof(heap_t, bins) == 0, "a bin's address is the heap's plus a shift");
 static inline ld_bin_t *ld_heap_owned_bin(const heap_t *heap, uintptr_t owned_class) {
   return (ld_bin_t *)((char *)heap + owned_class * (sizeof(ld_bin_t) >> LD_OWNED_CLASS_SHIFT));
+}
+/* Bytes of the medium spans other threads returned to heap, waiting for it (any thread). */
+static inline size_t ld_heap_medium_returned_bytes(const heap_t *heap) {
+  return (atomic_load_explicit(&((heap_t *)heap)->medium_returned, memory_order_relaxed) & (ld_sb_size - 1)) * ld_sb_size;
 }
 extern heap_t ld_heap_empty;          /* every thread starts here: no blocks, owns nothing */
 extern sb_t ld_sb_none;               /* the current superblock of a class that has none */
@@ -1112,11 +1122,14 @@ void    ld_cache_drain(heap_t *heap);
 /* Sets the bins' limits and fast-check figures (a new heap, or changed options). */
 /* The calling thread's cache of medium spans (cache.c, "medium spans"). alloc: a kept span
  * for a malloc of `size` bytes, or NULL. free: true if the span (a medium span in use, checked)
- * was kept or went back, false if the cache does not take spans of its size (the caller frees
- * it). drain_idle: the purge, for a thread that stopped calling; false if its heap was busy. */
+ * was kept, returned to the thread that allocated it, or went back, false if the cache does
+ * not take spans of its size (the caller frees it). drain_idle: the purge, for a thread that
+ * stopped calling; false if its heap was busy. drain_returned: the purge, for a heap no thread
+ * uses: the spans returned to it go back to their segments. */
 void   *ld_cache_medium_alloc(heap_t *heap, size_t size);
 bool    ld_cache_medium_free(heap_t *heap, sb_t *span);
 bool    ld_cache_medium_drain_idle(heap_t *heap);
+void    ld_cache_medium_drain_returned(heap_t *heap);
 void    ld_cache_init_bins(heap_t *heap);
 int64_t ld_cache_bytes(const heap_t *heap);   /* what a heap's bins hold, read from any thread */
 

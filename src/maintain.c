@@ -263,6 +263,8 @@ static size_t purge_run_locked(uint64_t now, bool all, size_t scan_blocks) {
     if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED) && !LD_READ(h->superblocks_held) && !LD_READ(h->table_purged) &&
         (idle || all) && !ld_heap_purge_parked_table(h))
       busy = true;
+    /* medium spans other threads freed to a heap no thread uses: back to their segments */
+    if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED)) ld_cache_medium_drain_returned(h);
     ld_segment_purge_frees(false);
   }
   ld_global_tidy();

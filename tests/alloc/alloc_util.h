@@ -143,6 +143,19 @@ static inline size_t alloc_check(const void *p, size_t size) {
   return alloc_check_as(p, p, size, size);
 }
 
+/* A block stamped at its first, middle and last byte (from its address and size), for tests
+ * that write little of large blocks: a stamp lost means another block overlapped it. */
+static inline void alloc_stamp_ends(unsigned char *b, size_t size) {
+  unsigned char v = (unsigned char)((uintptr_t)b >> 12 ^ size);
+  b[0] = v;
+  b[size / 2] = (unsigned char)(v + 1);
+  b[size - 1] = (unsigned char)(v + 2);
+}
+static inline int alloc_stamped_ends(const unsigned char *b, size_t size) {
+  unsigned char v = (unsigned char)((uintptr_t)b >> 12 ^ size);
+  return b[0] == v && b[size / 2] == (unsigned char)(v + 1) && b[size - 1] == (unsigned char)(v + 2);
+}
+
 /* ---- memory readings ---- */
 static inline size_t alloc_rss_bytes(void) {
   FILE *f = fopen("/proc/self/statm", "r");

@@ -104,19 +104,8 @@ static uint64_t next_random(uint64_t *s) {
   return *s * 0x2545F4914F6CDD1Dull;
 }
 
-static void stamp(unsigned char *b, size_t size) {
-  unsigned char v = (unsigned char)((uintptr_t)b >> 12 ^ size);
-  b[0] = v;
-  b[size / 2] = (unsigned char)(v + 1);
-  b[size - 1] = (unsigned char)(v + 2);
-}
-static int stamped(const unsigned char *b, size_t size) {
-  unsigned char v = (unsigned char)((uintptr_t)b >> 12 ^ size);
-  return b[0] == v && b[size / 2] == (unsigned char)(v + 1) && b[size - 1] == (unsigned char)(v + 2);
-}
-
 static void checked_free(churner_t *c, unsigned char *b, size_t size) {
-  if (!stamped(b, size)) c->failures++;
+  if (!alloc_stamped_ends(b, size)) c->failures++;
   free(b);
 }
 
@@ -127,7 +116,7 @@ static void *churn(void *arg) {
   for (int i = 0; i < LIVE; i++) {
     c->size[i] = 20000 + next_random(&c->rng) % 40001;
     REQUIRE((c->block[i] = malloc(c->size[i])) != NULL);
-    stamp(c->block[i], c->size[i]);
+    alloc_stamp_ends(c->block[i], c->size[i]);
   }
   for (int n = 0; n < REPLACEMENTS; n++) {
     int i = (int)(next_random(&c->rng) % LIVE);
@@ -143,7 +132,7 @@ static void *churn(void *arg) {
     if (c->block[i]) checked_free(c, c->block[i], c->size[i]);
     c->size[i] = 20000 + next_random(&c->rng) % 40001;
     REQUIRE((c->block[i] = malloc(c->size[i])) != NULL);
-    stamp(c->block[i], c->size[i]);
+    alloc_stamp_ends(c->block[i], c->size[i]);
     if (n % 16 == 0) {
       unsigned char *mine[64];
       size_t sizes[64];

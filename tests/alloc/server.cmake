@@ -35,6 +35,11 @@ alloc_test(alloc_medium_tails_race SOURCES alloc/medium_tails_race.c PRELOAD TIM
 # each thread keeps the medium spans it frees: reuse, the tails' rule, bounds, thread exit,
 # idle threads and unused caches given back; 2 threads churn 20-60 KiB blocks, checked
 alloc_test(alloc_medium_cache SOURCES alloc/medium_cache.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
+# a medium span freed by another thread goes back to the thread that allocated it, within its
+# cache's bound; an exited or idle owner's returned spans go back by trim or the purge thread;
+# a producer/consumer pair of 16-256 KiB blocks, checked, mostly served by returned spans
+alloc_test(alloc_medium_return SOURCES alloc/medium_return.c PRELOAD TIMEOUT 60 LIBS Threads::Threads
+           ENV LARDER_PURGE_DELAY_MS=2000 LARDER_PURGE_THREAD=1)
 # a span kept by a thread that then makes no call goes back by the purge thread alone, even
 # when the purge had found nothing to do just before (it set no deadline)
 alloc_test(alloc_medium_cache_quiet SOURCES alloc/medium_cache_quiet.c PRELOAD TIMEOUT 60 LIBS Threads::Threads
