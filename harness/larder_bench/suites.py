@@ -295,6 +295,11 @@ SUITES += [
           "scattered over every owner's superblocks; CPU ns per block, waiting excluded",
           {"--seconds": 3, "--consumers": 1, "--pairs": 64, "--pin": "off"}, axis=None, kind="compare",
           work=("--seconds",), repeats=3),
+    Entry(_SV, "remote-free-medium", "remote-free", "remote-free with blocks of 16-256 KiB, as buffers an I/O "
+          "thread fills and a worker frees: above the small classes, where a block crosses threads as a span; "
+          "CPU ns per block, waiting excluded",
+          {"--seconds": 3, "--min-size": 16384, "--max-size": 262144}, axis="--pairs", values=(1, 2),
+          kind="compare", work=("--seconds",), repeats=3),
     Entry(_SV, "remote-free-touch", "remote-free", "remote-free whose consumers write each block before freeing "
           "it (untimed), as a worker that updates a request does: the freed block's line is the consumer's",
           {"--seconds": 3, "--touch": "write"}, axis="--pairs", values=(1, 2), kind="compare", work=("--seconds",),
