@@ -278,10 +278,9 @@ static LD_NOINLINE void *malloc_class_reclaimed(heap_t *heap, unsigned cls) {
 /* ld_large_alloc, tried once more with the caches emptied when the OS refuses the memory (as
  * malloc_class_reclaimed). */
 static void *large_alloc(heap_t *heap, size_t size, size_t alignment, size_t *dirty) {
-  void *p = ld_large_alloc(size, alignment, dirty);
-  if (LD_UNLIKELY(!p) && ld_maintain_reclaim(heap)) p = ld_large_alloc(size, alignment, dirty);
-  /* a medium span another thread frees goes back to this one (cache.c, "medium spans") */
-  if (p && ld_sb_of(p)->kind == LD_KIND_MEDIUM) atomic_store_explicit(&ld_sb_of(p)->owner, heap, memory_order_relaxed);
+  /* (heap: a medium span another thread frees goes back to this one, cache.c "medium spans") */
+  void *p = ld_large_alloc(size, alignment, dirty, heap);
+  if (LD_UNLIKELY(!p) && ld_maintain_reclaim(heap)) p = ld_large_alloc(size, alignment, dirty, heap);
   return p;
 }
 

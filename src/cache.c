@@ -838,7 +838,7 @@ void ld_cache_trim(heap_t *heap) {
  * heap's lock around the cache, uncontended but for those two last.
  *
  * A span another thread frees goes back to the thread that allocated it (its owner, set as it
- * is handed out: alloc.c, large_alloc), as a small block goes back to its superblock's owner
+ * is handed out: large.c, span_init), as a small block goes back to its superblock's owner
  * (Hoard §3): pushed onto the owner's stack of returned spans (heap_t, medium_returned) with
  * one CAS, no lock, and taken whole, into the cache, by the owner's next medium malloc. Kept
  * by the freer instead, a span freed by a consumer that never allocates sat in its cache until
@@ -891,7 +891,7 @@ static uintptr_t medium_returned_room(size_t bound) {
 
 /* Pushes span (retired, not on the list of tails) onto its owner's stack of returned spans;
  * false if the stack and the owner's cache hold their bound already. */
-static bool medium_return(heap_t *owner, sb_t *span, size_t bound) {
+static LD_NOINLINE bool medium_return(heap_t *owner, sb_t *span, size_t bound) {
   uintptr_t mask = ld_sb_size - 1, chunks = span->map_bytes / ld_sb_size;
   int64_t kept = LD_READ(owner->medium_cached_bytes) / (int64_t)ld_sb_size;
   uintptr_t room = medium_returned_room(bound), used = kept > 0 ? (uintptr_t)kept : 0;
@@ -922,17 +922,17 @@ static void medium_release_list(sb_t *span) {
   }
 }
 
-/* Keeps span (retired, reaching `reach`) in the cache, the oldest pushed out onto *out to make
- * room. Heap lock held. */
-static void medium_cache_keep_locked(heap_t *heap, sb_t *span, size_t reach, size_t bound, sb_t **out) {
-  while (heap->medium_cached == LD_MEDIUM_CACHE_SPANS || (size_t)heap->medium_cached_bytes + span->map_bytes > bound) {
-    sb_t *old = medium_cache_remove(heap, 0);
-    old->next = *out;
-    *out = old;
-  }
+/* Keeps span (retired, reaching `reach`) in the cache, the oldest pushed out into old[] (at
+ * most LD_MEDIUM_CACHE_SPANS) to make room; returns how many. Heap lock held. */
+static inline __attribute__((always_inline)) unsigned medium_cache_keep_locked(heap_t *heap, sb_t *span, size_t reach,
+                                                                              size_t bound, sb_t **old) {
+  unsigned n_old = 0;
+  while (heap->medium_cached == LD_MEDIUM_CACHE_SPANS || (size_t)heap->medium_cached_bytes + span->map_bytes > bound)
+    old[n_old++] = medium_cache_remove(heap, 0);
   heap->medium_cache[heap->medium_cached] = (ld_medium_kept_t){span, (uint32_t)span->map_bytes, (uint32_t)reach};
   LD_OWNER_SET(heap->medium_cached, heap->medium_cached + 1);
   LD_OWNER_SET(heap->medium_cached_bytes, heap->medium_cached_bytes + (int64_t)span->map_bytes);
+  return n_old;
 }
 
 /* The purge must come back for kept spans: a free that keeps one may poll nothing (alloc.c,
@@ -957,7 +957,11 @@ static LD_NOINLINE void medium_cache_take_returned(heap_t *heap) {
     sb_t *next = span->next;
     size_t reach = ld_segment_kept_reach(span);
     if (reach && span->map_bytes <= bound / 4) {
-      medium_cache_keep_locked(heap, span, reach, bound, &out);
+      sb_t *old[LD_MEDIUM_CACHE_SPANS];
+      for (unsigned i = medium_cache_keep_locked(heap, span, reach, bound, old); i-- > 0;) {
+        old[i]->next = out;
+        out = old[i];
+      }
     } else { /* on the list of tails since, or the bound changed */
       span->next = out;
       out = span;
@@ -970,48 +974,53 @@ static LD_NOINLINE void medium_cache_take_returned(heap_t *heap) {
   medium_cache_note_first(first);
 }
 
+/* A kept span for `size` bytes, or NULL. Heap lock held. */
+static inline __attribute__((always_inline)) void *medium_cache_take_fit(heap_t *heap, size_t size) {
+  int i = medium_cache_choose(heap, ld_medium_touch(size));
+  if (i < 0) return NULL;
+  uint32_t reach = heap->medium_cache[i].reach;
+  void *p = ld_medium_reuse(medium_cache_remove(heap, (unsigned)i), reach, size, heap);
+  heap->medium_cache_used = true;
+  ld_stat_count(heap, offsetof(ld_stats_t, medium_cache_hits));
+  return p;
+}
+
 void *ld_cache_medium_alloc(heap_t *heap, size_t size) {
   if (size > ld_medium_max) return NULL;
-  if (LD_UNLIKELY(atomic_load_explicit(&heap->medium_returned, memory_order_relaxed) != 0)) medium_cache_take_returned(heap);
-  if (!LD_READ(heap->medium_cached)) return NULL;
-  size_t touch = ld_medium_touch(size);
-  void *p = NULL;
-  ld_lock(&heap->lock);
-  int i = medium_cache_choose(heap, touch);
-  if (i >= 0) {
-    uint32_t reach = heap->medium_cache[i].reach;
-    p = ld_medium_reuse(medium_cache_remove(heap, (unsigned)i), reach, size);
-    atomic_store_explicit(&ld_sb_of(p)->owner, heap, memory_order_relaxed); /* (as alloc.c's large_alloc) */
-    heap->medium_cache_used = true;
+  for (bool took = false;; took = true) {
+    if (LD_READ(heap->medium_cached)) {
+      ld_lock(&heap->lock);
+      void *p = medium_cache_take_fit(heap, size);
+      ld_unlock(&heap->lock);
+      if (p) return p;
+    }
+    /* none fits: the spans other threads returned join the cache, and one may (the stack's
+     * line is not read by a thread whose own frees serve it) */
+    if (took || LD_LIKELY(!atomic_load_explicit(&heap->medium_returned, memory_order_relaxed))) return NULL;
+    medium_cache_take_returned(heap);
   }
-  ld_unlock(&heap->lock);
-  if (p) ld_stat_count(heap, offsetof(ld_stats_t, medium_cache_hits));
-  return p;
 }
 
 bool ld_cache_medium_free(heap_t *heap, sb_t *span) {
   size_t bound = (size_t)LD_OPTION(medium_cache_kb) << 10;
   if (span->map_bytes > bound / 4) return false;
+  /* another thread's span goes back to it (its owner: none for a thread without a heap) */
   heap_t *owner = atomic_load_explicit(&span->owner, memory_order_relaxed);
-  bool to_owner = owner != NULL && owner != heap;
+  bool to_owner = LD_UNLIKELY(owner != heap) && owner != NULL && owner != &ld_heap_empty;
   if (heap == &ld_heap_empty && !to_owner) return false;
   ld_medium_retire(span);
   size_t reach = ld_segment_kept_reach(span);
-  if (!reach) { /* on the list of tails: back to its segment, which takes it off */
+  if (LD_UNLIKELY(to_owner) && reach && medium_return(owner, span, bound)) return true;
+  if (!reach || heap == &ld_heap_empty) { /* on the list of tails (the segment takes it off), or no cache here */
     ld_medium_release(span);
     return true;
   }
-  if (to_owner && medium_return(owner, span, bound)) return true;
-  if (heap == &ld_heap_empty) {
-    ld_medium_release(span);
-    return true;
-  }
-  sb_t *out = NULL;
+  sb_t *old[LD_MEDIUM_CACHE_SPANS];
   ld_lock(&heap->lock);
   bool first = heap->medium_cached == 0;
-  medium_cache_keep_locked(heap, span, reach, bound, &out);
+  unsigned n_old = medium_cache_keep_locked(heap, span, reach, bound, old);
   ld_unlock(&heap->lock);
-  medium_release_list(out); /* outside the heap's lock */
+  for (unsigned i = 0; i < n_old; i++) ld_medium_release(old[i]); /* outside the heap's lock */
   medium_cache_note_first(first);
   return true;
 }

@@ -1221,8 +1221,9 @@ void    ld_segment_stats(ld_segment_stats_t *out);
 /* ---- medium and large spans (large.c) ----
  * Sizes and alignments come checked (ld_request_ok). */
 /* *dirty: how many bytes from the returned pointer may hold old data (0: the block reads as
- * zero); calloc clears those only. */
-void   *ld_large_alloc(size_t size, size_t align, size_t *dirty);
+ * zero); calloc clears those only. owner: the heap a medium span goes back to when another
+ * thread frees it (cache.c, "medium spans"; NULL: none); large spans have none. */
+void   *ld_large_alloc(size_t size, size_t align, size_t *dirty, heap_t *owner);
 void    ld_large_free(sb_t *span);
 /* Resizes a span in place (medium: neighbouring chunks; large: mremap); NULL if it cannot. */
 void   *ld_large_realloc_in_place(sb_t *span, size_t size);
@@ -1253,9 +1254,9 @@ void    ld_medium_release(sb_t *span);
 size_t  ld_medium_touch(size_t size);
 /* A retired span, resident up to `reach` bytes, handed out again for a malloc of `size`
  * bytes, whose chunks and touch (ld_medium_touch) it fits without keeping old pages more than
- * half as far again as its user's bytes (the caller checked both). Its bytes may all hold old
- * data. */
-void   *ld_medium_reuse(sb_t *span, size_t reach, size_t size);
+ * half as far again as its user's bytes (the caller checked both), its owner `owner` (as
+ * ld_large_alloc's). Its bytes may all hold old data. */
+void   *ld_medium_reuse(sb_t *span, size_t reach, size_t size, heap_t *owner);
 /* Medium spans counted by threads without a heap (the others count in their heap_t): chunks'
  * bytes and usable bytes. */
 void    ld_medium_unowned(int64_t *bytes, int64_t *usable);

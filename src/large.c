@@ -155,17 +155,17 @@ static sb_t *span_grow(sb_t *span, size_t need) {
   return NULL;
 }
 
-static void span_init(sb_t *span, char *user, int kind) {
+static void span_init(sb_t *span, char *user, int kind, heap_t *owner) {
   span->magic = LD_SB_MAGIC;
   span->kind = (uint8_t)kind;
   span->data = user;
   span->usable = (size_t)((char *)span + span->map_bytes - user);
   span->size_class = LD_CLASS_LARGE;
   span->purged = 0;
-  atomic_store_explicit(&span->owner, NULL, memory_order_relaxed);
+  atomic_store_explicit(&span->owner, owner, memory_order_relaxed);
 }
 
-static void *medium_alloc(size_t offset, size_t size, size_t *dirty) {
+static void *medium_alloc(size_t offset, size_t size, size_t *dirty, heap_t *owner) {
   size_t chunks = chunks_for(offset + size);
   bool clean;
   /* the span uses nothing past its usable size: old pages there go once it has lived a purge
@@ -174,7 +174,7 @@ static void *medium_alloc(size_t offset, size_t size, size_t *dirty) {
   sb_t *span = ld_segment_alloc(chunks, need, LD_SEGMENT_TAIL, &clean);
   if (!span) return NULL;
   span->map_bytes = chunks * ld_sb_size;
-  span_init(span, (char *)span + offset, LD_KIND_MEDIUM);
+  span_init(span, (char *)span + offset, LD_KIND_MEDIUM, owner);
   /* usable to the request's last page, as a large span's: what the block may use is what it
    * keeps resident (a program that sizes its buffers by malloc_usable_size, as Redis's strings
    * do, would otherwise count and fill a 17 KiB block as 64 KiB) */
@@ -185,7 +185,7 @@ static void *medium_alloc(size_t offset, size_t size, size_t *dirty) {
   return span->data;
 }
 
-void *ld_large_alloc(size_t size, size_t align, size_t *dirty) {
+void *ld_large_alloc(size_t size, size_t align, size_t *dirty, heap_t *owner) {
   size_t page = ld_os_page_size();
   if (align < LD_MIN_ALIGN) align = LD_MIN_ALIGN;
   /* size <= LD_REQUEST_MAX and align <= LD_ALIGN_MAX (checked where they entered, alloc.c):
@@ -198,7 +198,7 @@ void *ld_large_alloc(size_t size, size_t align, size_t *dirty) {
    * having the chunk below to itself, so a medium span (or a cached large one) serves it. */
   if (align <= ld_sb_size) {
     size_t offset = ld_round_up(LD_SB_HEADER, align);
-    if (offset + size <= ld_medium_max) return medium_alloc(offset, size, dirty);
+    if (offset + size <= ld_medium_max) return medium_alloc(offset, size, dirty, owner);
     size_t need = ld_round_up(offset + size, page);
     sb_t *smaller = NULL;
     if (LD_OPTION(large_cache_mb) > 0) {
@@ -255,7 +255,7 @@ void *ld_large_alloc(size_t size, size_t align, size_t *dirty) {
     /* from here an ordinary span, its header at the mapping's start */
     span->map_bytes = (size_t)(end - (char *)span);
   }
-  span_init(span, user, LD_KIND_LARGE);
+  span_init(span, user, LD_KIND_LARGE, NULL);
   large_in_use_add(span->map_bytes);
   raise_peak(&large_spans_peak, atomic_fetch_add_explicit(&large_spans, 1, memory_order_relaxed) + 1);
   return user;
@@ -274,10 +274,10 @@ void ld_medium_release(sb_t *span) {
 
 size_t ld_medium_touch(size_t size) { return ld_round_up(LD_MEDIUM_OFFSET + size, ld_os_page_size()); }
 
-void *ld_medium_reuse(sb_t *span, size_t reach, size_t size) {
+void *ld_medium_reuse(sb_t *span, size_t reach, size_t size, heap_t *owner) {
   size_t offset = LD_MEDIUM_OFFSET, need = ld_medium_touch(size);
   if (need > reach) ld_segment_retouch(span, need);
-  span_init(span, (char *)span + offset, LD_KIND_MEDIUM);
+  span_init(span, (char *)span + offset, LD_KIND_MEDIUM, owner);
   span->usable = need - offset; /* as medium_alloc's */
   medium_count((int64_t)span->map_bytes, (int64_t)span->usable);
   ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, medium_allocs));
