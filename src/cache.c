@@ -891,7 +891,7 @@ static uintptr_t medium_returned_room(size_t bound) {
 
 /* Pushes span (retired, not on the list of tails) onto its owner's stack of returned spans;
  * false if the stack and the owner's cache hold their bound already. */
-static LD_NOINLINE bool medium_return(heap_t *owner, sb_t *span, size_t bound) {
+static bool medium_return(heap_t *owner, sb_t *span, size_t bound) {
   uintptr_t mask = ld_sb_size - 1, chunks = span->map_bytes / ld_sb_size;
   int64_t kept = LD_READ(owner->medium_cached_bytes) / (int64_t)ld_sb_size;
   uintptr_t room = medium_returned_room(bound), used = kept > 0 ? (uintptr_t)kept : 0;
@@ -1001,20 +1001,30 @@ void *ld_cache_medium_alloc(heap_t *heap, size_t size) {
   }
 }
 
+/* A retired span (not on the list of tails) that another thread allocated, or that a thread
+ * without a heap frees: onto its owner's stack, or back to its segment when this thread has
+ * no cache; false: the caller keeps it in this thread's cache. */
+static LD_NOINLINE bool medium_free_other(heap_t *heap, sb_t *span, heap_t *owner, size_t bound) {
+  if (owner != NULL && owner != &ld_heap_empty && medium_return(owner, span, bound)) return true;
+  if (heap != &ld_heap_empty) return false;
+  ld_medium_release(span);
+  return true;
+}
+
 bool ld_cache_medium_free(heap_t *heap, sb_t *span) {
   size_t bound = (size_t)LD_OPTION(medium_cache_kb) << 10;
   if (span->map_bytes > bound / 4) return false;
-  /* another thread's span goes back to it (its owner: none for a thread without a heap) */
+  /* another thread's span goes back to it (a thread without a heap has none to keep it in) */
   heap_t *owner = atomic_load_explicit(&span->owner, memory_order_relaxed);
-  bool to_owner = LD_UNLIKELY(owner != heap) && owner != NULL && owner != &ld_heap_empty;
-  if (heap == &ld_heap_empty && !to_owner) return false;
+  bool other = LD_UNLIKELY(owner != heap);
+  if (other && heap == &ld_heap_empty && (owner == NULL || owner == &ld_heap_empty)) return false;
   ld_medium_retire(span);
   size_t reach = ld_segment_kept_reach(span);
-  if (LD_UNLIKELY(to_owner) && reach && medium_return(owner, span, bound)) return true;
-  if (!reach || heap == &ld_heap_empty) { /* on the list of tails (the segment takes it off), or no cache here */
+  if (!reach) { /* on the list of tails: back to its segment, which takes it off */
     ld_medium_release(span);
     return true;
   }
+  if (other && medium_free_other(heap, span, owner, bound)) return true;
   sb_t *old[LD_MEDIUM_CACHE_SPANS];
   ld_lock(&heap->lock);
   bool first = heap->medium_cached == 0;
