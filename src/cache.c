@@ -827,7 +827,9 @@ void ld_cache_trim(heap_t *heap) {
  * under threads a contended lock (issue 17: 20-60 KiB churn ran at 0.28x tcmalloc's
  * operations per CPU-second at one thread, 0.086x at two). A thread keeps the medium spans it
  * frees, up to LD_MEDIUM_CACHE_SPANS (16) of them and medium_cache_kb of chunks (a span of more
- * than a quarter of that goes back at once), and its next medium malloc takes one that has
+ * than half of that goes back at once: with a quarter, a 256 KiB block, whose header makes it
+ * five chunks, was never kept, and passed between threads it crossed the segment lock twice,
+ * 2.8x the CPU a block), and its next medium malloc takes one that has
  * exactly the chunks it needs (medium_cache_choose), as jemalloc's and tcmalloc's thread caches
  * serve their larger classes. A kept span stays in use for its segment, so nothing of
  * segment.c changes; it is only handed out again where its segment would have left it off the
@@ -956,7 +958,7 @@ static LD_NOINLINE void medium_cache_take_returned(heap_t *heap) {
   while (span) {
     sb_t *next = span->next;
     size_t reach = ld_segment_kept_reach(span);
-    if (reach && span->map_bytes <= bound / 4) {
+    if (reach && span->map_bytes <= bound / 2) {
       sb_t *old[LD_MEDIUM_CACHE_SPANS];
       for (unsigned i = medium_cache_keep_locked(heap, span, reach, bound, old); i-- > 0;) {
         old[i]->next = out;
@@ -1013,7 +1015,7 @@ static LD_NOINLINE bool medium_free_other(heap_t *heap, sb_t *span, heap_t *owne
 
 bool ld_cache_medium_free(heap_t *heap, sb_t *span) {
   size_t bound = (size_t)LD_OPTION(medium_cache_kb) << 10;
-  if (span->map_bytes > bound / 4) return false;
+  if (span->map_bytes > bound / 2) return false;
   /* another thread's span goes back to it (a thread without a heap has none to keep it in) */
   heap_t *owner = atomic_load_explicit(&span->owner, memory_order_relaxed);
   bool other = LD_UNLIKELY(owner != heap);

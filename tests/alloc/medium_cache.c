@@ -7,7 +7,7 @@
  *   2. a span whose old pages reach 60 KiB is not handed out for 20 KiB (it would keep 40 KiB of
  *      old pages behind the block: segment.c's tails), and is for 50 KiB; a span left by a
  *      realloc that could not grow it in place is kept with its own bound (validation);
- *   3. bounds: at most 16 spans and medium_cache_kb of chunks; a span above a quarter of the
+ *   3. bounds: at most 16 spans and medium_cache_kb of chunks; a span above half of the
  *      bound goes back at once; medium_cache_kb=0 keeps none;
  *   4. a thread's exit gives its kept spans back;
  *   5. a thread that stopped calling has them given back by the purge (run here by
@@ -232,10 +232,10 @@ int main(void) {
   CHECK(api.validate() == 0);
   api.trim(0);
   CHECK(stats().medium_bytes_cached == 0);
-  p = malloc(300 * KiB); /* 5 chunks: above a quarter of 1 MiB */
+  p = malloc(600 * KiB); /* 10 chunks: above half of 1 MiB */
   REQUIRE(p != NULL);
   free(p);
-  CHECK_MSG(stats().medium_bytes_cached == 0, "a 320 KiB span kept");
+  CHECK_MSG(stats().medium_bytes_cached == 0, "a 640 KiB span kept");
   REQUIRE(api.option_set("medium_cache_kb", "256") == 0);
   for (int i = 0; i < 12; i++) REQUIRE((blocks[i] = malloc(i % 2 ? 40 * KiB : 100 * KiB)) != NULL);
   for (int i = 0; i < 12; i++) free(blocks[i]);

@@ -25,6 +25,9 @@ int main(void) {
   alloc_fill(a, a_size);
   memset(b, 0x5a, b_size);
   int adjacent = b == a + 1024 * KiB;
+  /* B must go back to its segment, not wait in the thread's cache of medium spans (which takes
+   * spans of up to half its bound: 512 KiB) */
+  if (larder) REQUIRE(api.option_set("medium_cache_kb", "0") == 0);
   free(b);
   unsigned char *g = realloc(a, grown);
   REQUIRE(g != NULL);
