@@ -23,7 +23,8 @@
  *   4. New superblock from a segment (segment.c, a free chunk), and a new segment from the OS.
  *   Sizes above the largest class are medium spans (runs of chunks in segments, up to 2 MiB)
  *   or large spans (a mapping each, with a cache of freed ones): large.c. A medium malloc
- *   first looks in the spans the thread kept (cache.c, "medium spans"; span_alloc, below).
+ *   first looks in the spans the thread kept, then in those other threads freed back to it
+ *   (cache.c, "medium spans"; span_alloc, below).
  *
  * The free path:
  *   1. Fast path (larder_free, below): the heap's table of the superblocks it owns, indexed by
@@ -63,8 +64,10 @@
  *      A batch that finds the inbox full reads it for the owner (trylock) or, when the owner's
  *      lock is busy, goes onto its superblock's remote list (a second CAS announces it).
  *      No free waits for a lock (seed 002).
- *   4. Medium and large spans (free_span): a medium span is kept by the thread (cache.c) when
- *      its cache takes it; and pointers that are not larder's (reported).
+ *   4. Medium and large spans (free_span): a medium span another thread allocated goes back to
+ *      it (a CAS onto its stack of returned spans, which its next medium malloc takes), else is
+ *      kept by this thread (cache.c) when its cache takes it; and pointers that are not larder's
+ *      (reported).
  *
  * realloc: a small block of the thread's own that its class still serves is kept, found as the
  * free fast path finds a block (realloc_keeps), and one it no longer serves moves at once
