@@ -1109,6 +1109,7 @@ static void medium_cache_validate(heap_t *heap, int *violations) {
       ld_message("larder: validate: heap %p: returned medium span %p is not a freed span of its own (kind %u, %zu bytes)\n",
                  (void *)heap, (const void *)span, span->kind, span->map_bytes);
       bad++;
+      break; /* (its link is not to be trusted) */
     }
     chunks += span->map_bytes / ld_sb_size;
     last = span;
