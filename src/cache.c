@@ -429,8 +429,6 @@ static void remote_send_all(heap_t *heap) {
 /* The thread's own buffer (a validation walk, maintain.c): each slot open in remote_open
  * exactly when it names a superblock and holds blocks, and remote_bytes their sum. */
 static void medium_cache_validate(heap_t *heap, int *violations);
-static sb_t *medium_returned_take(heap_t *heap);
-static void medium_release_list(sb_t *span);
 static void medium_cache_empty_and_unlock(heap_t *heap);
 void ld_cache_validate(heap_t *heap, int *violations) {
   if (heap == &ld_heap_empty) return;
@@ -804,7 +802,7 @@ void ld_cache_trim(heap_t *heap) {
       ld_unlock(&heap->lock);
     } else {
       medium_cache_empty_and_unlock(heap);
-      medium_release_list(medium_returned_take(heap));
+      ld_cache_medium_drain_returned(heap);
     }
   }
   for (uint64_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
@@ -891,22 +889,31 @@ static uintptr_t medium_returned_room(size_t bound) {
   return room < mask ? room : mask;
 }
 
-/* Pushes span (retired, not on the list of tails) onto its owner's stack of returned spans;
- * false if the stack and the owner's cache hold their bound already. */
-static bool medium_return(heap_t *owner, sb_t *span, size_t bound) {
-  uintptr_t mask = ld_sb_size - 1, chunks = span->map_bytes / ld_sb_size;
-  int64_t kept = LD_READ(owner->medium_cached_bytes) / (int64_t)ld_sb_size;
-  uintptr_t room = medium_returned_room(bound), used = kept > 0 ? (uintptr_t)kept : 0;
-  uintptr_t old = atomic_load_explicit(&owner->medium_returned, memory_order_relaxed), next;
+/* Pushes the spans first..last (linked by next; `chunks` in all) onto heap's stack of returned
+ * spans, unless it would then hold more than `most` chunks: false, last->next NULL again. */
+static bool medium_returned_push(heap_t *heap, sb_t *first, sb_t *last, uintptr_t chunks, uintptr_t most) {
+  uintptr_t mask = ld_sb_size - 1;
+  uintptr_t old = atomic_load_explicit(&heap->medium_returned, memory_order_relaxed), next;
   do {
-    if (used + (old & mask) + chunks > room) return false;
-    span->next = (sb_t *)(old & ~mask);
-    next = (uintptr_t)span | ((old & mask) + chunks);
-  } while (!atomic_compare_exchange_weak_explicit(&owner->medium_returned, &old, next, memory_order_release,
+    if ((old & mask) + chunks > most) {
+      last->next = NULL; /* (a failed CAS may have linked it into the stack) */
+      return false;
+    }
+    last->next = (sb_t *)(old & ~mask);
+    next = (uintptr_t)first | ((old & mask) + chunks);
+  } while (!atomic_compare_exchange_weak_explicit(&heap->medium_returned, &old, next, memory_order_release,
                                                   memory_order_relaxed));
   /* an owner that never calls again leaves them to the purge */
   if (!old && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX) ld_due_note(ld_os_now_coarse_ns());
   return true;
+}
+
+/* Pushes span (retired, not on the list of tails) onto its owner's stack of returned spans;
+ * false if the stack and the owner's cache hold their bound already. */
+static bool medium_return(heap_t *owner, sb_t *span, size_t bound) {
+  int64_t kept = LD_READ(owner->medium_cached_bytes) / (int64_t)ld_sb_size;
+  uintptr_t room = medium_returned_room(bound), used = kept > 0 ? (uintptr_t)kept : 0;
+  return used <= room && medium_returned_push(owner, span, span, span->map_bytes / ld_sb_size, room - used);
 }
 
 /* The returned spans, taken whole (any thread: the owner, or the purge), as a list by next. */
@@ -1049,14 +1056,14 @@ static void medium_cache_empty_and_unlock(heap_t *heap) {
 
 static void medium_cache_drain(heap_t *heap) {
   if (heap == &ld_heap_empty) return;
-  medium_release_list(medium_returned_take(heap));
+  ld_cache_medium_drain_returned(heap);
   if (!LD_READ(heap->medium_cached)) return;
   ld_lock(&heap->lock);
   medium_cache_empty_and_unlock(heap);
 }
 
 bool ld_cache_medium_drain_idle(heap_t *heap) {
-  medium_release_list(medium_returned_take(heap)); /* (the stack is anyone's to take) */
+  ld_cache_medium_drain_returned(heap); /* (the stack is anyone's to take) */
   if (!LD_READ(heap->medium_cached)) return true;
   if (!ld_trylock(&heap->lock)) return false;
   medium_cache_empty_and_unlock(heap);
@@ -1121,16 +1128,8 @@ static void medium_cache_validate(heap_t *heap, int *violations) {
   }
   *violations += bad;
   if (!first || bad) return; /* (a broken list is not pushed back, nor followed further) */
-  uintptr_t old = atomic_load_explicit(&heap->medium_returned, memory_order_relaxed), next;
-  do {
-    if ((old & mask) + chunks > mask) { /* (freers filled it meanwhile: these go back) */
-      medium_release_list(first);
-      return;
-    }
-    last->next = (sb_t *)(old & ~mask);
-    next = (uintptr_t)first | ((old & mask) + chunks);
-  } while (!atomic_compare_exchange_weak_explicit(&heap->medium_returned, &old, next, memory_order_release,
-                                                  memory_order_relaxed));
+  /* (freers that filled the stack meanwhile leave no room in its count: these go back) */
+  if (!medium_returned_push(heap, first, last, chunks, mask)) medium_release_list(first);
 }
 
 /* ---- the bins of a thread that stopped calling ----
@@ -1193,7 +1192,7 @@ static void bins_turn_back(heap_t *heap) {
 
 bool ld_cache_holds(const heap_t *heap) {
   if (LD_READ(heap->remote_bytes) || LD_READ(heap->outbox_open) || slow_frees_waiting(heap) || LD_READ(heap->medium_cached) ||
-      atomic_load_explicit(&((heap_t *)heap)->medium_returned, memory_order_relaxed))
+      ld_heap_medium_returned_bytes(heap))
     return true;
   if (!__atomic_load_n(&heap->bins_ready, __ATOMIC_ACQUIRE)) return false;
   if (deferred_waiting(heap)) return true;
