@@ -108,6 +108,7 @@ typedef struct larder_stats_s {
   size_t purge_runs_cut;          /* purge runs stopped early for a fork or malloc_trim that waited for them (the rest ran next) */
   size_t lock_sleeps;             /* waits for one of larder's locks that slept in the kernel (a contended lock whose holder did not give it back within the spin) */
   size_t remote_sends;            /* batches of remote frees went to their owners' inboxes in this many groups, one CAS each (a group: up to 16 small batches for one owner) */
+  size_t idle_medium_emptied;     /* threads' kept medium spans given back by the purge after a delay without a call */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);

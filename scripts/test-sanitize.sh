@@ -15,7 +15,9 @@
 #          preloaded) and TSan's interceptors define malloc, and they crash inside the TSan
 #          runtime (CHECK failed in its allocator, SEGV at start), which says nothing about
 #          larder. So TSan runs alloc_misuse_threads_prefixed, written for it: the larder_* API
-#          from many threads and never the standard names. Suppressions, each with its
+#          from many threads and never the standard names; and alloc_medium_cache_idle_race,
+#          the purge giving back idle threads' kept medium spans as they come back (the
+#          owner's cache and the purge ordered by the busy mark alone). Suppressions, each with its
 #          reason, are in tests/alloc/tsan.supp.
 #
 # usage: scripts/test-sanitize.sh [ubsan] [tsan]     (default: both)
@@ -33,7 +35,7 @@ modes=("$@")
 
 # Tests run under TSan (ctest -R); .nostats leaves out the statistics thread, so that its
 # reports are about the hand-over of blocks alone.
-TSAN_TESTS='^alloc_(misuse_threads_prefixed|misuse_threads_prefixed\.nostats|addrmap_unit)$'
+TSAN_TESTS='^alloc_(misuse_threads_prefixed|misuse_threads_prefixed\.nostats|addrmap_unit|medium_cache_idle_race)$'
 # Left out of UBSan: nothing (a regular expression for ctest -E, when something must be).
 UBSAN_EXCLUDE=${UBSAN_EXCLUDE:-}
 

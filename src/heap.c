@@ -1159,7 +1159,8 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures) {
     out->remote_sent_bytes += LD_READ(h->remote_bytes);
     figures->medium_bytes += LD_READ(h->medium_bytes);
     figures->medium_usable += LD_READ(h->medium_usable);
-    figures->medium_cached += h->medium_cached_bytes + (int64_t)ld_heap_medium_returned_bytes(h);
+    /* (the medium cache is the owner's without a lock: cache.c, "medium spans") */
+    figures->medium_cached += LD_READ(h->medium_cached_bytes) + (int64_t)ld_heap_medium_returned_bytes(h);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
       figures->in_use += LD_READ(h->u[c]);
       figures->held += LD_READ(h->a[c]) / ld_class_capacity_bytes[c] * (int64_t)ld_sb_size;

@@ -1124,11 +1124,11 @@ void    ld_cache_drain(heap_t *heap);
  * for a malloc of `size` bytes, or NULL. free: true if the span (a medium span in use, checked)
  * was kept, returned to the thread that allocated it, or went back, false if the cache does
  * not take spans of its size (the caller frees it). drain_idle: the purge, for a thread that
- * stopped calling; false if its heap was busy. drain_returned: the purge, for a heap no thread
+ * stopped calling: 1 its kept spans went back, 0 it kept none, -1 it was in its cache. drain_returned: the purge, for a heap no thread
  * uses: the spans returned to it go back to their segments. */
 void   *ld_cache_medium_alloc(heap_t *heap, size_t size);
 bool    ld_cache_medium_free(heap_t *heap, sb_t *span);
-bool    ld_cache_medium_drain_idle(heap_t *heap);
+int     ld_cache_medium_drain_idle(heap_t *heap);
 void    ld_cache_medium_drain_returned(heap_t *heap);
 void    ld_cache_init_bins(heap_t *heap);
 int64_t ld_cache_bytes(const heap_t *heap);   /* what a heap's bins hold, read from any thread */
@@ -1343,6 +1343,7 @@ typedef struct ld_purge_stats_s {
   size_t thread_runs, thread_bytes, thread_starts;
   size_t call_runs; /* purge runs made by malloc and free calls (no purge thread) */
   size_t bins_emptied; /* idle threads' bins emptied by any purge run */
+  size_t medium_emptied; /* idle threads' kept medium spans given back by any purge run */
   size_t runs_cut;     /* runs stopped early for a waiting fork or trim */
 } ld_purge_stats_t;
 void    ld_maintain_purge_stats(ld_purge_stats_t *out);

@@ -193,7 +193,7 @@ static __thread int purging_here;  /* this thread holds purge_running (fork_prep
  * at its hand-overs, and no new run starts, so the waiter gets purge_running next. */
 static void purge_wait_begin(void) { atomic_fetch_add_explicit(&ld_purge_waiters, 1, memory_order_relaxed); }
 static void purge_wait_end(void) { atomic_fetch_sub_explicit(&ld_purge_waiters, 1, memory_order_relaxed); }
-static _Atomic size_t thread_runs, thread_bytes, thread_starts, bins_emptied, call_runs, runs_cut;
+static _Atomic size_t thread_runs, thread_bytes, thread_starts, bins_emptied, medium_emptied, call_runs, runs_cut;
 
 /* Tidies every heap (trylock for other threads' heaps) and the global heap, purges what has
  * been idle for the delay (all: everything), and sets the next deadline. */
@@ -242,10 +242,11 @@ static size_t purge_run_locked(uint64_t now, bool all, size_t scan_blocks) {
      * for an idle thread is purged at once: segment.c) */
     ld_segment_purge_frees(true);
     int emptied = ld_cache_drain_idle(h);
-    if (!ld_cache_medium_drain_idle(h)) busy = true; /* and its kept medium spans */
+    int medium = ld_cache_medium_drain_idle(h); /* and its kept medium spans */
     ld_segment_purge_frees(false);
-    if (emptied < 0) busy = true;
+    if (emptied < 0 || medium < 0) busy = true;
     if (emptied > 0) atomic_fetch_add_explicit(&bins_emptied, 1, memory_order_relaxed);
+    if (medium > 0) atomic_fetch_add_explicit(&medium_emptied, 1, memory_order_relaxed);
   }
   for (heap_t *h = ld_heaps_first(); h; h = h->next_heap) {
     bool idle = heap_idle(h, mine, now);
@@ -537,6 +538,7 @@ void ld_maintain_purge_stats(ld_purge_stats_t *out) {
   out->thread_bytes = atomic_load_explicit(&thread_bytes, memory_order_relaxed);
   out->thread_starts = atomic_load_explicit(&thread_starts, memory_order_relaxed);
   out->bins_emptied = atomic_load_explicit(&bins_emptied, memory_order_relaxed);
+  out->medium_emptied = atomic_load_explicit(&medium_emptied, memory_order_relaxed);
   out->runs_cut = atomic_load_explicit(&runs_cut, memory_order_relaxed);
 }
 

@@ -21,7 +21,7 @@
   X(parked_heaps_taken) X(parked_heaps_released) X(heaps_examined) X(refill_pending_examined) \
   X(remote_hinted) X(medium_tails_purged) X(medium_cache_hits) X(medium_bytes_cached) X(remote_inbox_full) X(remote_hint_taken) \
   X(remote_to_bins) X(mark_rings_examined) X(purge_call_runs) X(orphan_heaps_taken) X(bytes_dormant) X(purge_runs_cut) \
-  X(lock_sleeps) X(remote_sends)
+  X(lock_sleeps) X(remote_sends) X(idle_medium_emptied)
 
 static size_t positive(int64_t v) { return v > 0 ? (size_t)v : 0; }
 
@@ -99,6 +99,7 @@ void larder_stats_get(larder_stats_t *out) {
   out->purge_thread_bytes = purge.thread_bytes;
   out->purge_thread_starts = purge.thread_starts;
   out->idle_bins_emptied = purge.bins_emptied;
+  out->idle_medium_emptied = purge.medium_emptied;
   out->purge_runs_cut = purge.runs_cut;
   out->parked_heaps_taken = counts.parked_heaps_taken;
   out->orphan_heaps_taken = counts.orphan_heaps_taken;

@@ -44,6 +44,10 @@ alloc_test(alloc_medium_return SOURCES alloc/medium_return.c PRELOAD TIMEOUT 60 
 # when the purge had found nothing to do just before (it set no deadline)
 alloc_test(alloc_medium_cache_quiet SOURCES alloc/medium_cache_quiet.c PRELOAD TIMEOUT 60 LIBS Threads::Threads
            ENV LARDER_PURGE_DELAY_MS=250 LARDER_PURGE_THREAD=1)
+# the purge gives back idle threads' kept medium spans while the threads come and go: no span
+# handed out twice, no number lost
+alloc_test(alloc_medium_cache_idle_race SOURCES alloc/medium_cache_idle_race.c TIMEOUT 60 LIBS Threads::Threads
+           ENV LARDER_PURGE_DELAY_MS=1 LARDER_PURGE_THREAD=1)
 # a forked child gives back the caches (bins, remote batches, kept medium spans) of the
 # parent's other threads, which it does not have, through its own calls
 alloc_test(alloc_fork_other_caches SOURCES alloc/fork_other_caches.c PRELOAD TIMEOUT 60 LIBS Threads::Threads
