@@ -289,7 +289,7 @@ static void *large_alloc(heap_t *heap, size_t size, size_t alignment, size_t *di
 
 /* A medium or large span for malloc (size above the largest class): a medium span the thread
  * kept (cache.c) when one fits (*kept), else from large.c. *dirty as ld_large_alloc's. */
-static void *span_alloc(heap_t *heap, size_t size, size_t *dirty, bool *kept) {
+static inline __attribute__((always_inline)) void *span_alloc(heap_t *heap, size_t size, size_t *dirty, bool *kept) {
   void *p = ld_cache_medium_alloc(heap, size);
   *kept = p != NULL;
   if (p) {
@@ -473,15 +473,8 @@ static inline void free_joined(heap_t *heap, sb_t *sb, void *p, int joined, bool
  * so that one that is not larder's is reported at once; spans, which start at a power of two
  * from their header, are freed at once, never kept waiting. A function of its own, so that
  * free_slow saves no registers. */
-static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
-  /* A span's start first: it has no batch to look for (the buffer's four ways: 17 of a medium
-   * free's ~250 instructions). A small block that lies a power of two past its header is freed
-   * at once the same way, whether its superblock has a batch open or not. */
-  uintptr_t offset = (uintptr_t)p - (uintptr_t)sb;
-  if (LD_UNLIKELY(!(offset & (offset - 1)))) {
-    free_checked(heap, sb, p, false);
-    return;
-  }
+static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p, uintptr_t offset) {
+  /* (offset: p's from sb, not a power of two, free_slow's) */
   /* The header's line is asked for first (a prefetch never faults: p need not be larder's):
    * a block whose superblock has no batch here reads its class from it below (a consumer of
    * 64 producers' blocks, 4,096 superblocks for the buffer's 1,024 slots: most of
@@ -536,9 +529,18 @@ static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p) {
 static LD_NOINLINE void free_slow(void *p, heap_t *heap) {
   if (p == NULL) return;
   sb_t *sb = ld_sb_of(p);
+  /* A span's start first: it has no batch to look for and never waits in the ring (the
+   * buffer's four ways were 17 of a medium free's ~250 instructions, the call through
+   * free_deferring 5 more). A small block that lies a power of two past its header is freed at
+   * once the same way, whether its superblock has a batch open or not. */
+  uintptr_t offset = (uintptr_t)p - (uintptr_t)sb;
+  if (LD_UNLIKELY(!(offset & (offset - 1)))) {
+    free_checked(heap, sb, p, false);
+    return;
+  }
 #ifndef LARDER_HARDENED
   if (LD_LIKELY(heap != &ld_heap_empty)) {
-    free_deferring(heap, sb, p);
+    free_deferring(heap, sb, p, offset);
     return;
   }
 #endif

@@ -1252,11 +1252,11 @@ void    ld_medium_release(sb_t *span);
  * chunks: that rounded up to S). */
 #define LD_MEDIUM_OFFSET ld_round_up(LD_SB_HEADER, LD_MIN_ALIGN)
 size_t  ld_medium_touch(size_t size);
-/* A retired span, resident up to `reach` bytes, handed out again for a malloc of `size`
- * bytes, whose chunks and touch (ld_medium_touch) it fits without keeping old pages more than
- * half as far again as its user's bytes (the caller checked both), its owner `owner` (as
- * ld_large_alloc's). Its bytes may all hold old data. */
-void   *ld_medium_reuse(sb_t *span, size_t reach, size_t size, heap_t *owner);
+/* A retired span, resident up to `reach` bytes, handed out again for a malloc that touches
+ * `touch` bytes of it (ld_medium_touch), whose chunks it fits without keeping old pages more
+ * than half as far again (the caller checked both), its owner `owner`, the calling thread's
+ * heap. Its bytes may all hold old data. */
+void   *ld_medium_reuse(sb_t *span, size_t reach, size_t touch, heap_t *owner);
 /* Medium spans counted by threads without a heap (the others count in their heap_t): chunks'
  * bytes and usable bytes. */
 void    ld_medium_unowned(int64_t *bytes, int64_t *usable);

@@ -87,7 +87,7 @@ static void span_unmap(void *base, size_t bytes) {
   ld_addrmap_remove(base, bytes);
   ld_os_unmap(base, bytes);
 }
-static size_t chunks_for(size_t bytes) { return (bytes + ld_sb_size - 1) / ld_sb_size; }
+static size_t chunks_for(size_t bytes) { return (bytes + ld_sb_size - 1) >> ld_sb_shift; }
 
 static void cache_remove(sb_t *span) {
   if (span->prev) span->prev->next = span->next; else cache.head = span->next;
@@ -269,18 +269,20 @@ void ld_medium_retire(sb_t *span) {
 }
 
 void ld_medium_release(sb_t *span) {
-  ld_segment_free(span, span->map_bytes / ld_sb_size, (size_t)(span->data - (char *)span) + span->usable);
+  ld_segment_free(span, span->map_bytes >> ld_sb_shift, (size_t)(span->data - (char *)span) + span->usable);
 }
 
 size_t ld_medium_touch(size_t size) { return ld_round_up(LD_MEDIUM_OFFSET + size, ld_os_page_size()); }
 
-void *ld_medium_reuse(sb_t *span, size_t reach, size_t size, heap_t *owner) {
-  size_t offset = LD_MEDIUM_OFFSET, need = ld_medium_touch(size);
-  if (need > reach) ld_segment_retouch(span, need);
+void *ld_medium_reuse(sb_t *span, size_t reach, size_t touch, heap_t *owner) {
+  size_t offset = LD_MEDIUM_OFFSET;
+  if (touch > reach) ld_segment_retouch(span, touch);
   span_init(span, (char *)span + offset, LD_KIND_MEDIUM, owner);
-  span->usable = need - offset; /* as medium_alloc's */
-  medium_count((int64_t)span->map_bytes, (int64_t)span->usable);
-  ld_stat_count(ld_heap_tls, offsetof(ld_stats_t, medium_allocs));
+  span->usable = touch - offset; /* as medium_alloc's */
+  /* (the owner is the calling thread's heap: medium_count's, without its look-up) */
+  LD_OWNER_ADD(owner->medium_bytes, (int64_t)span->map_bytes);
+  LD_OWNER_ADD(owner->medium_usable, (int64_t)span->usable);
+  LD_STAT_INC(owner, medium_allocs);
   return span->data;
 }
 
@@ -329,7 +331,7 @@ void *ld_large_realloc_in_place(sb_t *span, size_t size) {
   size_t offset = (size_t)(span->data - (char *)span);
   if (span->kind == LD_KIND_MEDIUM) {
     if (offset + size > ld_medium_max) return NULL;
-    size_t chunks = span->map_bytes / ld_sb_size, want = chunks_for(offset + size);
+    size_t chunks = span->map_bytes >> ld_sb_shift, want = chunks_for(offset + size);
     size_t need = ld_round_up(offset + size, ld_os_page_size());
     if (!ld_segment_resize(span, chunks, want, need)) return NULL;
     size_t bytes = want * ld_sb_size;

@@ -2,6 +2,8 @@
 #ifndef LD_OPTIONS_H
 #define LD_OPTIONS_H
 
+#include <stddef.h>
+
 #pragma GCC visibility push(hidden)
 
 #ifdef LARDER_DEBUG_BUILD
@@ -48,6 +50,10 @@ static inline double ld_option_load(const double *field) {
 /* remote_free_check as a word the remote free path tests in one instruction (its double took a
  * compare and two branches there); kept equal to the option by the setter. */
 extern int ld_remote_free_mark;
+/* medium_cache_kb in bytes, for the medium free's test (the double's conversion was 6 of its
+ * instructions); kept equal by the setter as ld_remote_free_mark is. */
+extern size_t ld_medium_cache_bytes;
+#define LD_MEDIUM_CACHE_BYTES() __atomic_load_n(&ld_medium_cache_bytes, __ATOMIC_RELAXED)
 
 /* Reads every LARDER_* variable once; warns about unknown names and malformed values. */
 void ld_options_init(void);
