@@ -7,6 +7,8 @@
  *      the spans back), and the owner's next 4 mallocs of 40 KiB are the same 4 blocks, 4 hits;
  *   2. with medium_cache_kb=256 (4 chunks), 8 spans freed by main: 4 go to the owner, 4 stay
  *      in main's own cache; the owner's 8 mallocs take exactly its 4, main's 4 take main's;
+ *      and with the owner's cache full of 4 spans it freed itself, main's frees of its other 4
+ *      still go to it (the stack's bound is its own): its next 8 mallocs are 8 hits;
  *   3. an owner that exited: main's frees of its spans wait on its parked heap's stack, and a
  *      trim gives them back (medium_bytes_cached as at the start);
  *   4. an owner that makes no call at all: the purge thread alone gives them back, within 40
@@ -218,6 +220,24 @@ int main(void) {
   CHECK_MSG(same == 4, "main's 4 mallocs took %d of the 4 spans it kept", same);
   CHECK(main_taken.medium_cache_hits == taken.medium_cache_hits + 4);
   for (int i = 0; i < 4; i++) free(mine[i]);
+  owner_do(&o, DO_FREE, 8);
+  api.trim(0);
+
+  /* 2b: the stack's bound is its own: an owner whose cache is full of its own spans still takes
+   * its spans back (until 2026-11-30 the cache's 4 chunks left the stack no room, main kept all
+   * 4, and the owner's 8 mallocs made 4 hits) */
+  owner_do(&o, DO_MALLOC, 8);
+  memcpy(first, o.block, sizeof first);
+  owner_do(&o, DO_FREE, 4); /* its own 4: its cache is full */
+  for (int i = 4; i < 8; i++) free(first[i]);
+  returned = stats();
+  owner_do(&o, DO_MALLOC, 8);
+  taken = stats();
+  same = 0;
+  for (int i = 0; i < 8; i++) same += in_set(o.block[i], first, 8);
+  CHECK_MSG(same == 8 && taken.medium_cache_hits == returned.medium_cache_hits + 8,
+            "the owner's 8 mallocs took %d of its 8 spans, %zu hits (its 4 kept and the 4 main returned)", same,
+            taken.medium_cache_hits - returned.medium_cache_hits);
   owner_do(&o, DO_FREE, 8);
   REQUIRE(api.option_set("medium_cache_kb", "1024") == 0);
   api.trim(0);
