@@ -939,8 +939,8 @@ static void medium_release_list(sb_t *span) {
   }
 }
 
-/* Keeps span (retired, reaching `reach`) in the cache, the oldest pushed out into old[] (at
- * most LD_MEDIUM_CACHE_SPANS) to make room; returns how many. In the cache. */
+/* Whether the cache can keep a span of `bytes` more (its count and its bound), and the keeping
+ * of one that it can. In the cache. */
 static inline bool medium_cache_has_room(const heap_t *heap, size_t bytes, size_t bound) {
   return heap->medium_cached < LD_MEDIUM_CACHE_SPANS && (size_t)heap->medium_cached_bytes + bytes <= bound;
 }
@@ -950,6 +950,8 @@ static inline void medium_cache_push(heap_t *heap, sb_t *span, size_t reach) {
   LD_OWNER_SET(heap->medium_cached, n + 1);
   LD_OWNER_SET(heap->medium_cached_bytes, heap->medium_cached_bytes + (int64_t)span->map_bytes);
 }
+/* Keeps span (retired, reaching `reach`) in the cache, the oldest pushed out into old[] (at
+ * most LD_MEDIUM_CACHE_SPANS) to make room; returns how many. In the cache. */
 static inline __attribute__((always_inline)) unsigned medium_cache_keep_locked(heap_t *heap, sb_t *span, size_t reach,
                                                                               size_t bound, sb_t **old) {
   unsigned n_old = 0;
