@@ -1021,20 +1021,27 @@ static inline __attribute__((always_inline)) void *medium_cache_take_fit(heap_t 
   return p;
 }
 
+static inline __attribute__((always_inline)) void *medium_cache_alloc_kept(heap_t *heap, size_t size) {
+  if (!LD_READ(heap->medium_cached)) return NULL;
+  remote_enter(heap);
+  void *p = medium_cache_take_fit(heap, size);
+  remote_leave(heap);
+  return p;
+}
+
+/* None of the kept spans fits: the spans other threads returned join the cache, and one may. */
+static LD_NOINLINE void *medium_cache_alloc_returned(heap_t *heap, size_t size) {
+  medium_cache_take_returned(heap);
+  return medium_cache_alloc_kept(heap, size);
+}
+
 void *ld_cache_medium_alloc(heap_t *heap, size_t size) {
   if (size > ld_medium_max) return NULL;
-  for (bool took = false;; took = true) {
-    if (LD_READ(heap->medium_cached)) {
-      remote_enter(heap);
-      void *p = medium_cache_take_fit(heap, size);
-      remote_leave(heap);
-      if (p) return p;
-    }
-    /* none fits: the spans other threads returned join the cache, and one may (the stack's
-     * line is not read by a thread whose own frees serve it) */
-    if (took || LD_LIKELY(!atomic_load_explicit(&heap->medium_returned, memory_order_relaxed))) return NULL;
-    medium_cache_take_returned(heap);
-  }
+  void *p = medium_cache_alloc_kept(heap, size);
+  if (p) return p;
+  /* (the stack's line is not read by a thread whose own frees serve it) */
+  if (LD_LIKELY(!atomic_load_explicit(&heap->medium_returned, memory_order_relaxed))) return NULL;
+  return medium_cache_alloc_returned(heap, size);
 }
 
 /* A retired span (not on the list of tails) that another thread allocated, or that a thread
