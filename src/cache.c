@@ -353,6 +353,17 @@ static void remote_leave(heap_t *heap) {
   __atomic_store_n(&heap->remote_busy, 0, __ATOMIC_RELEASE);
 }
 
+/* The purge's side, for an owner that stopped calling: marks the purge at work and fences the
+ * owner. 1: the owner is out (what remote_enter guards is the purge's until remote_drain_end);
+ * 0: the owner is in; -1: the kernel cannot fence other threads (the owner's own calls must do
+ * the work). remote_drain_end follows in every case. */
+static int remote_drain_begin(heap_t *heap) {
+  __atomic_store_n(&heap->remote_draining, 1, __ATOMIC_SEQ_CST);
+  if (ld_os_fence_all_threads() != 0) return -1;
+  return !__atomic_load_n(&heap->remote_busy, __ATOMIC_ACQUIRE);
+}
+static void remote_drain_end(heap_t *heap) { __atomic_store_n(&heap->remote_draining, 0, __ATOMIC_RELEASE); }
+
 LD_NOINLINE bool ld_cache_append_and_leave(heap_t *heap, sb_t *sb, void *b) {
   bool sent = remote_append(heap, sb, b);
   remote_leave(heap);
@@ -479,18 +490,13 @@ static void settle_slow_free(heap_t *heap, void *p, bool by_purge);
 
 bool ld_cache_send_idle_batches(heap_t *heap) {
   if (!LD_READ(heap->remote_bytes) && !LD_READ(heap->outbox_open) && !slow_frees_waiting(heap)) return true;
-  __atomic_store_n(&heap->remote_draining, 1, __ATOMIC_SEQ_CST);
-  bool sent = false;
-  int fence = ld_os_fence_all_threads();
-  if (fence != 0) {
-    sent = true; /* the kernel cannot fence other threads: the batches wait for their owner */
-  } else if (!__atomic_load_n(&heap->remote_busy, __ATOMIC_ACQUIRE)) {
+  int out = remote_drain_begin(heap); /* (-1: no fence; the batches wait for their owner) */
+  if (out == 1) {
     for (void *p; (p = take_slow_free(heap));) settle_slow_free(heap, p, true);
     remote_send_open(heap);
-    sent = true;
   }
-  __atomic_store_n(&heap->remote_draining, 0, __ATOMIC_RELEASE);
-  return sent;
+  remote_drain_end(heap);
+  return out != 0;
 }
 
 /* ---- bins ---- */
@@ -982,7 +988,7 @@ static void medium_cache_note_first(bool first) {
 }
 
 /* The spans other threads returned, into the cache (owner only). */
-static LD_NOINLINE void medium_cache_take_returned(heap_t *heap) {
+static void medium_cache_take_returned(heap_t *heap) {
   sb_t *span = medium_returned_take(heap), *out = NULL;
   if (!span) return;
   size_t bound = LD_MEDIUM_CACHE_BYTES();
@@ -1111,17 +1117,13 @@ static void medium_cache_drain(heap_t *heap) {
 int ld_cache_medium_drain_idle(heap_t *heap) {
   ld_cache_medium_drain_returned(heap); /* (the stack is anyone's to take) */
   if (!LD_READ(heap->medium_cached)) return 0;
-  __atomic_store_n(&heap->remote_draining, 1, __ATOMIC_SEQ_CST);
   sb_t *spans[LD_MEDIUM_CACHE_SPANS];
   unsigned n = 0;
-  int drained = 0;
-  if (ld_os_fence_all_threads() == 0) {
-    if (!__atomic_load_n(&heap->remote_busy, __ATOMIC_ACQUIRE)) n = medium_cache_empty(heap, spans);
-    else drained = -1;
-  }
-  __atomic_store_n(&heap->remote_draining, 0, __ATOMIC_RELEASE);
+  int out = remote_drain_begin(heap);
+  if (out == 1) n = medium_cache_empty(heap, spans);
+  remote_drain_end(heap);
   for (unsigned i = 0; i < n; i++) ld_medium_release(spans[i]); /* the owner may go on meanwhile */
-  return n ? 1 : drained;
+  return n ? 1 : out == 0 ? -1 : 0;
 }
 
 void ld_cache_medium_drain_returned(heap_t *heap) { medium_release_list(medium_returned_take(heap)); }
