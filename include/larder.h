@@ -109,6 +109,7 @@ typedef struct larder_stats_s {
   size_t lock_sleeps;             /* waits for one of larder's locks that slept in the kernel (a contended lock whose holder did not give it back within the spin) */
   size_t remote_sends;            /* batches of remote frees went to their owners' inboxes in this many groups, one CAS each (a group: up to 16 small batches for one owner) */
   size_t idle_medium_emptied;     /* threads' kept medium spans given back by the purge after a delay without a call */
+  size_t medium_late_tails;       /* of medium_cache_hits, kept spans handed out with old pages past 1.5x the block, their tails listed late (docs/allocator.md) */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);

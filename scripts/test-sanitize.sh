@@ -17,7 +17,9 @@
 #          larder. So TSan runs alloc_misuse_threads_prefixed, written for it: the larder_* API
 #          from many threads and never the standard names; and alloc_medium_cache_idle_race,
 #          the purge giving back idle threads' kept medium spans as they come back (the
-#          owner's cache and the purge ordered by the busy mark alone). Suppressions, each with its
+#          owner's cache and the purge ordered by the busy mark alone); and
+#          alloc_medium_late_tails_race, late tails listed while other threads free and grow
+#          their blocks. Suppressions, each with its
 #          reason, are in tests/alloc/tsan.supp.
 #
 # usage: scripts/test-sanitize.sh [ubsan] [tsan]     (default: both)
@@ -35,7 +37,7 @@ modes=("$@")
 
 # Tests run under TSan (ctest -R); .nostats leaves out the statistics thread, so that its
 # reports are about the hand-over of blocks alone.
-TSAN_TESTS='^alloc_(misuse_threads_prefixed|misuse_threads_prefixed\.nostats|addrmap_unit|medium_cache_idle_race)$'
+TSAN_TESTS='^alloc_(misuse_threads_prefixed|misuse_threads_prefixed\.nostats|addrmap_unit|medium_cache_idle_race|medium_late_tails_race)$'
 # Left out of UBSan: nothing (a regular expression for ctest -E, when something must be).
 UBSAN_EXCLUDE=${UBSAN_EXCLUDE:-}
 

@@ -441,6 +441,7 @@ static void remote_send_all(heap_t *heap) {
  * exactly when it names a superblock and holds blocks, and remote_bytes their sum. */
 static void medium_cache_validate(heap_t *heap, int *violations);
 static void medium_cache_empty_and_leave(heap_t *heap);
+static void medium_late_list(heap_t *heap, unsigned n);
 void ld_cache_validate(heap_t *heap, int *violations) {
   if (heap == &ld_heap_empty) return;
   remote_enter(heap);
@@ -800,6 +801,11 @@ void ld_cache_settle_deferred_now(heap_t *heap) {
 }
 
 void ld_cache_trim(heap_t *heap) {
+  if (LD_READ(heap->medium_late_count)) { /* the tails of spans it handed out since its last trim */
+    remote_enter(heap);
+    medium_late_list(heap, heap->medium_late_count);
+    remote_leave(heap);
+  }
   /* spans returned by other threads count as kept: they stay while the owner uses the cache */
   if (LD_READ(heap->medium_cached) || atomic_load_explicit(&heap->medium_returned, memory_order_relaxed)) {
     remote_enter(heap);
@@ -836,9 +842,10 @@ void ld_cache_trim(heap_t *heap) {
  * 2.8x the CPU a block), and its next medium malloc takes one that has
  * exactly the chunks it needs (medium_cache_choose), as jemalloc's and tcmalloc's thread caches
  * serve their larger classes. A kept span stays in use for its segment, so nothing of
- * segment.c changes; it is only handed out again where its segment would have left it off the
- * list of tails (its old pages reach at most half as far again as the new block; the new bound
- * is written with ld_segment_retouch), and a span on that list is never kept. The oldest goes back when the cache is full; all go back at thread
+ * segment.c changes; it is handed out again where its segment would have left it off the list
+ * of tails (its old pages reach at most half as far again as the new block; the new bound is
+ * written with ld_segment_retouch) or, when no kept span of its chunks is, marked for late
+ * listing (medium_late_note); a listed span freed is taken off the list and kept. The oldest goes back when the cache is full; all go back at thread
  * exit and malloc_trim, when a delay passes without the owner taking one (ld_cache_trim), and
  * when the thread stops calling (the purge, ld_cache_medium_drain_idle). The cache is the
  * owner's: it marks itself in its remote buffer around it (remote_enter), so that the purge
@@ -874,12 +881,29 @@ static sb_t *medium_cache_remove(heap_t *heap, unsigned i) {
   return span;
 }
 
-/* The kept span for a block that touches `touch` bytes: of the chunks it needs, and keeping no
- * old pages more than half as far again (segment.c's tails); the newest whose resident pages
- * may cover the block (it faults none it need not), else the one that reaches furthest. -1:
- * none. (A choice of the best among all by new pages, then old ones, cost 190
- * instructions a malloc for the same hits.) In the cache. */
-static int medium_cache_choose(const heap_t *heap, size_t touch) {
+/* medium_cache_choose's last resort: of the kept spans of `bytes` bytes of chunks, the one whose
+ * old pages reach least; -1: none. */
+static LD_NOINLINE int medium_cache_choose_late(const heap_t *heap, uint32_t bytes) {
+  int least = -1;
+  uint32_t least_reach = UINT32_MAX;
+  for (unsigned i = heap->medium_cached; i-- > 0;) {
+    const ld_medium_kept_t *k = &heap->medium_cache[i];
+    if (k->bytes == bytes && k->reach < least_reach) {
+      least = (int)i;
+      least_reach = k->reach;
+    }
+  }
+  return least;
+}
+
+/* The kept span for a block that touches `touch` bytes, of the chunks it needs: of those whose
+ * old pages reach at most half as far again (segment.c's tails), the newest whose resident
+ * pages may cover the block (it faults none it need not), else the one that reaches furthest;
+ * and when none does, the one whose old pages reach least (*late: its tail is to be listed
+ * late, medium_late_note), before any span other threads returned is looked at (taken first,
+ * those cost remote-free of 16-256 KiB blocks 1.07-1.16x the CPU a block). -1: none. (A choice of the best among all by new pages, then old
+ * ones, cost 190 instructions a malloc for the same hits.) In the cache. */
+static int medium_cache_choose(const heap_t *heap, size_t touch, bool *late) {
   uint32_t bytes = (uint32_t)ld_round_up(touch, ld_sb_size), most = (uint32_t)(touch + touch / 2);
   int best = -1;
   uint32_t best_reach = 0;
@@ -892,7 +916,35 @@ static int medium_cache_choose(const heap_t *heap, size_t touch) {
       best_reach = k->reach;
     }
   }
-  return best;
+  if (LD_LIKELY(best >= 0)) return best;
+  *late = true;
+  return medium_cache_choose_late(heap, bytes);
+}
+
+/* The spans of the list of late tails, from the oldest, n of them: each still marked and still
+ * this heap's goes on the segments' list of tails (segment.c, ld_segment_list_late), one lock
+ * for all. The owner in its cache, or the purge for an owner out of it. */
+static void medium_late_list(heap_t *heap, unsigned n) {
+  unsigned count = heap->medium_late_count;
+  if (!n) return;
+  ld_segment_list_late((void *const *)heap->medium_late, n, heap);
+  memmove(heap->medium_late, heap->medium_late + n, (count - n) * sizeof heap->medium_late[0]);
+  LD_OWNER_SET(heap->medium_late_count, count - n);
+}
+
+/* A kept span handed out again with old pages past half as far again as its block: rather than
+ * the segment lock to list it (which its segment would have done, ld_segment_alloc), it is
+ * marked, and listed late, with the others, by the owner's trim, exit or malloc_trim, by the
+ * purge when the owner stops calling, or when the list is full (the older half). Most blocks
+ * of a churn are freed before: 20-60 KiB churn that writes each block's ends took 44% of its
+ * blocks from the segments, under their lock, for the want of such a span (docs/results.md).
+ * The owner in its cache. */
+static LD_NOINLINE void medium_late_note(heap_t *heap, sb_t *span) {
+  ld_segment_mark_excess(span);
+  if (heap->medium_late_count == LD_MEDIUM_LATE) medium_late_list(heap, LD_MEDIUM_LATE / 2);
+  heap->medium_late[heap->medium_late_count] = span;
+  LD_OWNER_SET(heap->medium_late_count, heap->medium_late_count + 1);
+  LD_STAT_INC(heap, medium_late_tails);
 }
 
 /* The chunks a heap's returned spans may hold: its cache's bound, within the word's low bits */
@@ -996,14 +1048,15 @@ static void medium_cache_take_returned(heap_t *heap) {
   bool first = heap->medium_cached == 0;
   while (span) {
     sb_t *next = span->next;
-    size_t reach = ld_segment_kept_reach(span);
-    if (reach && span->map_bytes <= bound / 2) {
+    /* (its freer took it off the list of tails and cleared its mark) */
+    size_t reach = ld_segment_kept_reach(span, true);
+    if (span->map_bytes <= bound / 2) {
       sb_t *old[LD_MEDIUM_CACHE_SPANS];
       for (unsigned i = medium_cache_keep_locked(heap, span, reach, bound, old); i-- > 0;) {
         old[i]->next = out;
         out = old[i];
       }
-    } else { /* on the list of tails since, or the bound changed */
+    } else { /* the bound changed */
       span->next = out;
       out = span;
     }
@@ -1018,10 +1071,13 @@ static void medium_cache_take_returned(heap_t *heap) {
 /* A kept span for `size` bytes, or NULL. In the cache. */
 static inline __attribute__((always_inline)) void *medium_cache_take_fit(heap_t *heap, size_t size) {
   size_t touch = ld_medium_touch(size);
-  int i = medium_cache_choose(heap, touch);
+  bool late = false;
+  int i = medium_cache_choose(heap, touch, &late);
   if (i < 0) return NULL;
   uint32_t reach = heap->medium_cache[i].reach;
-  void *p = ld_medium_reuse(medium_cache_remove(heap, (unsigned)i), reach, touch, heap);
+  sb_t *span = medium_cache_remove(heap, (unsigned)i);
+  void *p = ld_medium_reuse(span, reach, touch, heap);
+  if (LD_UNLIKELY(late)) medium_late_note(heap, span);
   heap->medium_cache_used = true;
   LD_STAT_INC(heap, medium_cache_hits); /* (heap: a thread's own, which alone keeps spans) */
   return p;
@@ -1068,13 +1124,14 @@ bool ld_cache_medium_free(heap_t *heap, sb_t *span) {
   bool other = LD_UNLIKELY(owner != heap);
   if (other && heap == &ld_heap_empty && (owner == NULL || owner == &ld_heap_empty)) return false;
   ld_medium_retire(span);
-  size_t reach = ld_segment_kept_reach(span);
-  if (!reach) { /* on the list of tails: back to its segment, which takes it off */
-    ld_medium_release(span);
-    return true;
+  size_t reach = 0;
+  if (other) { /* (off the list of tails and unmarked, under the segment lock if it was either) */
+    reach = ld_segment_kept_reach(span, false);
+    if (medium_free_other(heap, span, owner, bound)) return true;
   }
-  if (other && medium_free_other(heap, span, owner, bound)) return true;
   remote_enter(heap);
+  /* the owner clears the late mark itself, in its cache: no purge lists the span meanwhile */
+  if (!other) reach = ld_segment_kept_reach(span, true);
   if (LD_UNLIKELY(!medium_cache_has_room(heap, span->map_bytes, bound))) {
     medium_cache_keep_full_and_leave(heap, span, reach, bound); /* (not empty: no deadline to note) */
     return true;
@@ -1105,8 +1162,9 @@ static void medium_cache_empty_and_leave(heap_t *heap) {
 static void medium_cache_drain(heap_t *heap) {
   if (heap == &ld_heap_empty) return;
   ld_cache_medium_drain_returned(heap);
-  if (!LD_READ(heap->medium_cached)) return;
+  if (!LD_READ(heap->medium_cached) && !LD_READ(heap->medium_late_count)) return;
   remote_enter(heap);
+  medium_late_list(heap, heap->medium_late_count);
   medium_cache_empty_and_leave(heap);
 }
 
@@ -1116,11 +1174,14 @@ static void medium_cache_drain(heap_t *heap) {
  * Without membarrier the kept spans wait for their owner's trim or exit. */
 int ld_cache_medium_drain_idle(heap_t *heap) {
   ld_cache_medium_drain_returned(heap); /* (the stack is anyone's to take) */
-  if (!LD_READ(heap->medium_cached)) return 0;
+  if (!LD_READ(heap->medium_cached) && !LD_READ(heap->medium_late_count)) return 0;
   sb_t *spans[LD_MEDIUM_CACHE_SPANS];
   unsigned n = 0;
   int out = remote_drain_begin(heap);
-  if (out == 1) n = medium_cache_empty(heap, spans);
+  if (out == 1) {
+    medium_late_list(heap, heap->medium_late_count); /* (its live spans' tails) */
+    n = medium_cache_empty(heap, spans);
+  }
   remote_drain_end(heap);
   for (unsigned i = 0; i < n; i++) ld_medium_release(spans[i]); /* the owner may go on meanwhile */
   return n ? 1 : out == 0 ? -1 : 0;
@@ -1248,7 +1309,7 @@ static void bins_turn_back(heap_t *heap) {
 
 bool ld_cache_holds(const heap_t *heap) {
   if (LD_READ(heap->remote_bytes) || LD_READ(heap->outbox_open) || slow_frees_waiting(heap) || LD_READ(heap->medium_cached) ||
-      ld_heap_medium_returned_bytes(heap))
+      LD_READ(heap->medium_late_count) || ld_heap_medium_returned_bytes(heap))
     return true;
   if (!__atomic_load_n(&heap->bins_ready, __ATOMIC_ACQUIRE)) return false;
   if (deferred_waiting(heap)) return true;

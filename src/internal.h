@@ -471,6 +471,7 @@ typedef struct ld_stats_s {
   size_t blocks_refilled, blocks_flushed; /* cache traffic, in batches */
   size_t superblocks_to_global, superblocks_from_global;
   size_t large_allocs, large_cache_hits, medium_allocs, medium_cache_hits;
+  size_t medium_late_tails;     /* kept spans handed out with old pages to list late (cache.c) */
   size_t refills, flushes, superblocks_examined, free_lock_acquisitions;
   size_t remote_batches, remote_announcements; /* the remote free path's atomic operations */
   size_t remote_sends;          /* claims of slots in owners' inboxes: one CAS for up to LD_OUTBOX batches */
@@ -725,6 +726,7 @@ static inline unsigned ld_outbox_set(const struct heap_s *owner) {
  * Hoard's blowup bound as a constant per thread (docs/allocator.md). */
 #define LD_BOOST_MAX 16   /* hysteresis: extra superblocks of slack a class may earn */
 #define LD_MEDIUM_CACHE_SPANS 16 /* medium spans a thread's cache keeps (heap_t, medium_cache) */
+#define LD_MEDIUM_LATE 256       /* spans in use a thread's heap lists late (heap_t, medium_late) */
 /* A kept medium span, with what choosing it needs, so that the choice reads no span header */
 typedef struct ld_medium_kept_s {
   sb_t *span;
@@ -830,10 +832,15 @@ typedef struct heap_s {
   size_t superblocks_held;
   /* Medium spans this thread freed, kept to serve its next medium requests without the segment
    * lock (cache.c, "medium spans"): oldest first, at most LD_MEDIUM_CACHE_SPANS and
-   * medium_cache_kb of chunks. Under `lock`, which the owner takes for them (uncontended but
-   * for the purge, which empties an idle thread's with trylock); the owner reads the count
-   * without it to skip the lock when there are none. */
+   * medium_cache_kb of chunks. The owner's, within its busy mark (remote_enter); the purge
+   * empties an idle thread's while that mark is clear. */
   ld_medium_kept_t medium_cache[LD_MEDIUM_CACHE_SPANS];
+  /* Spans in use the cache handed out with old pages past half as far again as their blocks
+   * (marked so in their segments), oldest first: listed on the segments' list of tails late,
+   * as one batch, by the owner or, for an idle owner, the purge (cache.c, medium_late_list).
+   * An entry whose span was freed since is skipped then. Under the busy mark too. */
+  sb_t *medium_late[LD_MEDIUM_LATE];
+  uint32_t medium_late_count;
   uint32_t medium_cached;              /* spans in medium_cache */
   bool medium_cache_used;              /* a span was taken from it since the owner's last trim */
   int64_t medium_cached_bytes;         /* their chunks' bytes */
@@ -1193,17 +1200,28 @@ void    ld_segment_purge_frees(bool on); /* this thread's ld_segment_free purges
  * start the caller now uses (the run leaves the list of tails whatever its size). */
 bool    ld_segment_resize(void *run, size_t chunks, size_t new_chunks, size_t touch);
 /* A run in use kept by its holder to hand out again without the lock (a medium span in a
- * thread's cache: cache.c). Only a listed run's bounds change under another thread (the purge
- * of its tail); an unlisted one's are its holder's alone until it is freed or resized, and a
- * run is listed only as it is handed out. ld_segment_kept_reach: how far the run's resident
- * pages may reach (its bound, at least 1), or 0 if it is on the list of tails and must be
- * freed (the flag read clear, with acquire, says any purge of its tail is over).
+ * thread's cache: cache.c), after its free retired it. Only a listed run's bounds change under
+ * another thread (the purge of its tail); an unlisted one's are its holder's alone until it is
+ * freed or resized. ld_segment_kept_reach: the run taken off the list of tails if it is on it
+ * (under the lock: no purge of its tail is under way once it returns) and its late mark
+ * cleared; returns how far its resident pages may reach (its bound, at least 1).
  * ld_segment_retouch: an unlisted run's new bound, `touch` bytes, as its holder hands it out
  * again to a user who will touch that many (more than its bound: only a bound that grows is
- * written; one more than half as far again as the user's bytes would have been listed by
- * ld_segment_alloc, and the holder must not hand the run out for them). */
-size_t  ld_segment_kept_reach(void *run);
+ * written). A bound more than half as far again as the user's bytes is marked for late
+ * listing instead (below). */
+size_t  ld_segment_kept_reach(void *run, bool owner);
 void    ld_segment_retouch(void *run, size_t touch);
+/* Late tails. A holder that hands a kept run out again to a user whose bytes its old pages
+ * reach more than half as far again as (cache.c) marks it (ld_segment_mark_excess, before the
+ * pointer leaves it) instead of taking the lock to list it; its owner's thread, or the purge
+ * for an owner out of its cache, later lists each run of `runs` still marked and still its
+ * (span->owner == owner), under the lock, as ld_segment_alloc would have (ld_segment_list_late:
+ * returns how many). Anyone else clears the mark under the lock (a free of the run by another
+ * thread, a resize: ld_segment_kept_reach, ld_segment_resize), so that no run is listed once
+ * another thread may hand it out. ld_segment_kept_reach(run, owner): owner, the thread whose
+ * heap the span's owner is, clears the mark without the lock. */
+void    ld_segment_mark_excess(void *run);
+size_t  ld_segment_list_late(void *const *runs, size_t n, const struct heap_s *owner);
 /* Purges free runs idle for the purge delay (all: every free run) and unmaps segments that
  * are wholly free. Returns the bytes given back. */
 size_t  ld_segment_purge(uint64_t now, bool all);

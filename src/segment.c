@@ -37,7 +37,9 @@
  * user's bytes (LD_SEGMENT_TAIL: a medium span, which uses nothing past its usable size) waits
  * on the list of tails; the purge gives back the tail of each one that has lived a purge
  * delay, and a free or a resize takes the run off the list first. A span
- * freed and taken again at its size is not listed. Purging as the span was handed out cost 5x
+ * freed and taken again at its size is not listed. A span a thread's cache hands out again
+ * (cache.c) is marked instead and listed late, by its owner, under the lock
+ * (ld_segment_list_late): most are freed first, and never cost the lock. Purging as the span was handed out cost 5x
  * the CPU of 20-60 KiB churn that writes little of each block (madvise, and under threads TLB
  * shootdowns) for pages the next span faulted back in: short-lived spans must not pay for
  * long-lived ones. The list shares the segment lock the span took and gives back anyway.
@@ -75,6 +77,9 @@ typedef struct chunk_s {
   uint32_t resident;              /* no page at or past this many bytes from the run's start
                                      is resident (0 for a clean free run) */
   uint8_t tail;                   /* run in use: on the list of tails */
+  uint8_t excess;                 /* run in use: handed out again by a thread's cache with old
+                                     pages past half as far again as its user's bytes, not yet
+                                     listed (ld_segment_list_late) */
   uint32_t need;                  /* run on the list of tails: the bytes its user touches */
   struct chunk_s *next, *prev;    /* free run: its bin (of its kind) */
   struct chunk_s *dnext, *dprev;  /* dirty free run: the decay list, newest at the head;
@@ -483,6 +488,7 @@ static size_t run_purge_and_file(segment_t *s, uint32_t start, uint32_t n) {
   run_mark(s, start, n, CHUNK_USED);
   c->resident = 0;
   c->tail = 0;
+  c->excess = 0;
   s->used_chunks += n;
   ld_segment_unlock(false);
   int rc = segment_purge(s, (char *)s + (size_t)start * ld_sb_size, bytes);
@@ -518,6 +524,7 @@ void ld_segment_free(void *run, size_t chunks, size_t resident) {
   }
   s->used_chunks -= (uint32_t)chunks;
   if (c->tail) tail_remove(c);
+  __atomic_store_n(&c->excess, 0, __ATOMIC_RELAXED);
   if (c->resident > resident) resident = c->resident;
   if (free_purges) {
     seg.bytes_purged += run_purge_and_file(s, start, (uint32_t)chunks);
@@ -538,16 +545,74 @@ static chunk_t *run_chunk(void *run) {
 }
 
 /* Only a listed run's bounds change under another thread (the purge of its tail): an unlisted
- * one's are its holder's alone, and stay so until it is freed or resized (a run is listed only
- * as it is handed out). The flag read clear with acquire says any purge of its tail is over. */
-size_t ld_segment_kept_reach(void *run) {
+ * one's are its holder's alone, and stay so until it is freed or resized. The flag read clear
+ * with acquire says any purge of its tail is over. A run marked excess is listed late by its
+ * owner's thread (ld_segment_list_late) under the lock: anyone else clears the mark under the
+ * lock too, so that the owner never lists a run another thread has taken. */
+/* ld_segment_kept_reach's case of a listed run, or a marked one another thread frees */
+static LD_NOINLINE size_t kept_reach_locked(chunk_t *c) {
+  ld_segment_lock();
+  if (c->tail) tail_remove(c);
+  __atomic_store_n(&c->excess, 0, __ATOMIC_RELAXED);
+  size_t reach = c->resident;
+  ld_segment_unlock(false);
+  return reach;
+}
+
+size_t ld_segment_kept_reach(void *run, bool owner) {
   chunk_t *c = run_chunk(run);
-  if (__atomic_load_n(&c->tail, __ATOMIC_ACQUIRE)) return 0;
+  uint8_t tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE), excess = __atomic_load_n(&c->excess, __ATOMIC_RELAXED);
+  if (LD_LIKELY(!(tail | excess))) return __atomic_load_n(&c->resident, __ATOMIC_RELAXED);
+  if (tail || !owner) return kept_reach_locked(c);
+  __atomic_store_n(&c->excess, 0, __ATOMIC_RELAXED);
   return __atomic_load_n(&c->resident, __ATOMIC_RELAXED);
 }
 
 void ld_segment_retouch(void *run, size_t touch) {
   __atomic_store_n(&run_chunk(run)->resident, (uint32_t)touch, __ATOMIC_RELAXED);
+}
+
+void ld_segment_mark_excess(void *run) { __atomic_store_n(&run_chunk(run)->excess, 1, __ATOMIC_RELEASE); }
+
+/* The chunk of `run` if it lies at a chunk's start in a segment still mapped (lock held): a
+ * late list's entry may name a span freed since, its segment unmapped. last: the segment found
+ * before, looked at first. */
+static chunk_t *run_chunk_mapped(const void *run, segment_t **last) {
+  segment_t *s = segment_of_address(run);
+  if (s != *last) {
+    segment_t *t = seg.segments;
+    while (t && t != s) t = t->next;
+    if (!t) return NULL;
+    *last = s;
+  }
+  uintptr_t i = ((uintptr_t)run - (uintptr_t)s) >> ld_sb_shift;
+  if (((uintptr_t)run & (ld_sb_size - 1)) || i < s->header_chunks || i >= s->chunk_count) return NULL;
+  return &s->chunks[i];
+}
+
+size_t ld_segment_list_late(void *const *runs, size_t n, const struct heap_s *owner) {
+  size_t listed = 0;
+  uint64_t now = ld_os_now_coarse_ns();
+  segment_t *last = NULL;
+  ld_segment_lock();
+  for (size_t i = 0; i < n; i++) {
+    sb_t *span = runs[i];
+    chunk_t *c = run_chunk_mapped(span, &last);
+    /* Marked: the start of a span in use (only a span's start is marked, and its free clears
+     * it). Acquire: the owner its marker wrote before the mark is seen. */
+    if (!c || !__atomic_load_n(&c->excess, __ATOMIC_ACQUIRE) || atomic_load_explicit(&span->owner, memory_order_relaxed) != owner)
+      continue;
+    __atomic_store_n(&c->excess, 0, __ATOMIC_RELAXED);
+    /* (the user's bytes: its usable size changes only by a resize, which takes the lock for a
+     * marked run) */
+    size_t need = (size_t)(span->data - (char *)span) + span->usable;
+    if (c->tail || c->state != CHUNK_USED || c->resident <= need + need / 2) continue;
+    tail_push(c, need, now);
+    listed++;
+  }
+  ld_segment_unlock(false);
+  if (listed) ld_due_note(now);
+  return listed;
 }
 
 bool ld_segment_resize(void *run, size_t chunks, size_t new_chunks, size_t touch) {
@@ -557,7 +622,7 @@ bool ld_segment_resize(void *run, size_t chunks, size_t new_chunks, size_t touch
   /* Its user may use more of it now: off the list first, so that no purge of its tail is under
    * way once this returns (the flag read clear, with acquire, says the last one is over). The
    * bound stays where it was, but for bytes the user will touch (only it writes it in use). */
-  if (new_chunks == chunks && !__atomic_load_n(&c->tail, __ATOMIC_ACQUIRE)) {
+  if (new_chunks == chunks && !__atomic_load_n(&c->tail, __ATOMIC_ACQUIRE) && !__atomic_load_n(&c->excess, __ATOMIC_RELAXED)) {
     if (touch > __atomic_load_n(&c->resident, __ATOMIC_RELAXED)) __atomic_store_n(&c->resident, (uint32_t)touch, __ATOMIC_RELAXED);
     return true;
   }
@@ -565,6 +630,7 @@ bool ld_segment_resize(void *run, size_t chunks, size_t new_chunks, size_t touch
   bool ok = false;
   ld_segment_lock();
   if (c->tail) tail_remove(c);
+  __atomic_store_n(&c->excess, 0, __ATOMIC_RELAXED); /* (its owner lists it no more) */
   /* within the run as it is (a growth that succeeds follows all it takes, below; one that
    * fails leaves the run as it was: its user touches nothing past it) */
   if (touch > c->resident && touch <= chunks * ld_sb_size) c->resident = (uint32_t)touch;
@@ -771,6 +837,8 @@ void ld_segment_validate(int *violations) {
                     (void *)s, i, c->resident, c->tail, c->need, c->run);
       }
       if (c->state != CHUNK_USED && c->tail) VIOLATION("segment %p chunk %u: a run not in use on the list of tails\n", (void *)s, i);
+      if (c->excess && (c->state != CHUNK_USED || c->tail))
+        VIOLATION("segment %p chunk %u: a run marked for late listing that is %s\n", (void *)s, i, c->tail ? "listed" : "not in use");
       prev_state = c->state;
       prev_dirty = c->dirty;
       i += c->run;

@@ -18,6 +18,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -217,6 +218,14 @@ static inline int alloc_run_self(char *const args[], char *const env[], unsigned
   while (waitpid(pid, &out->status, 0) < 0)
     if (errno != EINTR) return -1;
   return 0;
+}
+
+/* n threads, each running worker((void *)(uintptr_t)(i + 1)) for i < n, all joined. */
+static inline void alloc_run_workers(unsigned n, void *(*worker)(void *)) {
+  pthread_t t[64];
+  REQUIRE(n <= 64);
+  for (unsigned i = 0; i < n; i++) REQUIRE(pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1)) == 0);
+  for (unsigned i = 0; i < n; i++) REQUIRE(pthread_join(t[i], NULL) == 0);
 }
 
 /* A child of alloc_run_self says which address its misuse names, "addr=0x...\n" on stderr, just

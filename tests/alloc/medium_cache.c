@@ -4,9 +4,11 @@
  *   1. a 40 KiB block freed and asked again: the same span, counted as a hit; while kept it is
  *      in medium_bytes_cached and bytes_cached, not in bytes_in_use; larder_validate() == 0;
  *      memalign(64) takes a kept span too, memalign(4096) does not;
- *   2. a span whose old pages reach 60 KiB is not handed out for 20 KiB (it would keep 40 KiB of
- *      old pages behind the block: segment.c's tails), and is for 50 KiB; a span left by a
- *      realloc that could not grow it in place is kept with its own bound (validation);
+ *   2. a span whose old pages reach 60 KiB serves 50 KiB; for 20 KiB (40 KiB of old pages behind
+ *      the block: segment.c's tails) a kept span within half as far again goes first, and
+ *      without one it serves, marked (medium_late_tails), nothing purged at once, and a trim
+ *      lists it and purges its tail; a span left by a realloc that could not grow it in place
+ *      is kept with its own bound (validation);
  *   3. bounds: at most 16 spans and medium_cache_kb of chunks; a span above half of the
  *      bound goes back at once; medium_cache_kb=0 keeps none;
  *   4. a thread's exit gives its kept spans back;
@@ -195,17 +197,41 @@ int main(void) {
   CHECK(api.validate() == 0);
   api.trim(0);
 
-  /* 2: a span with 60 KiB of old pages is not handed out for 20 KiB, and is for 50 KiB */
+  /* 2: old pages. A span whose old pages reach 60 KiB serves 50 KiB at once (within half as
+   * far again); for 20 KiB a kept span within the rule is preferred (one that held 24 KiB), and
+   * without one the 60 KiB span serves it, marked: nothing is purged then, and a trim lists it
+   * on the segments' list of tails and purges its tail, the block kept whole. */
   api.trim(0);
   p = malloc(60 * KiB);
   REQUIRE(p != NULL);
   memset(p, 2, 60 * KiB);
   free(p);
-  unsigned char *small = malloc(20 * KiB), *fits = malloc(50 * KiB);
-  CHECK_MSG(small != p, "20 KiB took the span that 60 KiB left resident");
+  size_t late = stats().medium_late_tails, purged = stats().medium_tails_purged;
+  unsigned char *fits = malloc(50 * KiB);
   CHECK_MSG(fits == p, "50 KiB did not take the kept span");
-  free(small);
+  CHECK(stats().medium_late_tails == late);
+  q = malloc(24 * KiB);
+  REQUIRE(q != NULL);
+  memset(q, 2, 24 * KiB);
   free(fits);
+  free(q);
+  unsigned char *small = malloc(20 * KiB);
+  CHECK_MSG(small == q && stats().medium_late_tails == late, "20 KiB did not take the span within the rule");
+  unsigned char *small2 = malloc(20 * KiB);
+  CHECK_MSG(small2 == p, "20 KiB did not take the only kept span");
+  CHECK_MSG(stats().medium_late_tails == late + 1, "late tails %zu -> %zu", late, stats().medium_late_tails);
+  memset(small2, 5, 20 * KiB);
+  CHECK_MSG(stats().medium_tails_purged == purged, "%zu bytes purged as the span was handed out", stats().medium_tails_purged - purged);
+  CHECK(api.validate() == 0);
+  api.trim(0);
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), offset = (uintptr_t)p & (chunk - 1);
+  size_t want = ((offset + 60 * KiB + page - 1) & ~(page - 1)) - ((offset + 20 * KiB + page - 1) & ~(page - 1));
+  CHECK_MSG(stats().medium_tails_purged - purged == want, "a trim purged %zu bytes of the late tail, not %zu",
+            stats().medium_tails_purged - purged, want);
+  CHECK(small2[0] == 5 && small2[20 * KiB - 1] == 5);
+  CHECK(api.validate() == 0);
+  free(small);
+  free(small2);
   api.trim(0);
 
   /* 2b: a realloc that cannot grow a span in place (the next chunk is in use) moves the block;

@@ -98,9 +98,7 @@ int main(void) {
   REQUIRE(api.option_get("purge_delay_ms") == 1);
   REQUIRE(api.option_get("purge_thread") == 1);
   larder_stats_t before = alloc_stats(&api);
-  pthread_t t[WORKERS];
-  for (uintptr_t i = 0; i < WORKERS; i++) REQUIRE(pthread_create(&t[i], NULL, worker, (void *)(i + 1)) == 0);
-  for (int i = 0; i < WORKERS; i++) REQUIRE(pthread_join(t[i], NULL) == 0);
+  alloc_run_workers(WORKERS, worker);
   CHECK_MSG(lost == 0, "%ld numbers lost", (long)lost);
   larder_stats_t after = alloc_stats(&api);
   printf("medium_cache_idle_race: %llu blocks, %ld numbers lost; %zu medium hits, %zu idle caches given back by "

@@ -48,6 +48,11 @@ alloc_test(alloc_medium_cache_quiet SOURCES alloc/medium_cache_quiet.c PRELOAD T
 # handed out twice, no number lost
 alloc_test(alloc_medium_cache_idle_race SOURCES alloc/medium_cache_idle_race.c TIMEOUT 60 LIBS Threads::Threads
            ENV LARDER_PURGE_DELAY_MS=1 LARDER_PURGE_THREAD=1)
+# late tails: kept spans handed out with old pages are listed by their owners later while
+# other threads free, realloc and take those blocks, and the purge gives back their tails: no
+# number lost
+alloc_test(alloc_medium_late_tails_race SOURCES alloc/medium_late_tails_race.c TIMEOUT 60 LIBS Threads::Threads
+           ENV LARDER_PURGE_DELAY_MS=1 LARDER_PURGE_THREAD=1)
 # a forked child gives back the caches (bins, remote batches, kept medium spans) of the
 # parent's other threads, which it does not have, through its own calls
 alloc_test(alloc_fork_other_caches SOURCES alloc/fork_other_caches.c PRELOAD TIMEOUT 60 LIBS Threads::Threads
