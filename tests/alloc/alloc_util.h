@@ -220,6 +220,14 @@ static inline int alloc_run_self(char *const args[], char *const env[], unsigned
   return 0;
 }
 
+/* malloc(size) and its free, made for what they do to the allocator (a thread's heap made, a
+ * slow path's poll): a compiler removes free(malloc(size)) whole (GCC 12 at -O2 does). */
+static inline void alloc_call(size_t size) {
+  void *volatile p = malloc(size);
+  REQUIRE(p != NULL);
+  free(p);
+}
+
 /* n threads, each running worker((void *)(uintptr_t)(i + 1)) for i < n, all joined. */
 static inline void alloc_run_workers(unsigned n, void *(*worker)(void *)) {
   pthread_t t[64];

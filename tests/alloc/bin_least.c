@@ -12,7 +12,7 @@
 #include "internal.h"
 
 int main(void) {
-  free(malloc(1)); /* the thread's heap and bins */
+  alloc_call(1); /* the thread's heap and bins */
   int classes = 0, failed_empty = 0;
   for (unsigned c = 0; c < LD_CLASS_COUNT && ld_class_size[c] <= ld_small_max; c++) {
     size_t size = ld_class_size[c];

@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
   }
   pthread_t *t = calloc((size_t)nthreads, sizeof *t);
   REQUIRE(t != NULL);
-  free(malloc(100));
+  alloc_call(100);
   size_t rss0 = alloc_rss_bytes(), peak = 0;
   long bad = 0;
   for (long i = 0; i < nthreads; i++) {

@@ -74,7 +74,7 @@ static void free_half(worker_t *x, int parity) {
 
 static void *worker(void *arg) {
   worker_t *x = arg;
-  free(malloc(16)); /* this thread's heap exists before the baseline */
+  alloc_call(16); /* this thread's heap exists before the baseline */
   pthread_barrier_wait(&b_ready);
   pthread_barrier_wait(&b_go);
   for (long i = 0; i < x->n; i++) {

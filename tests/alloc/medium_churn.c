@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
   size_t sz[LIVE];
   uint64_t seed = 2024;
   size_t live = 0, peak_live = 0;
-  free(malloc(100));
+  alloc_call(100);
   size_t rss0 = srv_rss();
   for (int i = 0; i < LIVE; i++) {
     sz[i] = MIN_SZ + (size_t)(alloc_rng(&seed) % (MAX_SZ - MIN_SZ + 1));

@@ -165,7 +165,7 @@ int main(void) {
   chunk = (size_t)api.option_get("superblock_size");
   REQUIRE(chunk == 64 * KiB); /* 40 KiB blocks take one chunk each */
   REQUIRE(api.option_get("medium_cache_kb") == 1024);
-  free(malloc(1)); /* main's heap, before anything is counted */
+  alloc_call(1); /* main's heap, before anything is counted */
   api.trim(0);
   /* (what the process holds before the test: the UBSan build's runtime holds a medium block) */
   larder_stats_t start = stats();

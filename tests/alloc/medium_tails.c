@@ -162,7 +162,7 @@ int main(void) {
   size_t rss_churn = srv_rss(), churn_purged = larder ? tails_purged(&api) - churn_before : 0;
   if (larder) CHECK(api.validate() == 0); /* the list of tails holds live spans only */
   if (larder) api.option_set("purge_delay_ms", "100");
-  free(malloc(100 * KiB)); /* a call after the change: the purge thread's next deadline */
+  alloc_call(100 * KiB); /* a call after the change: the purge thread's next deadline */
   srv_sleep_ms(1500);
   size_t rss = srv_rss();
   size_t damaged = 0; /* the purge gave back no byte of a live block */

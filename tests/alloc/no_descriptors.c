@@ -101,7 +101,7 @@ int main(void) {
     memset(big[i], 1, (size_t)1 << 20);
   }
   for (int i = 0; i < MIB; i++) free(big[i]);
-  free(malloc(32)); /* an allocation slow path after the mapping: where the thread starts */
+  alloc_call(32); /* an allocation slow path after the mapping: where the thread starts */
   for (int i = 0; i < THREADS; i++) {
     pthread_t t;
     REQUIRE(pthread_create(&t, NULL, worker, NULL) == 0);

@@ -97,7 +97,7 @@ static void check_released(void) {
     CHECK_MSG(0, "could not set purge_delay_ms and purge_thread");
     return;
   }
-  free(malloc(200000)); /* a slow path: the purge thread starts */
+  alloc_call(200000); /* a slow path: the purge thread starts */
   larder_stats_t start = alloc_stats(&api);
   run(allocator_thread, NULL);
   larder_stats_t parked = alloc_stats(&api), now = parked;

@@ -36,7 +36,7 @@ static size_t dirty_bytes(alloc_api_t *api) {
 int main(void) {
   alloc_api_t api = alloc_api();
   int larder = api.validate != NULL;
-  free(malloc(100));
+  alloc_call(100);
 
   void *p[BLOCKS];
   for (int i = 0; i < BLOCKS; i++) {

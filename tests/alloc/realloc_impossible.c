@@ -66,7 +66,7 @@ int main(void) {
   /* Large spans: fresh, then one from the large-span cache (freed, then asked for again). */
   const size_t large[] = {((size_t)2 << 20) + 1, (size_t)4 << 20, (size_t)64 << 20};
   for (size_t i = 0; i < sizeof large / sizeof large[0]; i++) add(malloc(large[i]), large[i], "malloc(%zu)", large[i]);
-  free(malloc((size_t)8 << 20));
+  alloc_call((size_t)8 << 20);
   add(malloc((size_t)7 << 20), (size_t)7 << 20, "malloc(%zu) from the cache", (size_t)7 << 20);
   /* Aligned large spans: to S and 4 S (header below the user pointer), and to a page. */
   add(memalign(S, 1000), 1000, "memalign(S, %d)", 1000);

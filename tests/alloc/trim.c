@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
   void **ptrs = mmap(NULL, cap * sizeof *ptrs, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   REQUIRE(ptrs != MAP_FAILED);
   /* one warm-up block so that one-time allocator set-up is in the baseline */
-  free(malloc(100));
+  alloc_call(100);
   size_t rss0 = alloc_rss_bytes();
 
   uint64_t s = 5;
