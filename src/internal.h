@@ -727,6 +727,7 @@ static inline unsigned ld_outbox_set(const struct heap_s *owner) {
 #define LD_BOOST_MAX 16   /* hysteresis: extra superblocks of slack a class may earn */
 #define LD_MEDIUM_CACHE_SPANS 16 /* medium spans a thread's cache keeps (heap_t, medium_cache) */
 #define LD_MEDIUM_LATE 256       /* spans in use a thread's heap lists late (heap_t, medium_late) */
+#define LD_LATE_FAULTS_MAX 256   /* late tails only while the hits fault fewer bytes each on average */
 /* A kept medium span, with what choosing it needs, so that the choice reads no span header */
 typedef struct ld_medium_kept_s {
   sb_t *span;
@@ -841,6 +842,9 @@ typedef struct heap_s {
    * An entry whose span was freed since is skipped then. Under the busy mark too. */
   sb_t *medium_late[LD_MEDIUM_LATE];
   uint32_t medium_late_count;
+  uint32_t medium_hit_faults;          /* bytes past their spans' resident pages the cache's hits
+                                          touched, on average over the last 32 (cache.c) */
+  uint32_t medium_faulted, medium_hits; /* (their sum so far, and a count of the hits) */
   uint32_t medium_cached;              /* spans in medium_cache */
   bool medium_cache_used;              /* a span was taken from it since the owner's last trim */
   int64_t medium_cached_bytes;         /* their chunks' bytes */
@@ -1202,14 +1206,15 @@ bool    ld_segment_resize(void *run, size_t chunks, size_t new_chunks, size_t to
 /* A run in use kept by its holder to hand out again without the lock (a medium span in a
  * thread's cache: cache.c), after its free retired it. Only a listed run's bounds change under
  * another thread (the purge of its tail); an unlisted one's are its holder's alone until it is
- * freed or resized. ld_segment_kept_reach: the run taken off the list of tails if it is on it
- * (under the lock: no purge of its tail is under way once it returns) and its late mark
- * cleared; returns how far its resident pages may reach (its bound, at least 1).
+ * freed or resized. ld_segment_kept_reach: how far the run's resident pages may reach (its
+ * bound, at least 1), its late mark cleared; or 0 if it is on the list of tails and must be
+ * freed (the flag read clear, with acquire, says any purge of its tail is over), unless
+ * `unlist`: then it is taken off the list, under the lock, and kept.
  * ld_segment_retouch: an unlisted run's new bound, `touch` bytes, as its holder hands it out
  * again to a user who will touch that many (more than its bound: only a bound that grows is
  * written). A bound more than half as far again as the user's bytes is marked for late
  * listing instead (below). */
-size_t  ld_segment_kept_reach(void *run, bool owner);
+size_t  ld_segment_kept_reach(void *run, bool owner, bool unlist, uint32_t *late_slot);
 void    ld_segment_retouch(void *run, size_t touch);
 /* Late tails. A holder that hands a kept run out again to a user whose bytes its old pages
  * reach more than half as far again as (cache.c) marks it (ld_segment_mark_excess, before the
@@ -1219,8 +1224,9 @@ void    ld_segment_retouch(void *run, size_t touch);
  * returns how many). Anyone else clears the mark under the lock (a free of the run by another
  * thread, a resize: ld_segment_kept_reach, ld_segment_resize), so that no run is listed once
  * another thread may hand it out. ld_segment_kept_reach(run, owner): owner, the thread whose
- * heap the span's owner is, clears the mark without the lock. */
-void    ld_segment_mark_excess(void *run);
+ * heap the span's owner is, clears the mark without the lock, and learns the late_slot the
+ * mark was made with (else UINT32_MAX: late_slot may be NULL). */
+void    ld_segment_mark_excess(void *run, uint32_t late_slot);
 size_t  ld_segment_list_late(void *const *runs, size_t n, const struct heap_s *owner);
 /* Purges free runs idle for the purge delay (all: every free run) and unmaps segments that
  * are wholly free. Returns the bytes given back. */

@@ -39,7 +39,9 @@
  * delay, and a free or a resize takes the run off the list first. A span
  * freed and taken again at its size is not listed. A span a thread's cache hands out again
  * (cache.c) is marked instead and listed late, by its owner, under the lock
- * (ld_segment_list_late): most are freed first, and never cost the lock. Purging as the span was handed out cost 5x
+ * (ld_segment_list_late): most are freed first, and never cost the lock. A listed span freed
+ * goes back to its segment, or is taken off the list and kept by an owner whose medium
+ * blocks are many (ld_segment_kept_reach). Purging as the span was handed out cost 5x
  * the CPU of 20-60 KiB churn that writes little of each block (madvise, and under threads TLB
  * shootdowns) for pages the next span faulted back in: short-lived spans must not pay for
  * long-lived ones. The list shares the segment lock the span took and gives back anyway.
@@ -549,21 +551,28 @@ static chunk_t *run_chunk(void *run) {
  * with acquire says any purge of its tail is over. A run marked excess is listed late by its
  * owner's thread (ld_segment_list_late) under the lock: anyone else clears the mark under the
  * lock too, so that the owner never lists a run another thread has taken. */
-/* ld_segment_kept_reach's case of a listed run, or a marked one another thread frees */
-static LD_NOINLINE size_t kept_reach_locked(chunk_t *c) {
+/* ld_segment_kept_reach's case of a marked run another thread frees (unlist false: a run
+ * listed by its owner meanwhile goes to its segment), or of a listed run its owner keeps */
+static LD_NOINLINE size_t kept_reach_locked(chunk_t *c, bool unlist) {
   ld_segment_lock();
-  if (c->tail) tail_remove(c);
   __atomic_store_n(&c->excess, 0, __ATOMIC_RELAXED);
   size_t reach = c->resident;
+  if (c->tail && unlist) tail_remove(c);
+  else if (c->tail) reach = 0;
   ld_segment_unlock(false);
   return reach;
 }
 
-size_t ld_segment_kept_reach(void *run, bool owner) {
+size_t ld_segment_kept_reach(void *run, bool owner, bool unlist, uint32_t *late_slot) {
   chunk_t *c = run_chunk(run);
-  uint8_t tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE), excess = __atomic_load_n(&c->excess, __ATOMIC_RELAXED);
-  if (LD_LIKELY(!(tail | excess))) return __atomic_load_n(&c->resident, __ATOMIC_RELAXED);
-  if (tail || !owner) return kept_reach_locked(c);
+  if (late_slot) *late_slot = UINT32_MAX;
+  /* The mark first, with acquire: a listing clears it after it lists the run, with release
+   * (ld_segment_list_late), so that a mark read clear is followed by the flag read set. */
+  uint8_t excess = __atomic_load_n(&c->excess, __ATOMIC_ACQUIRE);
+  if (__atomic_load_n(&c->tail, __ATOMIC_ACQUIRE)) return unlist ? kept_reach_locked(c, true) : 0;
+  if (LD_LIKELY(!excess)) return __atomic_load_n(&c->resident, __ATOMIC_RELAXED);
+  if (!owner) return kept_reach_locked(c, false);
+  if (late_slot) *late_slot = c->need;
   __atomic_store_n(&c->excess, 0, __ATOMIC_RELAXED);
   return __atomic_load_n(&c->resident, __ATOMIC_RELAXED);
 }
@@ -572,7 +581,11 @@ void ld_segment_retouch(void *run, size_t touch) {
   __atomic_store_n(&run_chunk(run)->resident, (uint32_t)touch, __ATOMIC_RELAXED);
 }
 
-void ld_segment_mark_excess(void *run) { __atomic_store_n(&run_chunk(run)->excess, 1, __ATOMIC_RELEASE); }
+void ld_segment_mark_excess(void *run, uint32_t late_slot) {
+  chunk_t *c = run_chunk(run);
+  c->need = late_slot; /* (unused by a run not on the list of tails, and its holder's) */
+  __atomic_store_n(&c->excess, 1, __ATOMIC_RELEASE);
+}
 
 /* The chunk of `run` if it lies at a chunk's start in a segment still mapped (lock held): a
  * late list's entry may name a span freed since, its segment unmapped. last: the segment found
@@ -594,21 +607,37 @@ size_t ld_segment_list_late(void *const *runs, size_t n, const struct heap_s *ow
   size_t listed = 0;
   uint64_t now = ld_os_now_coarse_ns();
   segment_t *last = NULL;
+  /* The lines each entry needs are asked for before the lock (a prefetch never faults: the
+   * segment may be gone), and waiters get the lock every 16 entries: up to 256 entries, two
+   * cold lines each, held other threads' refills for tens of microseconds. */
+  for (size_t i = 0; i < n; i++) {
+    if (!runs[i]) continue;
+    __builtin_prefetch(run_chunk(runs[i]));
+    __builtin_prefetch(runs[i]);
+  }
   ld_segment_lock();
   for (size_t i = 0; i < n; i++) {
+    if (i % 16 == 15) {
+      ld_lock_let_waiters_in(&seg.lock);
+      last = NULL; /* (a segment may have been unmapped meanwhile) */
+    }
     sb_t *span = runs[i];
+    if (!span) continue; /* (freed by its owner since) */
     chunk_t *c = run_chunk_mapped(span, &last);
     /* Marked: the start of a span in use (only a span's start is marked, and its free clears
      * it). Acquire: the owner its marker wrote before the mark is seen. */
     if (!c || !__atomic_load_n(&c->excess, __ATOMIC_ACQUIRE) || atomic_load_explicit(&span->owner, memory_order_relaxed) != owner)
       continue;
-    __atomic_store_n(&c->excess, 0, __ATOMIC_RELAXED);
     /* (the user's bytes: its usable size changes only by a resize, which takes the lock for a
      * marked run) */
     size_t need = (size_t)(span->data - (char *)span) + span->usable;
-    if (c->tail || c->state != CHUNK_USED || c->resident <= need + need / 2) continue;
-    tail_push(c, need, now);
-    listed++;
+    if (!c->tail && c->state == CHUNK_USED && c->resident > need + need / 2) {
+      tail_push(c, need, now);
+      listed++;
+    }
+    /* after the flag: a free or resize that reads the mark clear without the lock then reads
+     * the flag set (ld_segment_kept_reach) */
+    __atomic_store_n(&c->excess, 0, __ATOMIC_RELEASE);
   }
   ld_segment_unlock(false);
   if (listed) ld_due_note(now);
@@ -622,7 +651,8 @@ bool ld_segment_resize(void *run, size_t chunks, size_t new_chunks, size_t touch
   /* Its user may use more of it now: off the list first, so that no purge of its tail is under
    * way once this returns (the flag read clear, with acquire, says the last one is over). The
    * bound stays where it was, but for bytes the user will touch (only it writes it in use). */
-  if (new_chunks == chunks && !__atomic_load_n(&c->tail, __ATOMIC_ACQUIRE) && !__atomic_load_n(&c->excess, __ATOMIC_RELAXED)) {
+  uint8_t excess = __atomic_load_n(&c->excess, __ATOMIC_ACQUIRE); /* (before the flag: ld_segment_kept_reach) */
+  if (new_chunks == chunks && !excess && !__atomic_load_n(&c->tail, __ATOMIC_ACQUIRE)) {
     if (touch > __atomic_load_n(&c->resident, __ATOMIC_RELAXED)) __atomic_store_n(&c->resident, (uint32_t)touch, __ATOMIC_RELAXED);
     return true;
   }

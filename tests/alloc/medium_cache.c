@@ -7,8 +7,9 @@
  *   2. a span whose old pages reach 60 KiB serves 50 KiB; for 20 KiB (40 KiB of old pages behind
  *      the block: segment.c's tails) a kept span within half as far again goes first, and
  *      without one it serves, marked (medium_late_tails), nothing purged at once, and a trim
- *      lists it and purges its tail; a span left by a realloc that could not grow it in place
- *      is kept with its own bound (validation);
+ *      lists it and purges its tail; while the cache's hits fault pages, that span is kept for a
+ *      larger request instead; a span left by a realloc that could not grow it in place is
+ *      kept with its own bound (validation);
  *   3. bounds: at most 16 spans and medium_cache_kb of chunks; a span above half of the
  *      bound goes back at once; medium_cache_kb=0 keeps none;
  *   4. a thread's exit gives its kept spans back;
@@ -200,8 +201,15 @@ int main(void) {
   /* 2: old pages. A span whose old pages reach 60 KiB serves 50 KiB at once (within half as
    * far again); for 20 KiB a kept span within the rule is preferred (one that held 24 KiB), and
    * without one the 60 KiB span serves it, marked: nothing is purged then, and a trim lists it
-   * on the segments' list of tails and purges its tail, the block kept whole. */
+   * on the segments' list of tails and purges its tail, the block kept whole. First 64 hits
+   * that fault no page (the cache hands such spans out only then, and after 32 hits). */
   api.trim(0);
+  for (int i = 0; i < 64; i++) {
+    unsigned char *volatile m = malloc(60 * KiB);
+    REQUIRE(m != NULL);
+    memset(m, 1, 60 * KiB);
+    free(m);
+  }
   p = malloc(60 * KiB);
   REQUIRE(p != NULL);
   memset(p, 2, 60 * KiB);
@@ -232,6 +240,42 @@ int main(void) {
   CHECK(api.validate() == 0);
   free(small);
   free(small2);
+  api.trim(0);
+
+  /* 2c: while the hits fault pages (64 blocks of 40 KiB, each in a kept span that held 20 KiB:
+   * 20 KiB of new pages a hit), a span whose old pages reach 60 KiB is kept for a larger
+   * request and 20 KiB goes elsewhere; after 64 hits that fault nothing, it serves 20 KiB */
+  enum { FAULTING = 64 };
+  void *low[FAULTING], *grown[FAULTING];
+  for (int i = 0; i < FAULTING; i++) {
+    REQUIRE((low[i] = malloc(20 * KiB)) != NULL);
+    memset(low[i], 8, 20 * KiB);
+  }
+  for (int r = 0; r < FAULTING / 16; r++) { /* (16 at a time: the cache's bound) */
+    for (int j = 0; j < 16; j++) free(low[r * 16 + j]);
+    for (int j = 0; j < 16; j++) {
+      REQUIRE((grown[r * 16 + j] = malloc(40 * KiB)) != NULL);
+      memset(grown[r * 16 + j], 9, 40 * KiB);
+    }
+  }
+  p = malloc(60 * KiB);
+  REQUIRE(p != NULL);
+  memset(p, 6, 60 * KiB);
+  free(p);
+  late = stats().medium_late_tails;
+  small = malloc(20 * KiB);
+  CHECK_MSG(small != p && stats().medium_late_tails == late, "the 60 KiB span served 20 KiB while the hits faulted");
+  free(small);
+  /* (volatile: a block only freed may be removed with its free by the compiler) */
+  unsigned char *volatile held = malloc(20 * KiB); /* the span small left: within the rule */
+  for (int i = 0; i < 64; i++) alloc_call(40 * KiB); /* the 60 KiB span: no page faulted */
+  small2 = malloc(20 * KiB);
+  CHECK_MSG(small2 == p && stats().medium_late_tails == late + 1,
+            "the 60 KiB span did not serve 20 KiB once the hits faulted nothing");
+  free(small2);
+  free(held);
+  for (int i = 0; i < FAULTING; i++) free(grown[i]);
+  CHECK(api.validate() == 0);
   api.trim(0);
 
   /* 2b: a realloc that cannot grow a span in place (the next chunk is in use) moves the block;
