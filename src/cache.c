@@ -1168,7 +1168,7 @@ bool ld_cache_medium_free(heap_t *heap, sb_t *span) {
      * program with a few medium blocks gives it back, where its pages serve any request (the
      * sqlite trace: 19.0% fragmentation, kept 21.4%). */
     uint32_t slot;
-    if (!(reach = ld_segment_kept_reach(span, true, heap->medium_hits >= 32, &slot))) {
+    if (!(reach = ld_segment_kept_reach_own(span, heap->medium_hits >= 32, &slot))) {
       remote_leave(heap);
       ld_medium_release(span); /* (on the list of tails) */
       return true;

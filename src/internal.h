@@ -1215,6 +1215,7 @@ bool    ld_segment_resize(void *run, size_t chunks, size_t new_chunks, size_t to
  * written). A bound more than half as far again as the user's bytes is marked for late
  * listing instead (below). */
 size_t  ld_segment_kept_reach(void *run, bool owner, bool unlist, uint32_t *late_slot);
+size_t  ld_segment_kept_reach_own(void *run, bool unlist, uint32_t *late_slot); /* owner true: its free's (inlined there) */
 void    ld_segment_retouch(void *run, size_t touch);
 /* Late tails. A holder that hands a kept run out again to a user whose bytes its old pages
  * reach more than half as far again as (cache.c) marks it (ld_segment_mark_excess, before the

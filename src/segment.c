@@ -563,7 +563,7 @@ static LD_NOINLINE size_t kept_reach_locked(chunk_t *c, bool unlist) {
   return reach;
 }
 
-size_t ld_segment_kept_reach(void *run, bool owner, bool unlist, uint32_t *late_slot) {
+static inline __attribute__((always_inline)) size_t kept_reach(void *run, bool owner, bool unlist, uint32_t *late_slot) {
   chunk_t *c = run_chunk(run);
   if (late_slot) *late_slot = UINT32_MAX;
   /* The mark first, with acquire: a listing clears it after it lists the run, with release
@@ -576,6 +576,11 @@ size_t ld_segment_kept_reach(void *run, bool owner, bool unlist, uint32_t *late_
   __atomic_store_n(&c->excess, 0, __ATOMIC_RELAXED);
   return __atomic_load_n(&c->resident, __ATOMIC_RELAXED);
 }
+
+size_t ld_segment_kept_reach(void *run, bool owner, bool unlist, uint32_t *late_slot) {
+  return kept_reach(run, owner, unlist, late_slot);
+}
+size_t ld_segment_kept_reach_own(void *run, bool unlist, uint32_t *late_slot) { return kept_reach(run, true, unlist, late_slot); }
 
 void ld_segment_retouch(void *run, size_t touch) {
   __atomic_store_n(&run_chunk(run)->resident, (uint32_t)touch, __ATOMIC_RELAXED);
