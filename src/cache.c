@@ -846,7 +846,8 @@ void ld_cache_trim(heap_t *heap) {
  * of tails (its old pages reach at most half as far again as the new block; the new bound is
  * written with ld_segment_retouch) or, when no kept span of its chunks is, marked for late
  * listing (medium_late_note); a span on that list is kept, taken off it, only by an owner
- * whose kept spans served 32 mallocs (ld_cache_medium_free). The oldest goes back when the cache is full; all go back at thread
+ * whose kept spans served 32 mallocs (ld_cache_medium_free). The oldest goes back when the
+ * cache is full; all go back at thread
  * exit and malloc_trim, when a delay passes without the owner taking one (ld_cache_trim), and
  * when the thread stops calling (the purge, ld_cache_medium_drain_idle). The cache is the
  * owner's: it marks itself in its remote buffer around it (remote_enter), so that the purge
@@ -901,10 +902,10 @@ static LD_NOINLINE int medium_cache_choose_late(const heap_t *heap, uint32_t byt
  * old pages reach at most half as far again (segment.c's tails), the newest whose resident
  * pages may cover the block (it faults none it need not), else the one that reaches furthest;
  * and when none does, the one whose old pages reach least (*late: its tail is to be listed
- * late, medium_late_note), unless the hits lately faulted pages, before any span other
- * threads returned is looked at (taken first,
- * those cost remote-free of 16-256 KiB blocks 1.07-1.16x the CPU a block). -1: none. (A choice of the best among all by new pages, then old
- * ones, cost 190 instructions a malloc for the same hits.) In the cache. */
+ * late, medium_late_note), unless the hits lately faulted pages. The spans other threads
+ * returned are looked at only after that (taken first, they cost remote-free of 16-256 KiB
+ * blocks 1.07-1.16x the CPU a block). -1: none. (A choice of the best among all by new pages,
+ * then old ones, cost 190 instructions a malloc for the same hits.) In the cache. */
 static int medium_cache_choose(const heap_t *heap, size_t touch, bool *late) {
   uint32_t bytes = (uint32_t)ld_round_up(touch, ld_sb_size), most = (uint32_t)(touch + touch / 2);
   int best = -1;
@@ -942,13 +943,13 @@ static void medium_late_list(heap_t *heap, unsigned n) {
 }
 
 /* A kept span handed out again with old pages past half as far again as its block (only while
- * the hits fault almost nothing: medium_cache_choose): rather than
- * the segment lock to list it (which its segment would have done, ld_segment_alloc), it is
- * marked, and listed late, with the others, by the owner's trim, exit or malloc_trim, by the
- * purge when the owner stops calling, or when the list is full (the older half). Most blocks
- * of a churn are freed before: 20-60 KiB churn that writes each block's ends took 44% of its
- * blocks from the segments, under their lock, for the want of such a span (docs/results.md).
- * The owner in its cache. */
+ * the hits fault almost nothing: medium_cache_choose): rather than the segment lock to list it
+ * (which its segment would have done, ld_segment_alloc), it is marked, and listed late, with
+ * the others, by the owner's trim, exit or malloc_trim, by the purge when the owner stops
+ * calling, or when the list is full (the older half). Most blocks of a churn are freed
+ * before: 20-60 KiB churn that writes each block's ends took 44% of its blocks from the
+ * segments, under their lock, for the want of such a span (docs/results.md). The owner in its
+ * cache. */
 static LD_NOINLINE void medium_late_note(heap_t *heap, sb_t *span) {
   if (heap->medium_late_count == LD_MEDIUM_LATE) {
     /* the entries the owner's frees emptied go; if most are still there, the older half is
