@@ -1221,14 +1221,15 @@ void    ld_segment_retouch(void *run, size_t touch);
  * reach more than half as far again as (cache.c) marks it (ld_segment_mark_excess, before the
  * pointer leaves it) instead of taking the lock to list it; its owner's thread, or the purge
  * for an owner out of its cache, later lists each run of `runs` still marked and still its
- * (span->owner == owner), under the lock, as ld_segment_alloc would have (ld_segment_list_late:
- * returns how many). Anyone else clears the mark under the lock (a free of the run by another
- * thread, a resize: ld_segment_kept_reach, ld_segment_resize), so that no run is listed once
- * another thread may hand it out. ld_segment_kept_reach(run, owner): owner, the thread whose
- * heap the span's owner is, clears the mark without the lock, and learns the late_slot the
- * mark was made with (else UINT32_MAX: late_slot may be NULL). */
+ * (span->owner == owner), under the lock, as ld_segment_alloc would have (ld_segment_list_late;
+ * NULL entries and runs freed since are skipped). Anyone else clears the mark under the lock (a
+ * free of the run by another thread, a resize: ld_segment_kept_reach, ld_segment_resize), so
+ * that no run is listed once another thread may hand it out. With `owner` (the thread whose
+ * heap the span's owner is; ld_segment_kept_reach_own for its free), ld_segment_kept_reach
+ * clears the mark without the lock and gives the late_slot the mark was made with (else
+ * UINT32_MAX; late_slot may be NULL). */
 void    ld_segment_mark_excess(void *run, uint32_t late_slot);
-size_t  ld_segment_list_late(void *const *runs, size_t n, const struct heap_s *owner);
+void    ld_segment_list_late(void *const *runs, size_t n, const struct heap_s *owner);
 /* Purges free runs idle for the purge delay (all: every free run) and unmaps segments that
  * are wholly free. Returns the bytes given back. */
 size_t  ld_segment_purge(uint64_t now, bool all);
@@ -1278,9 +1279,9 @@ void    ld_medium_release(sb_t *span);
 #define LD_MEDIUM_OFFSET ld_round_up(LD_SB_HEADER, LD_MIN_ALIGN)
 size_t  ld_medium_touch(size_t size);
 /* A retired span, resident up to `reach` bytes, handed out again for a malloc that touches
- * `touch` bytes of it (ld_medium_touch), whose chunks it fits without keeping old pages more
- * than half as far again (the caller checked both), its owner `owner`, the calling thread's
- * heap. Its bytes may all hold old data. */
+ * `touch` bytes of it (ld_medium_touch), whose chunks it fits (the caller checked; old pages
+ * past half as far again are the caller's to mark, cache.c), its owner `owner`, the calling
+ * thread's heap. Its bytes may all hold old data. */
 void   *ld_medium_reuse(sb_t *span, size_t reach, size_t touch, heap_t *owner);
 /* Medium spans counted by threads without a heap (the others count in their heap_t): chunks'
  * bytes and usable bytes. */

@@ -141,6 +141,22 @@ static inline segment_t *segment_of_address(const void *p) {
   return (segment_t *)((uintptr_t)p & ~(uintptr_t)(LD_SEGMENT_ALIGN - 1));
 }
 
+/* The segments mapped now, a bit per LD_SEGMENT_ALIGN of the address space (512 KiB of .bss,
+ * of which a page holds 2 TiB of addresses: the pages a process touches are one or two).
+ * Written and read under the lock: whether an address that may name memory given back since
+ * lies in a segment, without a walk of the segments (ld_segment_list_late). */
+#define SEGMENT_SLOTS (((uintptr_t)1 << LD_ADDRMAP_ADDR_BITS) / LD_SEGMENT_ALIGN)
+static uint64_t segments_mapped[SEGMENT_SLOTS / 64];
+static void segment_mapped_set(const segment_t *s, bool mapped) {
+  uintptr_t slot = (uintptr_t)s / LD_SEGMENT_ALIGN;
+  if (mapped) segments_mapped[slot / 64] |= (uint64_t)1 << (slot % 64);
+  else segments_mapped[slot / 64] &= ~((uint64_t)1 << (slot % 64));
+}
+static bool segment_is_mapped(const segment_t *s) {
+  uintptr_t slot = (uintptr_t)s / LD_SEGMENT_ALIGN;
+  return slot < SEGMENT_SLOTS && (segments_mapped[slot / 64] >> (slot % 64) & 1);
+}
+
 /* ---- bins ---- */
 static unsigned bin_of(size_t n) { /* the bin holding runs of n chunks (n >= 1) */
   if (n <= BIN_EXACT) return (unsigned)(n - 1);
@@ -361,6 +377,7 @@ static segment_t *segment_map(size_t need_chunks) {
   s->next = seg.segments;
   if (s->next) s->next->prev = s;
   seg.segments = s;
+  segment_mapped_set(s, true);
   seg.segment_count++;
   seg.segment_bytes += bytes;
   free_run_insert(s, (uint32_t)header_chunks, (uint32_t)(n - header_chunks), false, false, 0, 0);
@@ -368,6 +385,7 @@ static segment_t *segment_map(size_t need_chunks) {
 }
 
 static void segment_unmap(segment_t *s) {
+  segment_mapped_set(s, false);
   if (s->prev) s->prev->next = s->next; else seg.segments = s->next;
   if (s->next) s->next->prev = s->prev;
   seg.segment_count--;
@@ -593,25 +611,18 @@ void ld_segment_mark_excess(void *run, uint32_t late_slot) {
 }
 
 /* The chunk of `run` if it lies at a chunk's start in a segment still mapped (lock held): a
- * late list's entry may name a span freed since, its segment unmapped. last: the segment found
- * before, looked at first. */
-static chunk_t *run_chunk_mapped(const void *run, segment_t **last) {
+ * late list's entry may name a span freed since, its segment unmapped. */
+static chunk_t *run_chunk_mapped(const void *run) {
   segment_t *s = segment_of_address(run);
-  if (s != *last) {
-    segment_t *t = seg.segments;
-    while (t && t != s) t = t->next;
-    if (!t) return NULL;
-    *last = s;
-  }
+  if (!segment_is_mapped(s)) return NULL;
   uintptr_t i = ((uintptr_t)run - (uintptr_t)s) >> ld_sb_shift;
   if (((uintptr_t)run & (ld_sb_size - 1)) || i < s->header_chunks || i >= s->chunk_count) return NULL;
   return &s->chunks[i];
 }
 
-size_t ld_segment_list_late(void *const *runs, size_t n, const struct heap_s *owner) {
+void ld_segment_list_late(void *const *runs, size_t n, const struct heap_s *owner) {
   size_t listed = 0;
   uint64_t now = ld_os_now_coarse_ns();
-  segment_t *last = NULL;
   /* The lines each entry needs are asked for before the lock (a prefetch never faults: the
    * segment may be gone), and waiters get the lock every 16 entries: up to 256 entries, two
    * cold lines each, held other threads' refills for tens of microseconds. */
@@ -622,13 +633,10 @@ size_t ld_segment_list_late(void *const *runs, size_t n, const struct heap_s *ow
   }
   ld_segment_lock();
   for (size_t i = 0; i < n; i++) {
-    if (i % 16 == 15) {
-      ld_lock_let_waiters_in(&seg.lock);
-      last = NULL; /* (a segment may have been unmapped meanwhile) */
-    }
+    if (i % 16 == 15) ld_lock_let_waiters_in(&seg.lock);
     sb_t *span = runs[i];
     if (!span) continue; /* (freed by its owner since) */
-    chunk_t *c = run_chunk_mapped(span, &last);
+    chunk_t *c = run_chunk_mapped(span);
     /* Marked: the start of a span in use (only a span's start is marked, and its free clears
      * it). Acquire: the owner its marker wrote before the mark is seen. */
     if (!c || !__atomic_load_n(&c->excess, __ATOMIC_ACQUIRE) || atomic_load_explicit(&span->owner, memory_order_relaxed) != owner)
@@ -646,7 +654,6 @@ size_t ld_segment_list_late(void *const *runs, size_t n, const struct heap_s *ow
   }
   ld_segment_unlock(false);
   if (listed) ld_due_note(now);
-  return listed;
 }
 
 bool ld_segment_resize(void *run, size_t chunks, size_t new_chunks, size_t touch) {
@@ -841,6 +848,7 @@ void ld_segment_validate(int *violations) {
       VIOLATION("segment %p: bad magic\n", (void *)s);
       continue;
     }
+    if (!segment_is_mapped(s)) VIOLATION("segment %p: not in the set of mapped segments\n", (void *)s);
     uint32_t i = 0, used = 0;
     int prev_state = 0, prev_dirty = -1;
     while (i < s->chunk_count) {
