@@ -883,6 +883,12 @@ static sb_t *medium_cache_remove(heap_t *heap, unsigned i) {
   return span;
 }
 
+/* A heap's medium traffic is heavy once its kept spans served this many mallocs; the bytes its
+ * hits fault are averaged over as many (medium_cache_take_fit). Before, it hands out no span
+ * with old pages past the rule and gives listed spans back to their segments. */
+#define MEDIUM_HITS_WINDOW 32u
+static inline bool medium_heavy(const heap_t *heap) { return heap->medium_hits >= MEDIUM_HITS_WINDOW; }
+
 /* medium_cache_choose's last resort: of the kept spans of `bytes` bytes of chunks, the one whose
  * old pages reach least; -1: none. */
 static LD_NOINLINE int medium_cache_choose_late(const heap_t *heap, uint32_t bytes) {
@@ -926,7 +932,7 @@ static int medium_cache_choose(const heap_t *heap, size_t touch, bool *late) {
    * the hits fault nothing, every kept span's old pages cover what any request touches. And
    * not before 32 hits: a program with a few medium blocks keeps the rule (the sqlite trace's
    * one late hit among its 9 medium mallocs cost it 1.6 points of fragmentation). */
-  if (heap->medium_hits < 32 || heap->medium_hit_faults > LD_LATE_FAULTS_MAX) return -1;
+  if (!medium_heavy(heap) || heap->medium_hit_faults > LD_LATE_FAULTS_MAX) return -1;
   *late = true;
   return medium_cache_choose_late(heap, bytes);
 }
@@ -1068,7 +1074,7 @@ static void medium_cache_take_returned(heap_t *heap) {
   bool first = heap->medium_cached == 0;
   while (span) {
     sb_t *next = span->next;
-    /* (its freer cleared its mark: never listed since) */
+    /* (its freer cleared its mark, and gave it to its segment had it been listed) */
     size_t reach = ld_segment_kept_reach(span, true, false, NULL);
     if (reach && span->map_bytes <= bound / 2) {
       sb_t *old[LD_MEDIUM_CACHE_SPANS];
@@ -1076,7 +1082,7 @@ static void medium_cache_take_returned(heap_t *heap) {
         old[i]->next = out;
         out = old[i];
       }
-    } else { /* on the list of tails, or the bound changed */
+    } else { /* the bound changed (or listed, which its freer rules out) */
       span->next = out;
       out = span;
     }
@@ -1095,10 +1101,10 @@ static inline __attribute__((always_inline)) void *medium_cache_take_fit(heap_t 
   int i = medium_cache_choose(heap, touch, &late);
   if (i < 0) return NULL;
   uint32_t reach = heap->medium_cache[i].reach;
-  /* the bytes the hits fault, on average over each 32 */
+  /* the bytes the hits fault, on average over each MEDIUM_HITS_WINDOW */
   if (touch > reach) heap->medium_faulted += (uint32_t)touch - reach;
-  if (++heap->medium_hits % 32 == 0) {
-    heap->medium_hit_faults = heap->medium_faulted / 32;
+  if (++heap->medium_hits % MEDIUM_HITS_WINDOW == 0) {
+    heap->medium_hit_faults = heap->medium_faulted / MEDIUM_HITS_WINDOW;
     heap->medium_faulted = 0;
   }
   sb_t *span = medium_cache_remove(heap, (unsigned)i);
@@ -1169,7 +1175,7 @@ bool ld_cache_medium_free(heap_t *heap, sb_t *span) {
      * program with a few medium blocks gives it back, where its pages serve any request (the
      * sqlite trace: 19.0% fragmentation, kept 21.4%). */
     uint32_t slot;
-    if (!(reach = ld_segment_kept_reach_own(span, heap->medium_hits >= 32, &slot))) {
+    if (!(reach = ld_segment_kept_reach_own(span, medium_heavy(heap), &slot))) {
       remote_leave(heap);
       ld_medium_release(span); /* (on the list of tails) */
       return true;
