@@ -472,6 +472,7 @@ typedef struct ld_stats_s {
   size_t superblocks_to_global, superblocks_from_global;
   size_t large_allocs, large_cache_hits, medium_allocs, medium_cache_hits;
   size_t medium_late_tails;     /* kept spans handed out with old pages to list late (cache.c) */
+  size_t medium_cache_grows;    /* a thread's medium cache bound doubled (cache.c, medium_cache_grow) */
   size_t refills, flushes, superblocks_examined, free_lock_acquisitions;
   size_t remote_batches, remote_announcements; /* the remote free path's atomic operations */
   size_t remote_sends;          /* claims of slots in owners' inboxes: one CAS for up to LD_OUTBOX batches */
@@ -725,7 +726,7 @@ static inline unsigned ld_outbox_set(const struct heap_s *owner) {
  * thread's cache as in use (they are the front end's); the cache's bound therefore enters
  * Hoard's blowup bound as a constant per thread (docs/allocator.md). */
 #define LD_BOOST_MAX 16   /* hysteresis: extra superblocks of slack a class may earn */
-#define LD_MEDIUM_CACHE_SPANS 16 /* medium spans a thread's cache keeps (heap_t, medium_cache) */
+#define LD_MEDIUM_CACHE_SPANS 64 /* medium spans a thread's cache keeps (heap_t, medium_cache) */
 #define LD_MEDIUM_LATE 256       /* spans in use a thread's heap lists late (heap_t, medium_late) */
 #define LD_LATE_FAULTS_MAX 256   /* late tails only while the hits fault fewer bytes each on average */
 /* A kept medium span, with what choosing it needs, so that the choice reads no span header */
@@ -846,6 +847,8 @@ typedef struct heap_s {
                                           touched, on average over the last 32 (cache.c) */
   uint32_t medium_faulted, medium_hits; /* (their sum so far, and a count of the hits) */
   uint32_t medium_cached;              /* spans in medium_cache */
+  uint32_t medium_evicted;             /* spans the cache's bounds pushed out since its last miss
+                                          (cache.c, medium_cache_grow) */
   bool medium_cache_used;              /* a span was taken from it since the owner's last trim */
   int64_t medium_cached_bytes;         /* their chunks' bytes */
   uint32_t span_calls;                 /* medium calls served by the kept spans (alloc.c: a poll
@@ -873,6 +876,11 @@ typedef struct heap_s {
    * whole with an exchange by the owner's next medium malloc, or by the purge for a thread that
    * stopped calling or exited. A line of its own: the freers write it. */
   _Alignas(LD_CACHE_LINE) _Atomic(uintptr_t) medium_returned;
+  /* Bytes by which this heap's medium cache bound exceeds medium_cache_kb, grown while the
+   * bound pushed out spans its next mallocs then missed (cache.c, medium_cache_grow), and given
+   * back when the cache is emptied. Written by the owner in its cache or the purge while the
+   * owner is out of it; read by freers with medium_returned, whose stack it bounds too. */
+  _Atomic(size_t) medium_extra;
   /* Guards the heap proper: taken by the owner in its slow paths (uncontended), and with
    * trylock by another thread that tidies an idle heap. */
   _Alignas(LD_CACHE_LINE) ld_lock_t lock;
@@ -1141,6 +1149,7 @@ void   *ld_cache_medium_alloc(heap_t *heap, size_t size);
 bool    ld_cache_medium_free(heap_t *heap, sb_t *span);
 int     ld_cache_medium_drain_idle(heap_t *heap);
 void    ld_cache_medium_drain_returned(heap_t *heap);
+size_t  ld_cache_medium_extra(void); /* the heaps' medium_extra, summed (statistics) */
 void    ld_cache_init_bins(heap_t *heap);
 int64_t ld_cache_bytes(const heap_t *heap);   /* what a heap's bins hold, read from any thread */
 

@@ -22,6 +22,7 @@
   X(purge_thread_mb, 16,    0,    1e6,   1, 0, "mapped memory that starts the purge thread (purge_thread 2), in MiB: tiny programs get none") \
   X(large_cache_mb,  64,    0,    1e6,   1, 0, "freed large spans kept for reuse, in MiB")               \
   X(medium_cache_kb, 1024,  0,    1e6,   1, 0, "freed medium spans each thread keeps for its next mallocs, in KiB (spans up to half of it)") \
+  X(medium_cache_max_kb, 4096, 0,  1e6,   1, 0, "a thread's medium cache grows to this, in KiB, while its bound pushes out spans its next mallocs miss; all threads' growth together at most 4 times this") \
   X(huge_pages,      0,     0,    1,     1, 0, "segments mapped from now on are backed by 2 MiB transparent huge pages where the kernel allows: fewer TLB misses on large heaps, RSS in 2 MiB steps") \
   X(remote_free_check, 1,   0,    1,     1, 0, "a free of another thread's block marks it, so a double free by two threads is caught; 0: no mark (faster remote frees; such a double free may hand the block out twice)") \
   X(stats,           0,     0,    2,     1, 0, "print statistics at exit: 1 table, 2 JSON")             \

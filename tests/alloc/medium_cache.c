@@ -10,8 +10,10 @@
  *      lists it and purges its tail; while the cache's hits fault pages, that span is kept for a
  *      larger request instead; a span left by a realloc that could not grow it in place is
  *      kept with its own bound (validation);
- *   3. bounds: at most 16 spans and medium_cache_kb of chunks; a span above half of the
- *      bound goes back at once; medium_cache_kb=0 keeps none;
+ *   3. bounds: medium_cache_kb of chunks (16 one-chunk spans) and at most 64 spans (with
+ *      medium_cache_kb=8192, 64 of 70 one-chunk spans freed are kept); a span above half of the
+ *      bound goes back at once; medium_cache_kb=0 keeps none (the bound's growth:
+ *      medium_cache_growth.c);
  *   4. a thread's exit gives its kept spans back;
  *   5. a thread that stopped calling has them given back by the purge (run here by
  *      malloc_trim in main after 3 purge delays, so that the test does not wait on the purge
@@ -306,6 +308,13 @@ int main(void) {
   REQUIRE(p != NULL);
   free(p);
   CHECK_MSG(stats().medium_bytes_cached == 0, "a 640 KiB span kept");
+  REQUIRE(api.option_set("medium_cache_kb", "8192") == 0);
+  void *many_blocks[70];
+  for (int i = 0; i < 70; i++) REQUIRE((many_blocks[i] = malloc(40 * KiB)) != NULL);
+  for (int i = 0; i < 70; i++) free(many_blocks[i]);
+  CHECK_MSG(stats().medium_bytes_cached == 64 * chunk, "70 spans freed under an 8 MiB bound, %zu bytes kept",
+            stats().medium_bytes_cached);
+  api.trim(0);
   REQUIRE(api.option_set("medium_cache_kb", "256") == 0);
   for (int i = 0; i < 12; i++) REQUIRE((blocks[i] = malloc(i % 2 ? 40 * KiB : 100 * KiB)) != NULL);
   for (int i = 0; i < 12; i++) free(blocks[i]);

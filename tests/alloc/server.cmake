@@ -35,6 +35,9 @@ alloc_test(alloc_medium_tails_race SOURCES alloc/medium_tails_race.c PRELOAD TIM
 # each thread keeps the medium spans it frees: reuse, the tails' rule, bounds, thread exit,
 # idle threads and unused caches given back; 2 threads churn 20-60 KiB blocks, checked
 alloc_test(alloc_medium_cache SOURCES alloc/medium_cache.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
+# a thread's medium cache bound grows where it pushes out spans its mallocs then miss, within
+# the thread's and the process's limits, and the growth goes back with the cache
+alloc_test(alloc_medium_cache_growth SOURCES alloc/medium_cache_growth.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
 # a medium span freed by another thread goes back to the thread that allocated it, within its
 # cache's bound; an exited or idle owner's returned spans go back by trim or the purge thread;
 # a producer/consumer pair of 16-256 KiB blocks, checked, mostly served by returned spans
