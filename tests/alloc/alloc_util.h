@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -226,6 +227,13 @@ static inline void alloc_call(size_t size) {
   void *volatile p = malloc(size);
   REQUIRE(p != NULL);
   free(p);
+}
+
+/* Sleeps ms milliseconds, whatever signals interrupt it. */
+static inline void alloc_sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
 }
 
 /* n threads, each running worker((void *)(uintptr_t)(i + 1)) for i < n, all joined. */

@@ -35,11 +35,6 @@ static atomic_int observer_stop, bad_bytes;
 /* each worker frees a quarter of its thinned blocks through the next one's mailbox */
 static _Atomic(void *) mailbox[WORKERS][HANDED];
 
-static void sleep_ms(long ms) {
-  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&t, NULL);
-}
-
 static void *worker(void *arg) {
   unsigned id = (unsigned)(uintptr_t)arg;
   uint64_t seed = 0x5eed + id;
@@ -69,7 +64,7 @@ static void *worker(void *arg) {
       void *q = atomic_exchange(&mailbox[id][k], NULL);
       if (q) larder_free(q);
     }
-    sleep_ms(150); /* idle: several purge delays with no call */
+    alloc_sleep_ms(150); /* idle: several purge delays with no call */
     pthread_barrier_wait(&idled);
     for (int i = 0; i < BLOCKS; i += KEEP_ONE_IN) {
       if (alloc_check(p[i], size[i]) != (size_t)-1) atomic_fetch_add(&bad_bytes, 1);
@@ -88,7 +83,7 @@ static void *observer(void *arg) {
     larder_trim(0);
     larder_stats_t st;
     larder_stats_get(&st);
-    sleep_ms(15);
+    alloc_sleep_ms(15);
   }
   return NULL;
 }

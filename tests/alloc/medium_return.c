@@ -38,12 +38,6 @@ static size_t chunk;
 
 static larder_stats_t stats(void) { return alloc_stats(&api); }
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
-
 /* ---- an owner thread, told what to do through a pipe; no allocator call while it waits ---- */
 enum { DO_MALLOC, DO_FREE, DO_EXIT };
 typedef struct {
@@ -264,7 +258,7 @@ int main(void) {
   for (int i = 0; i < 4; i++) free(o.block[i]);
   size_t kept = stats().medium_bytes_cached;
   int waited = 0;
-  while (stats().medium_bytes_cached != start.medium_bytes_cached && waited < 40) sleep_ms(100), waited++;
+  while (stats().medium_bytes_cached != start.medium_bytes_cached && waited < 40) alloc_sleep_ms(100), waited++;
   larder_stats_t purged = stats();
   CHECK_MSG(purged.medium_bytes_cached == start.medium_bytes_cached, "%zu bytes still kept (%zu after the frees) after %d purge delays",
             purged.medium_bytes_cached, kept, waited);

@@ -85,12 +85,6 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
-
 int main(void) {
   main_tid = (pid_t)syscall(SYS_gettid);
   enum { MIB = 64, THREADS = 60 };
@@ -106,7 +100,7 @@ int main(void) {
     pthread_t t;
     REQUIRE(pthread_create(&t, NULL, worker, NULL) == 0);
     pthread_join(t, NULL);
-    sleep_ms(15);
+    alloc_sleep_ms(15);
   }
   long opens = atomic_load(&foreign_opens);
   CHECK_MSG(opens == 0, "%ld opens by threads other than main", opens);
