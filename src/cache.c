@@ -983,12 +983,14 @@ static LD_NOINLINE void medium_late_note(heap_t *heap, sb_t *span) {
  * block went to the segments (remote-free-medium: 600 ns a block, tcmalloc 200). A fixed
  * 4 MiB bound (and 64 spans: 16 bound the count first) served 86% and cost 0.62-0.67x the CPU,
  * but it would hold 4 MiB in every thread of a server whose threads pass few medium blocks
- * (server-mix at 4 threads: 4% more peak RSS). So the bound grows only where it fails: a miss
- * after the bound pushed spans out doubles it, up to medium_cache_max_kb, and the growth of all
- * threads together stays within 4 times that (MEDIUM_EXTRA_TOTAL), so that a server of many
- * threads holds at most that much more (tcmalloc's thread caches share one budget the same
- * way). Up to 8 MiB, the pair ran at 0.52x the CPU but with 1 MiB more peak RSS (median of 5);
- * up to 4 MiB, 0.58x and the same RSS. The growth is given back whenever the cache is emptied:
+ * (server-mix at 4 threads: 4% more peak RSS). So the bound grows only where it fails (by
+ * the spans it pushes out: medium_cache_missed), doubling up to medium_cache_max_kb, and the
+ * growth of all threads together stays within 4 times that (MEDIUM_EXTRA_TOTAL), so that a
+ * server of many threads holds at most that much more (tcmalloc's thread caches share one
+ * budget the same way). Up to 8 MiB, the pair ran at 0.52x the CPU but with 1 MiB more peak
+ * RSS (median of 5); up to 4 MiB, 0.58x and the same RSS. The stack of returned spans grows
+ * with the cache (medium_returned_extra). The growth is given back whenever the cache is
+ * emptied:
  * at the trim after a purge delay in which the thread took no kept span, at its exit, at
  * malloc_trim, and by the purge when the thread stops calling. The spans a cache keeps stay
  * those of half medium_cache_kb at most (ld_cache_medium_free). */
@@ -997,17 +999,15 @@ static _Atomic(size_t) medium_extra_total; /* the heaps' medium_extra, summed */
 
 size_t ld_cache_medium_extra(void) { return atomic_load_explicit(&medium_extra_total, memory_order_relaxed); }
 
-/* The bytes of chunks heap's cache may keep, and its stack of returned spans hold (any thread). */
+/* The bytes of chunks heap's cache may keep. */
 static inline size_t medium_cache_bound(const heap_t *heap) {
   return LD_MEDIUM_CACHE_BYTES() + atomic_load_explicit(&((heap_t *)heap)->medium_extra, memory_order_relaxed);
 }
 
-/* A medium malloc the cache could not serve, after its bound pushed spans out: the bound
- * doubles, within the thread's and the process's limits. The owner, in its cache or out of it
- * (the purge changes medium_extra only while the owner is out of its cache: a store here and
- * one there never meet). */
-static LD_NOINLINE void medium_cache_grow(heap_t *heap) {
-  heap->medium_evicted = 0;
+/* The bound doubles, within the thread's and the process's limits. The owner, in its cache or
+ * out of it (the purge changes medium_extra only while the owner is out of its cache: a store
+ * here and one there never meet). */
+static void medium_cache_grow(heap_t *heap) {
   size_t base = LD_MEDIUM_CACHE_BYTES(), extra = atomic_load_explicit(&heap->medium_extra, memory_order_relaxed);
   size_t most = (size_t)LD_OPTION(medium_cache_max_kb) << 10;
   if (base == 0 || base + extra >= most) return;
@@ -1018,7 +1018,46 @@ static LD_NOINLINE void medium_cache_grow(heap_t *heap) {
   } while (!atomic_compare_exchange_weak_explicit(&medium_extra_total, &total, total + add, memory_order_relaxed,
                                                   memory_order_relaxed));
   atomic_store_explicit(&heap->medium_extra, extra + add, memory_order_relaxed);
+  atomic_store_explicit(&heap->medium_returned_extra, extra + add, memory_order_relaxed);
   LD_STAT_INC(heap, medium_cache_grows);
+}
+
+/* What the bound fails is judged by the spans it pushes out, as ARC's ghost lists judge a cache
+ * (Megiddo and Modha, 2003): each one's chunks are remembered, and a miss of as many chunks
+ * is one that a larger bound would have served. Where half of 64 misses in a row are such, the
+ * bound doubles. A bound that grew at any miss after spans were pushed out raised server-mix's
+ * peak RSS at 2 threads by 10-22% (its blocks of 100 KiB-2 MiB come in 33 chunk counts, and
+ * grown to 4 MiB, the kept spans served a fifth of its medium mallocs); by this rule it does
+ * not grow there. */
+#define MEDIUM_GHOST_MISSES 64
+static void medium_cache_forget(heap_t *heap) {
+  memset(heap->medium_ghosts, 0, sizeof heap->medium_ghosts);
+  heap->medium_ghost_count = 0;
+  heap->medium_misses = heap->medium_ghost_hits = 0;
+}
+
+static inline unsigned medium_ghost_slot(size_t bytes) {
+  size_t chunks = (bytes + ld_sb_size - 1) >> ld_sb_shift;
+  return chunks < LD_MEDIUM_GHOST_CHUNKS ? (unsigned)chunks - 1 : LD_MEDIUM_GHOST_CHUNKS - 1;
+}
+
+/* A medium malloc of `size` bytes that no kept or returned span served (the owner's). The
+ * misses count from the first span pushed out: those of a cache that never filled say nothing
+ * of its bound. */
+static LD_NOINLINE void medium_cache_missed(heap_t *heap, size_t size) {
+  if (!heap->medium_ghost_count) return;
+  uint8_t *ghost = &heap->medium_ghosts[medium_ghost_slot(ld_medium_touch(size))];
+  if (*ghost) {
+    (*ghost)--;
+    heap->medium_ghost_count--;
+    heap->medium_ghost_hits++;
+  }
+  if (heap->medium_ghost_hits >= MEDIUM_GHOST_MISSES / 2) {
+    medium_cache_grow(heap);
+    medium_cache_forget(heap);
+  } else if (++heap->medium_misses >= MEDIUM_GHOST_MISSES) {
+    medium_cache_forget(heap);
+  }
 }
 
 /* The cache emptied: its growth goes back to the process's budget. */
@@ -1026,6 +1065,7 @@ static void medium_cache_shrink(heap_t *heap) {
   size_t extra = atomic_load_explicit(&heap->medium_extra, memory_order_relaxed);
   if (!extra) return;
   atomic_store_explicit(&heap->medium_extra, 0, memory_order_relaxed);
+  atomic_store_explicit(&heap->medium_returned_extra, 0, memory_order_relaxed);
   atomic_fetch_sub_explicit(&medium_extra_total, extra, memory_order_relaxed);
 }
 
@@ -1060,7 +1100,8 @@ static bool medium_returned_push(heap_t *heap, sb_t *first, sb_t *last, uintptr_
  * consumer kept the spans, pushed them out to the segments and contended for the segment lock
  * with the producer (remote-free-medium, one pair: 254 -> 183 CPU ns a block). */
 static bool medium_return(heap_t *owner, sb_t *span) {
-  uintptr_t room = medium_returned_room(medium_cache_bound(owner));
+  uintptr_t room =
+      medium_returned_room(LD_MEDIUM_CACHE_BYTES() + atomic_load_explicit(&owner->medium_returned_extra, memory_order_relaxed));
   return medium_returned_push(owner, span, span, span->map_bytes >> ld_sb_shift, room);
 }
 
@@ -1097,7 +1138,13 @@ static inline __attribute__((always_inline)) unsigned medium_cache_keep_locked(h
   unsigned n_old = 0;
   while (!medium_cache_has_room(heap, span->map_bytes, bound)) old[n_old++] = medium_cache_remove(heap, 0);
   medium_cache_push(heap, span, reach);
-  heap->medium_evicted += n_old;
+  for (unsigned i = 0; i < n_old; i++) {
+    uint8_t *ghost = &heap->medium_ghosts[medium_ghost_slot(old[i]->map_bytes)];
+    if (*ghost < UINT8_MAX) {
+      (*ghost)++;
+      heap->medium_ghost_count++;
+    }
+  }
   return n_old;
 }
 
@@ -1193,7 +1240,7 @@ void *ld_cache_medium_alloc(heap_t *heap, size_t size) {
   /* (the stack's line is not read by a thread whose own frees serve it) */
   if (atomic_load_explicit(&heap->medium_returned, memory_order_relaxed) && (p = medium_cache_alloc_returned(heap, size)))
     return p;
-  if (heap->medium_evicted) medium_cache_grow(heap); /* (a miss: the segments serve it) */
+  if (heap != &ld_heap_empty) medium_cache_missed(heap, size); /* (the segments serve it) */
   return NULL;
 }
 
@@ -1261,7 +1308,7 @@ static unsigned medium_cache_empty(heap_t *heap, sb_t **spans) {
   unsigned n = 0;
   while (heap->medium_cached) spans[n++] = medium_cache_remove(heap, heap->medium_cached - 1);
   heap->medium_cache_used = false;
-  heap->medium_evicted = 0;
+  medium_cache_forget(heap);
   medium_cache_shrink(heap);
   return n;
 }

@@ -728,6 +728,7 @@ static inline unsigned ld_outbox_set(const struct heap_s *owner) {
 #define LD_BOOST_MAX 16   /* hysteresis: extra superblocks of slack a class may earn */
 #define LD_MEDIUM_CACHE_SPANS 64 /* medium spans a thread's cache keeps (heap_t, medium_cache) */
 #define LD_MEDIUM_LATE 256       /* spans in use a thread's heap lists late (heap_t, medium_late) */
+#define LD_MEDIUM_GHOST_CHUNKS 32 /* chunk counts of spans pushed out the cache remembers (heap_t) */
 #define LD_LATE_FAULTS_MAX 256   /* late tails only while the hits fault fewer bytes each on average */
 /* A kept medium span, with what choosing it needs, so that the choice reads no span header */
 typedef struct ld_medium_kept_s {
@@ -847,10 +848,19 @@ typedef struct heap_s {
                                           touched, on average over the last 32 (cache.c) */
   uint32_t medium_faulted, medium_hits; /* (their sum so far, and a count of the hits) */
   uint32_t medium_cached;              /* spans in medium_cache */
-  uint32_t medium_evicted;             /* spans the cache's bounds pushed out since its last miss
-                                          (cache.c, medium_cache_grow) */
+  /* Spans the cache's bounds pushed out, by chunks (1-32; more: 32), not yet matched by a miss,
+   * and their sum; the misses since the first of them, and of those the ones such a span would
+   * have served (cache.c, medium_cache_missed) */
+  uint8_t medium_ghosts[LD_MEDIUM_GHOST_CHUNKS];
+  uint16_t medium_ghost_count;
+  uint8_t medium_misses, medium_ghost_hits;
   bool medium_cache_used;              /* a span was taken from it since the owner's last trim */
   int64_t medium_cached_bytes;         /* their chunks' bytes */
+  /* Bytes by which the cache's bound exceeds medium_cache_kb, grown while the bound pushed out
+   * spans its next mallocs then missed (cache.c, medium_cache_grow), given back when the cache
+   * is emptied. Written by the owner in its cache, or by the purge while the owner is out of it
+   * (atomic: the statistics read it from any thread). */
+  _Atomic(size_t) medium_extra;
   uint32_t span_calls;                 /* medium calls served by the kept spans (alloc.c: a poll
                                           in 16); the owner's alone, no lock */
   uint64_t last_slow_ns;               /* coarse clock at the owner's last slow path (set by
@@ -876,11 +886,9 @@ typedef struct heap_s {
    * whole with an exchange by the owner's next medium malloc, or by the purge for a thread that
    * stopped calling or exited. A line of its own: the freers write it. */
   _Alignas(LD_CACHE_LINE) _Atomic(uintptr_t) medium_returned;
-  /* Bytes by which this heap's medium cache bound exceeds medium_cache_kb, grown while the
-   * bound pushed out spans its next mallocs then missed (cache.c, medium_cache_grow), and given
-   * back when the cache is emptied. Written by the owner in its cache or the purge while the
-   * owner is out of it; read by freers with medium_returned, whose stack it bounds too. */
-  _Atomic(size_t) medium_extra;
+  /* medium_extra, copied here by the owner (or the purge) as it changes: the stack's bound is
+   * the cache's, read by the freers on the line they write anyway */
+  _Atomic(size_t) medium_returned_extra;
   /* Guards the heap proper: taken by the owner in its slow paths (uncontended), and with
    * trylock by another thread that tidies an idle heap. */
   _Alignas(LD_CACHE_LINE) ld_lock_t lock;

@@ -41,12 +41,6 @@ static alloc_api_t api;
 
 static larder_stats_t stats(void) { return alloc_stats(&api); }
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
-
 /* ---- 4, 5: threads that keep spans ---- */
 static int idle_pipe[2], ready_pipe[2];
 
@@ -346,7 +340,7 @@ int main(void) {
   char c;
   REQUIRE(read(ready_pipe[0], &c, 1) == 1);
   size_t idle_kept = stats().medium_bytes_cached;
-  sleep_ms(300);
+  alloc_sleep_ms(300);
   api.trim(0);
   size_t idle_after = stats().medium_bytes_cached;
   printf("medium_cache: an idle thread kept %zu KiB, %zu KiB after 3 purge delays and a purge\n", idle_kept / KiB,
@@ -404,7 +398,7 @@ int main(void) {
   for (int i = 0; i < MANY; i++) REQUIRE(read(many_ready[0], &c, 1) == 1);
   size_t many_kept = stats().medium_bytes_cached, rss_kept = alloc_rss_bytes();
   REQUIRE(api.option_set("purge_delay_ms", "100") == 0);
-  sleep_ms(300);
+  alloc_sleep_ms(300);
   api.trim(0);
   size_t many_after = stats().medium_bytes_cached, rss_after = alloc_rss_bytes();
   printf("medium_cache: %d idle threads kept %zu KiB (RSS +%.1f MiB), %zu KiB after 3 purge delays and a purge "

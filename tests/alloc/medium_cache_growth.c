@@ -1,14 +1,16 @@
-/* A thread's cache of medium spans grows where its bound fails (cache.c, medium_cache_grow): a
- * medium malloc that no kept span serves, after the bound pushed spans out, doubles the bound,
- * up to medium_cache_max_kb, and the growth of all threads together stays within 4 times that;
- * the growth goes back whenever the cache is emptied.
+/* A thread's cache of medium spans grows where its bound fails (cache.c, medium_cache_missed):
+ * where half of 64 misses in a row are of as many chunks as a span the bound pushed out, the
+ * bound doubles, up to medium_cache_max_kb, and the growth of all threads together stays
+ * within 4 times that; the growth goes back whenever the cache is emptied.
  * Checked (larder only), with 64 KiB chunks and the default bounds (1 MiB, up to 4 MiB):
  *   1. nothing pushed out, nothing grows: 16 spans of 40 KiB (the bound: 16 chunks) freed and
- *      asked again are 16 hits; a miss then (100 KiB: two chunks) grows nothing;
- *   2. 20 spans freed (4 pushed out), then a miss: the bound doubles (medium_cache_grows 1,
+ *      asked again are 16 hits; a miss then (100 KiB: two chunks) grows nothing; nor do 64
+ *      misses of two chunks after 32 spans of one were pushed out;
+ *   2. 48 spans of one chunk freed (32 pushed out) and asked again: 16 hits, then 32 misses
+ *      that the spans pushed out would have served: the bound doubles (medium_cache_grows 1,
  *      medium_cache_extra 1 MiB), and of 40 spans of 40 KiB freed, 32 are kept (2 MiB);
- *   3. pushed out and a miss again: 4 MiB; past that nothing grows (2 growths, 3 MiB extra),
- *      and of 70 spans of 100 KiB freed, 32 are kept (4 MiB); validation passes;
+ *   3. the same again: 4 MiB; past that nothing grows (2 growths, 3 MiB extra), and of 70
+ *      spans of 100 KiB freed, 32 are kept (4 MiB); validation passes;
  *   4. malloc_trim empties the cache and gives the growth back;
  *   5. with medium_cache_max_kb=2048 (1 MiB more a thread; 8 MiB for all), 12 threads each
  *      push out and miss while all are alive: 8 grow (8 MiB extra), 4 cannot; once they have
@@ -32,12 +34,6 @@ static alloc_api_t api;
 
 static larder_stats_t stats(void) { return alloc_stats(&api); }
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
-
 /* n blocks of `size` bytes, written at their ends, then all freed */
 static void malloc_then_free(size_t n, size_t size) {
   void *blocks[128];
@@ -50,10 +46,11 @@ static void malloc_then_free(size_t n, size_t size) {
   for (size_t i = 0; i < n; i++) free(blocks[i]);
 }
 
-/* Spans pushed out of a 1 MiB cache (20 of one chunk), then a miss (a 2-chunk block) */
+/* 48 spans of one chunk freed into a bound of 16 (32 pushed out), then asked again: 16 hits,
+ * then 32 misses, each of which a span pushed out would have served */
 static void push_out_and_miss(void) {
-  malloc_then_free(20, 40 * KiB);
-  alloc_call(100 * KiB);
+  malloc_then_free(48, 40 * KiB);
+  malloc_then_free(48, 40 * KiB);
 }
 
 /* ---- 5, 6: threads that grow ---- */
@@ -73,7 +70,7 @@ static int ready_pipe[2], go_pipe[2];
 static void *grow_and_idle(void *arg) {
   (void)arg;
   push_out_and_miss();
-  malloc_then_free(30, 40 * KiB); /* 30 chunks kept, and the miss's 2: the grown bound */
+  malloc_then_free(30, 40 * KiB); /* (32 spans kept: the grown bound) */
   char c = 1;
   REQUIRE(write(ready_pipe[1], &c, 1) == 1);
   REQUIRE(read(go_pipe[0], &c, 1) == 1); /* no call to the allocator until main says */
@@ -97,6 +94,9 @@ int main(void) {
   malloc_then_free(16, 40 * KiB);
   malloc_then_free(16, 40 * KiB);
   alloc_call(100 * KiB);
+  api.trim(0);
+  malloc_then_free(48, 40 * KiB);
+  malloc_then_free(64, 100 * KiB);
   larder_stats_t after = stats();
   CHECK_MSG(after.medium_cache_hits - before.medium_cache_hits >= 16, "%zu hits",
             after.medium_cache_hits - before.medium_cache_hits);
@@ -158,7 +158,7 @@ int main(void) {
   REQUIRE(read(ready_pipe[0], &c, 1) == 1);
   size_t idle_extra = stats().medium_cache_extra, idle_kept = stats().medium_bytes_cached;
   REQUIRE(api.option_set("purge_delay_ms", "100") == 0);
-  sleep_ms(300);
+  alloc_sleep_ms(300);
   api.trim(0);
   after = stats();
   printf("medium_cache_growth: an idle thread kept %zu KiB under %zu KiB extra; after 3 purge delays and a purge, "
