@@ -1041,10 +1041,7 @@ static inline unsigned medium_ghost_slot(size_t bytes) {
   return chunks < LD_MEDIUM_GHOST_CHUNKS ? (unsigned)chunks - 1 : LD_MEDIUM_GHOST_CHUNKS - 1;
 }
 
-/* A medium malloc of `size` bytes that no kept or returned span served (the owner's). The
- * misses count from the first span pushed out: those of a cache that never filled say nothing
- * of its bound. */
-static LD_NOINLINE void medium_cache_missed(heap_t *heap, size_t size) {
+static void medium_cache_missed_locked(heap_t *heap, size_t size) {
   if (!heap->medium_ghost_count) return;
   uint8_t *ghost = &heap->medium_ghosts[medium_ghost_slot(ld_medium_touch(size))];
   if (*ghost) {
@@ -1058,6 +1055,16 @@ static LD_NOINLINE void medium_cache_missed(heap_t *heap, size_t size) {
   } else if (++heap->medium_misses >= MEDIUM_GHOST_MISSES) {
     medium_cache_forget(heap);
   }
+}
+
+/* A medium malloc of `size` bytes that no kept or returned span served (the owner's, out of
+ * its cache: it enters, since the purge empties an idle thread's cache, ghosts and growth
+ * while the owner is out). The misses count from the first span pushed out: those of a cache
+ * that never filled say nothing of its bound. */
+static LD_NOINLINE void medium_cache_missed(heap_t *heap, size_t size) {
+  remote_enter(heap);
+  medium_cache_missed_locked(heap, size);
+  remote_leave(heap);
 }
 
 /* The cache emptied: its growth goes back to the process's budget. */

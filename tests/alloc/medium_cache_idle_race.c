@@ -7,11 +7,13 @@
  * number at its start, middle and end, check every number, free them in a random order, then
  * make no call for 0-2 ms. The purge delay is 1 ms, so the purge thread often finds a worker
  * idle with spans kept, and now and then just as it comes back. Each worker also keeps 4 blocks
- * live across rounds, one replaced a round, checked each round.
+ * live across rounds, one replaced a round, checked each round. Every 64th round is a wave:
+ * 48 blocks of 40 KiB freed into the cache's bound of 16 and asked again, so that the bound
+ * grows (cache.c, medium_cache_missed) and the purge gives the growth back as the worker idles.
  * Checked (larder): no number lost (two live blocks never share memory, and no span is handed
  * out while the purge gives it back), the purge gave back idle workers' kept spans
- * (idle_medium_emptied grew), larder_validate() passes, and after the workers exit and a trim
- * nothing medium is kept.
+ * (idle_medium_emptied grew), the bounds grew (medium_cache_grows), larder_validate() passes,
+ * and after the workers exit and a trim nothing medium is kept, nor any growth left.
  * The larder_* API only, never the standard names, so that ThreadSanitizer runs it too
  * (scripts/test-sanitize.sh; see misuse_threads_prefixed.c): it sees the owner's accesses and the
  * purge's ordered by the busy mark's release and acquire, or reports them, however rarely the
@@ -68,6 +70,15 @@ static void idle_us(long us) {
   }
 }
 
+#define WAVE 48
+static void wave(uint64_t *rng) {
+  numbered_t w[WAVE];
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < WAVE; i++) number(&w[i], 40 * KiB - (size_t)(alloc_rng(rng) % 64) * 8);
+    for (int i = 0; i < WAVE; i++) release(&w[i]);
+  }
+}
+
 static void *worker(void *arg) {
   uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(uintptr_t)arg + 1;
   numbered_t kept[KEPT], burst[BURST];
@@ -87,6 +98,7 @@ static void *worker(void *arg) {
     int k = round % KEPT;
     release(&kept[k]);
     number(&kept[k], medium_size(&rng));
+    if (round % 64 == 63) wave(&rng);
     idle_us(900 + (long)(alloc_rng(&rng) % 300));
   }
   for (int i = 0; i < KEPT; i++) release(&kept[i]);
@@ -106,9 +118,11 @@ int main(void) {
          (unsigned long long)(next_number - 1), (long)lost, after.medium_cache_hits - before.medium_cache_hits,
          after.idle_medium_emptied - before.idle_medium_emptied, after.purge_thread_runs - before.purge_thread_runs);
   CHECK_MSG(after.idle_medium_emptied > before.idle_medium_emptied, "the purge gave back no idle worker's kept spans");
+  CHECK_MSG(after.medium_cache_grows > before.medium_cache_grows, "no worker's bound grew");
   CHECK(api.validate() == 0);
   api.trim(0);
   CHECK_MSG(alloc_stats(&api).medium_bytes_cached == before.medium_bytes_cached, "%zu bytes of medium spans kept at the end",
             alloc_stats(&api).medium_bytes_cached);
+  CHECK_MSG(alloc_stats(&api).medium_cache_extra == 0, "%zu bytes of growth left", alloc_stats(&api).medium_cache_extra);
   return check_done();
 }
