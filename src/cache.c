@@ -839,7 +839,7 @@ void ld_cache_trim(heap_t *heap) {
  * under threads a contended lock (issue 17: 20-60 KiB churn ran at 0.28x tcmalloc's
  * operations per CPU-second at one thread, 0.086x at two). A thread keeps the medium spans it
  * frees, up to LD_MEDIUM_CACHE_SPANS (64) of them and its bound of chunks, medium_cache_kb
- * grown up to medium_cache_max_kb where the bound fails (medium_cache_grow) (a span of more
+ * grown up to medium_cache_max_kb where the bound fails (medium_cache_missed) (a span of more
  * than half of that goes back at once: with a quarter, a 256 KiB block, whose header makes it
  * five chunks, was never kept, and passed between threads it crossed the segment lock twice,
  * 2.8x the CPU a block), and its next medium malloc takes one that has

@@ -856,9 +856,9 @@ typedef struct heap_s {
   uint8_t medium_misses, medium_ghost_hits;
   bool medium_cache_used;              /* a span was taken from it since the owner's last trim */
   int64_t medium_cached_bytes;         /* their chunks' bytes */
-  /* Bytes by which the cache's bound exceeds medium_cache_kb, grown while the bound pushed out
-   * spans its next mallocs then missed (cache.c, medium_cache_grow), given back when the cache
-   * is emptied. Written by the owner in its cache, or by the purge while the owner is out of it
+  /* Bytes by which the cache's bound exceeds medium_cache_kb, grown where half of 64 misses
+   * were of spans the bound had pushed out (cache.c, medium_cache_missed), given back when the
+   * cache is emptied. Written by the owner in its cache, or by the purge while the owner is out of it
    * (atomic: the statistics read it from any thread). */
   _Atomic(size_t) medium_extra;
   uint32_t span_calls;                 /* medium calls served by the kept spans (alloc.c: a poll
