@@ -110,7 +110,7 @@ typedef struct larder_stats_s {
   size_t remote_sends;            /* batches of remote frees went to their owners' inboxes in this many groups, one CAS each (a group: up to 16 small batches for one owner) */
   size_t idle_medium_emptied;     /* threads' kept medium spans given back by the purge after a delay without a call */
   size_t medium_late_tails;       /* of medium_cache_hits, kept spans handed out with old pages past 1.5x the block, their tails listed late (docs/allocator.md) */
-  size_t medium_cache_grows;      /* times a thread's medium cache bound doubled, its spans pushed out and its next malloc missing (LARDER_MEDIUM_CACHE_MAX_KB) */
+  size_t medium_cache_grows;      /* times a thread's medium cache bound doubled: half of 64 medium mallocs in a row that missed were of sizes it had pushed out (LARDER_MEDIUM_CACHE_MAX_KB) */
   size_t medium_cache_extra;      /* bytes by which threads' medium cache bounds now exceed LARDER_MEDIUM_CACHE_KB, all threads together */
 } larder_stats_t;
 

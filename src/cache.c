@@ -1004,9 +1004,9 @@ static inline size_t medium_cache_bound(const heap_t *heap) {
   return LD_MEDIUM_CACHE_BYTES() + atomic_load_explicit(&((heap_t *)heap)->medium_extra, memory_order_relaxed);
 }
 
-/* The bound doubles, within the thread's and the process's limits. The owner, in its cache or
- * out of it (the purge changes medium_extra only while the owner is out of its cache: a store
- * here and one there never meet). */
+/* The bound doubles, within the thread's and the process's limits. The owner, in its cache (the
+ * purge changes medium_extra only while the owner is out of it: a store here and one there
+ * never meet). */
 static void medium_cache_grow(heap_t *heap) {
   size_t base = LD_MEDIUM_CACHE_BYTES(), extra = atomic_load_explicit(&heap->medium_extra, memory_order_relaxed);
   size_t most = (size_t)LD_OPTION(medium_cache_max_kb) << 10;
@@ -1328,12 +1328,17 @@ static void medium_cache_empty_and_leave(heap_t *heap) {
   for (unsigned i = 0; i < n; i++) ld_medium_release(spans[i]);
 }
 
+/* Whether heap's cache has anything a drain gives back: kept spans, late tails to list, a
+ * grown bound (any thread). */
+static bool medium_cache_holds_any(const heap_t *heap) {
+  return LD_READ(heap->medium_cached) || LD_READ(heap->medium_late_count) ||
+         atomic_load_explicit(&((heap_t *)heap)->medium_extra, memory_order_relaxed);
+}
+
 static void medium_cache_drain(heap_t *heap) {
   if (heap == &ld_heap_empty) return;
   ld_cache_medium_drain_returned(heap);
-  if (!LD_READ(heap->medium_cached) && !LD_READ(heap->medium_late_count) &&
-      !atomic_load_explicit(&heap->medium_extra, memory_order_relaxed))
-    return;
+  if (!medium_cache_holds_any(heap)) return;
   remote_enter(heap);
   medium_late_list(heap, heap->medium_late_count);
   medium_cache_empty_and_leave(heap);
@@ -1345,9 +1350,7 @@ static void medium_cache_drain(heap_t *heap) {
  * Without membarrier the kept spans wait for their owner's trim or exit. */
 int ld_cache_medium_drain_idle(heap_t *heap) {
   ld_cache_medium_drain_returned(heap); /* (the stack is anyone's to take) */
-  if (!LD_READ(heap->medium_cached) && !LD_READ(heap->medium_late_count) &&
-      !atomic_load_explicit(&heap->medium_extra, memory_order_relaxed))
-    return 0;
+  if (!medium_cache_holds_any(heap)) return 0;
   sb_t *spans[LD_MEDIUM_CACHE_SPANS];
   unsigned n = 0;
   int out = remote_drain_begin(heap);

@@ -472,7 +472,7 @@ typedef struct ld_stats_s {
   size_t superblocks_to_global, superblocks_from_global;
   size_t large_allocs, large_cache_hits, medium_allocs, medium_cache_hits;
   size_t medium_late_tails;     /* kept spans handed out with old pages to list late (cache.c) */
-  size_t medium_cache_grows;    /* a thread's medium cache bound doubled (cache.c, medium_cache_grow) */
+  size_t medium_cache_grows;    /* a thread's medium cache bound doubled (cache.c, medium_cache_missed) */
   size_t refills, flushes, superblocks_examined, free_lock_acquisitions;
   size_t remote_batches, remote_announcements; /* the remote free path's atomic operations */
   size_t remote_sends;          /* claims of slots in owners' inboxes: one CAS for up to LD_OUTBOX batches */
