@@ -65,9 +65,9 @@
  *      lock is busy, goes onto its superblock's remote list (a second CAS announces it).
  *      No free waits for a lock (seed 002).
  *   4. Medium and large spans (free_span): a medium span another thread allocated goes back to
- *      it (a CAS onto its stack of returned spans, which its next medium malloc takes), else is
- *      kept by this thread (cache.c) when its cache takes it; and pointers that are not larder's
- *      (reported).
+ *      it (a CAS claims a slot of its ring of returned spans, which its next medium malloc
+ *      takes), else is kept by this thread (cache.c) when its cache takes it; and pointers
+ *      that are not larder's (reported).
  *
  * realloc: a small block of the thread's own that its class still serves is kept, found as the
  * free fast path finds a block (realloc_keeps), and one it no longer serves moves at once

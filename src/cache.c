@@ -442,6 +442,7 @@ static void remote_send_all(heap_t *heap) {
 static void medium_cache_validate(heap_t *heap, int *violations);
 static void medium_cache_empty_and_leave(heap_t *heap);
 static void medium_late_list(heap_t *heap, unsigned n);
+static bool medium_returned_holds(const heap_t *heap);
 void ld_cache_validate(heap_t *heap, int *violations) {
   if (heap == &ld_heap_empty) return;
   remote_enter(heap);
@@ -808,8 +809,7 @@ void ld_cache_trim(heap_t *heap) {
   }
   /* spans returned by other threads count as kept: they stay while the owner uses the cache (and
    * so does a grown bound, with or without spans) */
-  if (LD_READ(heap->medium_cached) || atomic_load_explicit(&heap->medium_returned, memory_order_relaxed) ||
-      atomic_load_explicit(&heap->medium_extra, memory_order_relaxed)) {
+  if (LD_READ(heap->medium_cached) || medium_returned_holds(heap) || atomic_load_explicit(&heap->medium_extra, memory_order_relaxed)) {
     remote_enter(heap);
     if (heap->medium_cache_used) {
       heap->medium_cache_used = false;
@@ -863,16 +863,20 @@ void ld_cache_trim(heap_t *heap) {
  *
  * A span another thread frees goes back to the thread that allocated it (its owner, set as it
  * is handed out: large.c, span_init), as a small block goes back to its superblock's owner
- * (Hoard §3): pushed onto the owner's stack of returned spans (heap_t, medium_returned) with
- * one CAS, no lock, and taken whole, into the cache, by the owner's next medium malloc. Kept
- * by the freer instead, a span freed by a consumer that never allocates sat in its cache until
- * pushed out to the segments, and its producer took a new one there: every block of a
- * producer/consumer pair of 16-256 KiB buffers crossed the segment lock twice, contended
- * (remote-free at those sizes: 1,480 CPU ns a block, tcmalloc 210). The stack holds no more
- * than the owner's cache bound (grown or not), besides what the cache holds (medium_return; a freer that finds
- * it full keeps the span itself); an owner that stopped calling or exited has it emptied by the purge
+ * (Hoard §3): put in a slot of the owner's ring of returned spans (heap_t, medium_returned)
+ * with one CAS, no lock, with its chunks and how far its old pages reach, and taken, into the
+ * cache, by the owner's next medium malloc, which reads the slots (four to a line) and no span
+ * header: a stack linked through the headers made that a chain of loads of lines the freer's
+ * core held, a fifth of a producer's CPU (remote-free of 16-256 KiB blocks, one pair: 0.71-0.85x
+ * the CPU a block with the ring). Kept by the freer instead, a span freed by a consumer that
+ * never allocates sat in its cache until pushed out to the segments, and its producer took a
+ * new one there: every block of a producer/consumer pair of 16-256 KiB buffers crossed the
+ * segment lock twice, contended (remote-free at those sizes: 1,480 CPU ns a block, tcmalloc
+ * 210). The ring holds no more than the owner's cache bound (grown or not) in chunks, and 64
+ * spans, besides what the cache holds (medium_return; a freer that finds it full keeps the
+ * span itself); an owner that stopped calling or exited has it emptied by the purge
  * (ld_cache_medium_drain_idle, ld_cache_medium_drain_returned), which the push that finds the
- * stack empty makes due. */
+ * ring empty makes due. */
 
 /* Takes slot i out of the cache (the newer ones move down). In the cache (remote_enter). */
 static sb_t *medium_cache_remove(heap_t *heap, unsigned i) {
@@ -977,7 +981,7 @@ static LD_NOINLINE void medium_late_note(heap_t *heap, sb_t *span) {
 }
 
 /* The growth of a thread's cache bound. A producer of 16-256 KiB buffers that a consumer frees
- * takes them back from its stack of returned spans in bursts, more than 1 MiB holds, and
+ * takes them back from its returned spans in bursts, more than 1 MiB holds, and
  * pushes the oldest out to the segments, from which its next malloc of another size then takes
  * one under the segment lock: at one pair, 40% of its mallocs were hits, and 60% of the CPU a
  * block went to the segments (remote-free-medium: 600 ns a block, tcmalloc 200). A fixed
@@ -988,7 +992,7 @@ static LD_NOINLINE void medium_late_note(heap_t *heap, sb_t *span) {
  * growth of all threads together stays within 4 times that (MEDIUM_EXTRA_TOTAL), so that a
  * server of many threads holds at most that much more (tcmalloc's thread caches share one
  * budget the same way). Up to 8 MiB, the pair ran at 0.52x the CPU but with 1 MiB more peak
- * RSS (median of 5); up to 4 MiB, 0.58x and the same RSS. The stack of returned spans grows
+ * RSS (median of 5); up to 4 MiB, 0.58x and the same RSS. The ring of returned spans grows
  * with the cache (medium_returned_extra). The growth is given back whenever the cache is
  * emptied:
  * at the trim after a purge delay in which the thread took no kept span, at its exit, at
@@ -1076,55 +1080,134 @@ static void medium_cache_shrink(heap_t *heap) {
   atomic_fetch_sub_explicit(&medium_extra_total, extra, memory_order_relaxed);
 }
 
-/* The chunks a heap's returned spans may hold: its cache's bound, within the word's low bits */
-static uintptr_t medium_returned_room(size_t bound) {
-  uintptr_t room = bound >> ld_sb_shift, mask = ld_sb_size - 1;
-  return room < mask ? room : mask;
+/* The chunks a heap's returned spans may hold: its cache's bound (a span is at most 2 MiB, so
+ * no sum of LD_MEDIUM_RETURN_SLOTS of them nears the low half's wrap) */
+static uint32_t medium_returned_room(size_t bound) {
+  size_t room = bound >> ld_sb_shift;
+  return room < UINT16_MAX ? (uint32_t)room : UINT16_MAX;
 }
 
-/* Pushes the spans first..last (linked by next; `chunks` in all) onto heap's stack of returned
- * spans, unless it would then hold more than `most` chunks: false, last->next NULL again. */
-static bool medium_returned_push(heap_t *heap, sb_t *first, sb_t *last, uintptr_t chunks, uintptr_t most) {
-  uintptr_t mask = ld_sb_size - 1;
-  uintptr_t old = atomic_load_explicit(&heap->medium_returned, memory_order_relaxed), next;
-  do {
-    if ((old & mask) + chunks > most) {
-      last->next = NULL; /* (a failed CAS may have linked it into the stack) */
-      return false;
+#define MEDIUM_RETURN_MASK (LD_MEDIUM_RETURN_SLOTS - 1u)
+static inline uint32_t ring_position(uint64_t word) { return (uint32_t)(word >> 32); }
+static inline uint32_t ring_chunks(uint64_t word) { return (uint32_t)word; }
+
+/* Pushes span (`chunks` chunks, its old pages reaching `reach`) onto heap's ring of returned
+ * spans, unless the ring is full or would then hold more than `most` chunks: false. One CAS
+ * claims the slot; a release store of its seq publishes it (the span's retirement, by this
+ * thread, goes with it). The reader's word is read again only when the one self saw last (any
+ * older value makes the ring look fuller, never emptier) says there is no room, as the inbox's
+ * writers do: read at every push, it was a line from the owner's core each time. self: the
+ * pushing thread's heap, or NULL. */
+static bool medium_returned_push(heap_t *heap, sb_t *span, uint32_t chunks, uint32_t reach, uint32_t most, heap_t *self) {
+  bool seen = self && self->medium_seen_owner == heap;
+  /* (taken before pushed, with acquire: the pushes a reader has taken are then seen in
+   * `pushed`, which is never behind it) */
+  uint64_t taken = seen ? self->medium_seen_taken : atomic_load_explicit(&heap->medium_returned_taken, memory_order_acquire);
+  uint64_t pushed = atomic_load_explicit(&heap->medium_returned, memory_order_relaxed);
+  for (;;) {
+    if (ring_position(pushed) - ring_position(taken) >= LD_MEDIUM_RETURN_SLOTS ||
+        ring_chunks(pushed) - ring_chunks(taken) + chunks > most) {
+      if (!seen) return false;
+      seen = false; /* once more with the reader's word as it is */
+      taken = atomic_load_explicit(&heap->medium_returned_taken, memory_order_acquire);
+      pushed = atomic_load_explicit(&heap->medium_returned, memory_order_relaxed);
+      continue;
     }
-    last->next = (sb_t *)(old & ~mask);
-    next = (uintptr_t)first | ((old & mask) + chunks);
-  } while (!atomic_compare_exchange_weak_explicit(&heap->medium_returned, &old, next, memory_order_release,
-                                                  memory_order_relaxed));
-  /* an owner that never calls again leaves them to the purge */
-  if (!old && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX) ld_due_note(ld_os_now_coarse_ns());
+    uint64_t next = ((uint64_t)(ring_position(pushed) + 1) << 32) | (uint32_t)(ring_chunks(pushed) + chunks);
+    if (atomic_compare_exchange_weak_explicit(&heap->medium_returned, &pushed, next, memory_order_relaxed, memory_order_relaxed))
+      break;
+  }
+  if (self && !seen) self->medium_seen_owner = heap, self->medium_seen_taken = taken;
+  uint32_t position = ring_position(pushed);
+  ld_medium_slot_t *slot = &heap->medium_returned_slots[position & MEDIUM_RETURN_MASK];
+  slot->span_chunks = (uintptr_t)span | chunks;
+  slot->reach = reach;
+  atomic_store_explicit(&slot->seq, position + 1, memory_order_release);
+  /* an owner that never calls again leaves them to the purge (the ring looked empty: it may
+   * have been, with the reader's word as seen) */
+  if (ring_chunks(pushed) == ring_chunks(taken) && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX)
+    ld_due_note(ld_os_now_coarse_ns());
   return true;
 }
 
-/* Pushes span (retired, not on the list of tails) onto its owner's stack of returned spans;
- * false if the stack holds its bound already. The bound is the stack's own, not shared with the
- * owner's cache: a producer's cache full of spans of other sizes then closed its stack, and its
- * consumer kept the spans, pushed them out to the segments and contended for the segment lock
- * with the producer (remote-free-medium, one pair: 254 -> 183 CPU ns a block). */
-static bool medium_return(heap_t *owner, sb_t *span) {
-  uintptr_t room =
+/* Pushes span (retired, not on the list of tails, its old pages reaching `reach`) onto its
+ * owner's ring of returned spans; false if the ring holds its bound already. The bound is the
+ * ring's own, not shared with the owner's cache: a producer's cache full of spans of other sizes
+ * then closed it, and its consumer kept the spans, pushed them out to the segments and
+ * contended for the segment lock with the producer (remote-free-medium, one pair: 254 -> 183
+ * CPU ns a block). */
+static bool medium_return(heap_t *owner, sb_t *span, size_t reach, heap_t *self) {
+  uint32_t room =
       medium_returned_room(LD_MEDIUM_CACHE_BYTES() + atomic_load_explicit(&owner->medium_returned_extra, memory_order_relaxed));
-  return medium_returned_push(owner, span, span, span->map_bytes >> ld_sb_shift, room);
+  return medium_returned_push(owner, span, (uint32_t)(span->map_bytes >> ld_sb_shift), (uint32_t)reach, room,
+                              self == &ld_heap_empty ? NULL : self);
 }
 
-/* The returned spans, taken whole (any thread: the owner, or the purge), as a list by next. */
-static sb_t *medium_returned_take(heap_t *heap) {
-  if (!atomic_load_explicit(&heap->medium_returned, memory_order_relaxed)) return NULL;
-  uintptr_t top = atomic_exchange_explicit(&heap->medium_returned, 0, memory_order_acquire);
-  return (sb_t *)(top & ~(uintptr_t)(ld_sb_size - 1));
+/* Whether heap's ring holds spans, published or not (any thread). */
+static bool medium_returned_holds(const heap_t *heap) {
+  heap_t *h = (heap_t *)heap;
+  return ring_position(atomic_load_explicit(&h->medium_returned, memory_order_relaxed)) !=
+         ring_position(atomic_load_explicit(&h->medium_returned_taken, memory_order_relaxed));
 }
 
-static void medium_release_list(sb_t *span) {
-  while (span) {
-    sb_t *next = span->next;
-    ld_medium_release(span);
-    span = next;
+/* Whether heap's ring has a span published at its reader's position (any thread; the owner's
+ * poll reads the slot, a line the freers write only as they publish). */
+static inline bool medium_returned_waiting(const heap_t *heap) {
+  heap_t *h = (heap_t *)heap;
+  uint32_t position = ring_position(atomic_load_explicit(&h->medium_returned_taken, memory_order_relaxed));
+  return atomic_load_explicit(&h->medium_returned_slots[position & MEDIUM_RETURN_MASK].seq, memory_order_relaxed) ==
+         position + 1;
+}
+
+/* The returned spans published in order from the reader's position, into out[] (at most
+ * LD_MEDIUM_RETURN_SLOTS); returns how many. Any thread (the owner, the purge, a validation):
+ * readers claim what they read with one CAS, and one that loses it to another takes nothing.
+ * No span's header is read. */
+static unsigned medium_returned_take(heap_t *heap, ld_medium_kept_t *out) {
+  if (!medium_returned_waiting(heap)) return 0;
+  uint64_t taken = atomic_load_explicit(&heap->medium_returned_taken, memory_order_acquire);
+  uint32_t position = ring_position(taken), chunks = 0, read = 0;
+  unsigned n = 0;
+  /* (a slot is not written again before the reader's position passes it: what is read here
+   * stays until the CAS below, which fails if another reader took it meanwhile) */
+  for (; read < LD_MEDIUM_RETURN_SLOTS; read++, position++) {
+    ld_medium_slot_t *slot = &heap->medium_returned_slots[position & MEDIUM_RETURN_MASK];
+    if (atomic_load_explicit(&slot->seq, memory_order_acquire) != position + 1) break;
+    uintptr_t span_chunks = slot->span_chunks, low = ld_sb_size - 1;
+    if (!span_chunks) continue; /* (a fork's) */
+    out[n++] = (ld_medium_kept_t){(sb_t *)(span_chunks & ~low), (uint32_t)((span_chunks & low) << ld_sb_shift), slot->reach};
+    chunks += (uint32_t)(span_chunks & low);
   }
+  if (!read) return 0;
+  uint64_t next = ((uint64_t)position << 32) | (uint32_t)(ring_chunks(taken) + chunks);
+  if (!atomic_compare_exchange_strong_explicit(&heap->medium_returned_taken, &taken, next, memory_order_acq_rel,
+                                               memory_order_relaxed))
+    return 0;
+  return n;
+}
+
+static void medium_release_kept(const ld_medium_kept_t *spans, unsigned n) {
+  for (unsigned i = 0; i < n; i++) ld_medium_release(spans[i].span);
+}
+
+void ld_cache_medium_after_fork(heap_t *heap) {
+  uint64_t taken = atomic_load_explicit(&heap->medium_returned_taken, memory_order_relaxed);
+  uint64_t pushed = atomic_load_explicit(&heap->medium_returned, memory_order_relaxed);
+  uint32_t chunks = 0;
+  for (uint32_t position = ring_position(taken); position != ring_position(pushed); position++) {
+    ld_medium_slot_t *slot = &heap->medium_returned_slots[position & MEDIUM_RETURN_MASK];
+    if (atomic_load_explicit(&slot->seq, memory_order_relaxed) == position + 1) {
+      chunks += (uint32_t)(slot->span_chunks & (ld_sb_size - 1));
+      continue;
+    }
+    /* claimed by a thread the child does not have, which had retired its span: the span stays
+     * out of use in the child (as one that thread held between its retirement and its push) */
+    slot->span_chunks = 0;
+    atomic_store_explicit(&slot->seq, position + 1, memory_order_relaxed);
+  }
+  /* the chunks of the unwritten slots leave the count */
+  atomic_store_explicit(&heap->medium_returned, ((uint64_t)ring_position(pushed) << 32) | (uint32_t)(ring_chunks(taken) + chunks),
+                        memory_order_relaxed);
 }
 
 /* Whether the cache can keep a span of `bytes` more (its count and its bound), and the keeping
@@ -1132,35 +1215,36 @@ static void medium_release_list(sb_t *span) {
 static inline bool medium_cache_has_room(const heap_t *heap, size_t bytes, size_t bound) {
   return heap->medium_cached < LD_MEDIUM_CACHE_SPANS && (size_t)heap->medium_cached_bytes + bytes <= bound;
 }
-static inline void medium_cache_push(heap_t *heap, sb_t *span, size_t reach) {
+static inline void medium_cache_push(heap_t *heap, const ld_medium_kept_t *k) {
   unsigned n = heap->medium_cached;
-  heap->medium_cache[n] = (ld_medium_kept_t){span, (uint32_t)span->map_bytes, (uint32_t)reach};
+  heap->medium_cache[n] = *k;
   LD_OWNER_SET(heap->medium_cached, n + 1);
-  LD_OWNER_SET(heap->medium_cached_bytes, heap->medium_cached_bytes + (int64_t)span->map_bytes);
+  LD_OWNER_SET(heap->medium_cached_bytes, heap->medium_cached_bytes + (int64_t)k->bytes);
 }
-/* Keeps span (retired, reaching `reach`) in the cache, the oldest pushed out into old[] (at
- * most LD_MEDIUM_CACHE_SPANS) to make room; returns how many. In the cache. */
-static inline __attribute__((always_inline)) unsigned medium_cache_keep_locked(heap_t *heap, sb_t *span, size_t reach,
-                                                                              size_t bound, sb_t **old) {
+/* Keeps span k (retired) in the cache, the oldest pushed out into old[] (at most
+ * LD_MEDIUM_CACHE_SPANS) to make room, each remembered as a ghost; returns how many. In the
+ * cache. */
+static inline __attribute__((always_inline)) unsigned medium_cache_keep_kept(heap_t *heap, const ld_medium_kept_t *k,
+                                                                            size_t bound, sb_t **old) {
   unsigned n_old = 0;
-  while (!medium_cache_has_room(heap, span->map_bytes, bound)) old[n_old++] = medium_cache_remove(heap, 0);
-  medium_cache_push(heap, span, reach);
-  for (unsigned i = 0; i < n_old; i++) {
-    uint8_t *ghost = &heap->medium_ghosts[medium_ghost_slot(old[i]->map_bytes)];
+  while (!medium_cache_has_room(heap, k->bytes, bound)) {
+    uint8_t *ghost = &heap->medium_ghosts[medium_ghost_slot(heap->medium_cache[0].bytes)];
     if (*ghost < UINT8_MAX) {
       (*ghost)++;
       heap->medium_ghost_count++;
     }
+    old[n_old++] = medium_cache_remove(heap, 0);
   }
+  medium_cache_push(heap, k);
   return n_old;
 }
 
-/* medium_cache_keep_locked's case of a full cache, and the owner's leaving it: out of line, so
+/* medium_cache_keep_kept's case of a full cache, and the owner's leaving it: out of line, so
  * that the array of spans pushed out is not in every medium free's frame (216 bytes and six
  * registers saved). */
-static LD_NOINLINE void medium_cache_keep_full_and_leave(heap_t *heap, sb_t *span, size_t reach, size_t bound) {
+static LD_NOINLINE void medium_cache_keep_full_and_leave(heap_t *heap, const ld_medium_kept_t *k, size_t bound) {
   sb_t *old[LD_MEDIUM_CACHE_SPANS];
-  unsigned n_old = medium_cache_keep_locked(heap, span, reach, bound, old);
+  unsigned n_old = medium_cache_keep_kept(heap, k, bound, old);
   remote_leave(heap);
   for (unsigned i = 0; i < n_old; i++) ld_medium_release(old[i]); /* out of the cache */
 }
@@ -1178,30 +1262,35 @@ static void medium_cache_note_first(bool first) {
 
 /* The spans other threads returned, into the cache (owner only). */
 static void medium_cache_take_returned(heap_t *heap) {
-  sb_t *span = medium_returned_take(heap), *out = NULL;
-  if (!span) return;
+  ld_medium_kept_t returned[LD_MEDIUM_RETURN_SLOTS];
+  unsigned n = medium_returned_take(heap, returned), n_out = 0;
+  if (!n) return;
   size_t bound = medium_cache_bound(heap);
+  sb_t *out = NULL; /* (spans pushed out, linked through their headers: this thread's now) */
   remote_enter(heap);
   bool first = heap->medium_cached == 0;
-  while (span) {
-    sb_t *next = span->next;
-    /* (its freer cleared its mark, and gave it to its segment had it been listed) */
-    size_t reach = ld_segment_kept_reach(span, true, false, NULL);
-    if (reach && span->map_bytes <= LD_MEDIUM_CACHE_BYTES() / 2) {
+  for (unsigned r = 0; r < n; r++) {
+    /* (its freer read its reach and cleared its mark, and gave it to its segment had it been
+     * listed) */
+    const ld_medium_kept_t *k = &returned[r];
+    if (k->reach && k->bytes <= LD_MEDIUM_CACHE_BYTES() / 2) {
       sb_t *old[LD_MEDIUM_CACHE_SPANS];
-      for (unsigned i = medium_cache_keep_locked(heap, span, reach, bound, old); i-- > 0;) {
+      for (unsigned i = medium_cache_keep_kept(heap, k, bound, old); i-- > 0;) {
         old[i]->next = out;
         out = old[i];
       }
-    } else { /* the bound changed (or listed, which its freer rules out) */
-      span->next = out;
-      out = span;
+    } else { /* the bound changed */
+      returned[n_out++] = *k;
     }
-    span = next;
   }
   first = first && heap->medium_cached;
   remote_leave(heap);
-  medium_release_list(out); /* out of the cache */
+  medium_release_kept(returned, n_out); /* out of the cache */
+  while (out) {
+    sb_t *next = out->next;
+    ld_medium_release(out);
+    out = next;
+  }
   medium_cache_note_first(first);
 }
 
@@ -1211,7 +1300,7 @@ static inline __attribute__((always_inline)) void *medium_cache_take_fit(heap_t 
   bool late = false;
   int i = medium_cache_choose(heap, touch, &late);
   if (i < 0) return NULL;
-  uint32_t reach = heap->medium_cache[i].reach;
+  uint32_t reach = heap->medium_cache[i].reach, bytes = heap->medium_cache[i].bytes;
   /* the bytes the hits fault, on average over each MEDIUM_HITS_WINDOW */
   if (touch > reach) heap->medium_faulted += (uint32_t)touch - reach;
   if (++heap->medium_hits % MEDIUM_HITS_WINDOW == 0) {
@@ -1219,7 +1308,7 @@ static inline __attribute__((always_inline)) void *medium_cache_take_fit(heap_t 
     heap->medium_faulted = 0;
   }
   sb_t *span = medium_cache_remove(heap, (unsigned)i);
-  void *p = ld_medium_reuse(span, reach, touch, heap);
+  void *p = ld_medium_reuse(span, bytes, reach, touch, heap);
   if (LD_UNLIKELY(late)) medium_late_note(heap, span);
   heap->medium_cache_used = true;
   LD_STAT_INC(heap, medium_cache_hits); /* (heap: a thread's own, which alone keeps spans) */
@@ -1244,18 +1333,18 @@ void *ld_cache_medium_alloc(heap_t *heap, size_t size) {
   if (size > ld_medium_max) return NULL;
   void *p = medium_cache_alloc_kept(heap, size);
   if (p) return p;
-  /* (the stack's line is not read by a thread whose own frees serve it) */
-  if (atomic_load_explicit(&heap->medium_returned, memory_order_relaxed) && (p = medium_cache_alloc_returned(heap, size)))
+  /* (the ring is not read by a thread whose own frees serve it) */
+  if (medium_returned_waiting(heap) && (p = medium_cache_alloc_returned(heap, size)))
     return p;
   if (heap != &ld_heap_empty) medium_cache_missed(heap, size); /* (the segments serve it) */
   return NULL;
 }
 
 /* A retired span (not on the list of tails) that another thread allocated, or that a thread
- * without a heap frees: onto its owner's stack, or back to its segment when this thread has
+ * without a heap frees: onto its owner's ring, or back to its segment when this thread has
  * no cache; false: the caller keeps it in this thread's cache. */
-static LD_NOINLINE bool medium_free_other(heap_t *heap, sb_t *span, heap_t *owner) {
-  if (owner != NULL && owner != &ld_heap_empty && medium_return(owner, span)) return true;
+static LD_NOINLINE bool medium_free_other(heap_t *heap, sb_t *span, heap_t *owner, size_t reach) {
+  if (owner != NULL && owner != &ld_heap_empty && medium_return(owner, span, reach, heap)) return true;
   if (heap != &ld_heap_empty) return false;
   ld_medium_release(span);
   return true;
@@ -1279,7 +1368,7 @@ bool ld_cache_medium_free(heap_t *heap, sb_t *span) {
       ld_medium_release(span);
       return true;
     }
-    if (medium_free_other(heap, span, owner)) return true;
+    if (medium_free_other(heap, span, owner, reach)) return true;
   }
   remote_enter(heap);
   /* the owner clears the late mark itself, in its cache: no purge lists the span meanwhile */
@@ -1299,12 +1388,13 @@ bool ld_cache_medium_free(heap_t *heap, sb_t *span) {
     /* its entry in the list of late tails, emptied (a slot moved since is left for the listing) */
     if (LD_UNLIKELY(slot < heap->medium_late_count) && heap->medium_late[slot] == span) heap->medium_late[slot] = NULL;
   }
-  if (LD_UNLIKELY(!medium_cache_has_room(heap, span->map_bytes, bound))) {
-    medium_cache_keep_full_and_leave(heap, span, reach, bound); /* (not empty: no deadline to note) */
+  ld_medium_kept_t kept = {span, (uint32_t)span->map_bytes, (uint32_t)reach};
+  if (LD_UNLIKELY(!medium_cache_has_room(heap, kept.bytes, bound))) {
+    medium_cache_keep_full_and_leave(heap, &kept, bound); /* (not empty: no deadline to note) */
     return true;
   }
   bool first = heap->medium_cached == 0;
-  medium_cache_push(heap, span, reach);
+  medium_cache_push(heap, &kept);
   remote_leave(heap);
   medium_cache_note_first(first);
   return true;
@@ -1349,7 +1439,7 @@ static void medium_cache_drain(heap_t *heap) {
  * busy mark clear: the spans are the purge's to take) or sees the mark as it enters and waits.
  * Without membarrier the kept spans wait for their owner's trim or exit. */
 int ld_cache_medium_drain_idle(heap_t *heap) {
-  ld_cache_medium_drain_returned(heap); /* (the stack is anyone's to take) */
+  ld_cache_medium_drain_returned(heap); /* (the ring is anyone's to take) */
   if (!medium_cache_holds_any(heap)) return 0;
   sb_t *spans[LD_MEDIUM_CACHE_SPANS];
   unsigned n = 0;
@@ -1363,7 +1453,10 @@ int ld_cache_medium_drain_idle(heap_t *heap) {
   return n ? 1 : out == 0 ? -1 : 0;
 }
 
-void ld_cache_medium_drain_returned(heap_t *heap) { medium_release_list(medium_returned_take(heap)); }
+void ld_cache_medium_drain_returned(heap_t *heap) {
+  ld_medium_kept_t returned[LD_MEDIUM_RETURN_SLOTS];
+  medium_release_kept(returned, medium_returned_take(heap, returned));
+}
 
 /* Each kept span: a medium span freed (kind FREED) of whole chunks within the bound, the
  * count and bytes their sums. */
@@ -1395,34 +1488,46 @@ static void medium_cache_validate(heap_t *heap, int *violations) {
     (*violations)++;
   }
   remote_leave(heap);
-  /* The returned spans: taken whole (freers meanwhile push onto an empty stack), each checked,
-   * their chunks against the count the word carried, then pushed back whole. */
-  uintptr_t mask = ld_sb_size - 1;
-  uintptr_t top = atomic_exchange_explicit(&heap->medium_returned, 0, memory_order_acquire);
-  sb_t *first = (sb_t *)(top & ~mask), *last = NULL;
-  uintptr_t chunks = 0, spans = 0;
-  int bad = 0;
-  for (sb_t *span = first; span && spans <= mask; span = span->next, spans++) {
+  /* The returned spans: taken (freers meanwhile push behind them), each checked, then pushed
+   * back (those the ring has no room for meanwhile go to their segments). The count of chunks
+   * is checked while no freer has a slot claimed and unwritten. */
+  uint64_t pushed = atomic_load_explicit(&heap->medium_returned, memory_order_acquire);
+  uint64_t taken = atomic_load_explicit(&heap->medium_returned_taken, memory_order_acquire);
+  if (ring_position(pushed) - ring_position(taken) > LD_MEDIUM_RETURN_SLOTS) {
+    ld_message("larder: validate: heap %p: %u returned medium spans, bound %u\n", (void *)heap,
+               ring_position(pushed) - ring_position(taken), LD_MEDIUM_RETURN_SLOTS);
+    (*violations)++;
+    return;
+  }
+  ld_medium_kept_t returned[LD_MEDIUM_RETURN_SLOTS];
+  unsigned n = medium_returned_take(heap, returned);
+  uint32_t chunks = 0;
+  for (unsigned i = 0; i < n; i++) {
+    const ld_medium_kept_t *k = &returned[i];
+    const sb_t *span = k->span;
     if (span->magic != LD_SB_MAGIC || span->kind != LD_KIND_FREED || span->size_class != LD_CLASS_LARGE ||
-        span->map_bytes == 0 || span->map_bytes % ld_sb_size || span->map_bytes > ld_medium_max ||
-        atomic_load_explicit(&span->owner, memory_order_relaxed) != heap) {
-      ld_message("larder: validate: heap %p: returned medium span %p is not a freed span of its own (kind %u, %zu bytes)\n",
-                 (void *)heap, (const void *)span, span->kind, span->map_bytes);
-      bad++;
-      break; /* (its link is not to be trusted) */
+        span->map_bytes != k->bytes || span->map_bytes == 0 || span->map_bytes % ld_sb_size || span->map_bytes > ld_medium_max ||
+        k->reach == 0 || k->reach > k->bytes || atomic_load_explicit(&span->owner, memory_order_relaxed) != heap) {
+      ld_message("larder: validate: heap %p: returned medium span %p is not a freed span of its own (kind %u, %zu bytes, "
+                 "returned as %u bytes reaching %u)\n",
+                 (void *)heap, (const void *)span, span->kind, span->map_bytes, k->bytes, k->reach);
+      (*violations)++;
     }
-    chunks += span->map_bytes / ld_sb_size;
-    last = span;
+    chunks += k->bytes >> ld_sb_shift;
   }
-  if (chunks != (top & mask)) {
-    ld_message("larder: validate: heap %p: returned medium spans hold %zu chunks, counted %zu\n", (void *)heap, (size_t)chunks,
-               (size_t)(top & mask));
-    bad++;
+  /* (no push, take or claim between the two reads and the take: the ring held just these) */
+  uint64_t pushed_after = atomic_load_explicit(&heap->medium_returned, memory_order_acquire);
+  if (pushed_after == pushed && ring_position(pushed) - ring_position(taken) == n &&
+      ring_chunks(pushed) - ring_chunks(taken) != chunks) {
+    ld_message("larder: validate: heap %p: returned medium spans hold %u chunks, counted %u\n", (void *)heap, chunks,
+               ring_chunks(pushed) - ring_chunks(taken));
+    (*violations)++;
   }
-  *violations += bad;
-  if (!first || bad) return; /* (a broken list is not pushed back, nor followed further) */
-  /* (freers that filled the stack meanwhile leave no room in its count: these go back) */
-  if (!medium_returned_push(heap, first, last, chunks, mask)) medium_release_list(first);
+  for (unsigned i = 0; i < n; i++) {
+    uint32_t room = medium_returned_room(medium_cache_bound(heap));
+    if (!medium_returned_push(heap, returned[i].span, returned[i].bytes >> ld_sb_shift, returned[i].reach, room, NULL))
+      ld_medium_release(returned[i].span);
+  }
 }
 
 /* ---- the bins of a thread that stopped calling ----

@@ -736,6 +736,18 @@ typedef struct ld_medium_kept_s {
   uint32_t bytes;  /* its chunks' */
   uint32_t reach;  /* how far its resident pages may reach (ld_segment_kept_reach) */
 } ld_medium_kept_t;
+/* A slot of a heap's ring of returned medium spans (heap_t, medium_returned): what the owner's
+ * cache keeps of the span, written by its freer, so that taking it reads neither the span's
+ * header nor its chunk, lines the freer's core holds (a stack linked through the headers made
+ * the owner's take a chain of such loads: remote-free of 16-256 KiB blocks spent a fifth of its
+ * CPU there). */
+#define LD_MEDIUM_RETURN_SLOTS 64
+typedef struct ld_medium_slot_s {
+  uintptr_t span_chunks;   /* the span (S-aligned) | its chunks; 0: a slot a fork left claimed and unwritten */
+  uint32_t reach;          /* as ld_medium_kept_t's, read by the freer */
+  _Atomic(uint32_t) seq;   /* (uint32_t)(position + 1) once written */
+} ld_medium_slot_t;
+_Static_assert(sizeof(ld_medium_slot_t) == 16, "four slots to a cache line");
 
 typedef struct heap_s {
   /* ---- the front end: owner only, no lock (alloc.c's fast paths, cache.c) ---- */
@@ -806,6 +818,9 @@ typedef struct heap_s {
   uint16_t ring_id;
   struct heap_s *inbox_seen_owner;     /* the heap whose inbox this thread last wrote to, */
   uint32_t inbox_seen_head;            /* and its inbox_head as read then (superblock.c) */
+  struct heap_s *medium_seen_owner;    /* the heap whose ring of returned medium spans this */
+  uint64_t medium_seen_taken;          /* thread last pushed to, and its reader's word then
+                                          (cache.c, medium_returned_push) */
   /* Small batches wait in outboxes, one per owner (heap_t, outboxes), and are sent together:
    * one CAS claims their inbox slots (cache.c, outbox_send). Bit i: outboxes[i] holds some.
    * Part of the remote buffer, under its protocol. */
@@ -880,15 +895,21 @@ typedef struct heap_s {
   /* The next message to take, written by the reader (under `lock`) and read by writers once a
    * ring of messages at most: a line of its own. */
   _Alignas(LD_CACHE_LINE) _Atomic(uint32_t) inbox_head;
-  /* Medium spans this thread allocated and another freed (cache.c, "medium spans"): a stack
-   * linked through the spans' headers (next), the chunks it holds in the word's low bits (a
-   * span is S-aligned, S above any count it may hold). Pushed with a CAS by the freers, taken
-   * whole with an exchange by the owner's next medium malloc, or by the purge for a thread that
-   * stopped calling or exited. A line of its own: the freers write it. */
-  _Alignas(LD_CACHE_LINE) _Atomic(uintptr_t) medium_returned;
-  /* medium_extra, copied here by the owner (or the purge) as it changes: the stack's bound is
+  /* Medium spans this thread allocated and another freed (cache.c, "medium spans"): a bounded
+   * ring (medium_returned_slots) that freers write and readers take: the owner's next medium
+   * malloc, or the purge for a thread that stopped calling or exited. A freer claims
+   * a slot with one CAS on this word (the position, high half, and the chunks pushed, low half,
+   * both counting up and wrapping) and publishes it with a release store of its seq; a reader
+   * claims the slots it read with one CAS on medium_returned_taken (position and chunks taken).
+   * A line of its own: the freers write it. */
+  _Alignas(LD_CACHE_LINE) _Atomic(uint64_t) medium_returned;
+  /* medium_extra, copied here by the owner (or the purge) as it changes: the ring's bound is
    * the cache's, read by the freers on the line they write anyway */
   _Atomic(size_t) medium_returned_extra;
+  /* The ring's reader side: the next position to take (high half) and the chunks taken (low
+   * half), written by a reader's CAS, read by the freers for the room left. */
+  _Alignas(LD_CACHE_LINE) _Atomic(uint64_t) medium_returned_taken;
+  _Alignas(LD_CACHE_LINE) ld_medium_slot_t medium_returned_slots[LD_MEDIUM_RETURN_SLOTS];
   /* Guards the heap proper: taken by the owner in its slow paths (uncontended), and with
    * trylock by another thread that tidies an idle heap. */
   _Alignas(LD_CACHE_LINE) ld_lock_t lock;
@@ -931,7 +952,11 @@ static inline ld_bin_t *ld_heap_owned_bin(const heap_t *heap, uintptr_t owned_cl
 }
 /* Bytes of the medium spans other threads returned to heap, waiting for it (any thread). */
 static inline size_t ld_heap_medium_returned_bytes(const heap_t *heap) {
-  return (atomic_load_explicit(&((heap_t *)heap)->medium_returned, memory_order_relaxed) & (ld_sb_size - 1)) * ld_sb_size;
+  heap_t *h = (heap_t *)heap;
+  uint32_t taken = (uint32_t)atomic_load_explicit(&h->medium_returned_taken, memory_order_acquire);
+  uint32_t pushed = (uint32_t)atomic_load_explicit(&h->medium_returned, memory_order_relaxed);
+  int32_t chunks = (int32_t)(pushed - taken); /* (read apart: may be a little off, never below 0) */
+  return chunks > 0 ? (size_t)chunks * ld_sb_size : 0;
 }
 extern heap_t ld_heap_empty;          /* every thread starts here: no blocks, owns nothing */
 extern sb_t ld_sb_none;               /* the current superblock of a class that has none */
@@ -1157,6 +1182,7 @@ void   *ld_cache_medium_alloc(heap_t *heap, size_t size);
 bool    ld_cache_medium_free(heap_t *heap, sb_t *span);
 int     ld_cache_medium_drain_idle(heap_t *heap);
 void    ld_cache_medium_drain_returned(heap_t *heap);
+void    ld_cache_medium_after_fork(heap_t *heap); /* slots claimed by threads the child lacks */
 size_t  ld_cache_medium_extra(void); /* the heaps' medium_extra, summed (statistics) */
 void    ld_cache_init_bins(heap_t *heap);
 int64_t ld_cache_bytes(const heap_t *heap);   /* what a heap's bins hold, read from any thread */
@@ -1295,11 +1321,11 @@ void    ld_medium_release(sb_t *span);
  * chunks: that rounded up to S). */
 #define LD_MEDIUM_OFFSET ld_round_up(LD_SB_HEADER, LD_MIN_ALIGN)
 size_t  ld_medium_touch(size_t size);
-/* A retired span, resident up to `reach` bytes, handed out again for a malloc that touches
- * `touch` bytes of it (ld_medium_touch), whose chunks it fits (the caller checked; old pages
+/* A retired span of `bytes` bytes of chunks, resident up to `reach` bytes, handed out again
+ * for a malloc that touches `touch` bytes of it (ld_medium_touch), whose chunks it fits (the caller checked; old pages
  * past half as far again are the caller's to mark, cache.c), its owner `owner`, the calling
  * thread's heap. Its bytes may all hold old data. */
-void   *ld_medium_reuse(sb_t *span, size_t reach, size_t touch, heap_t *owner);
+void   *ld_medium_reuse(sb_t *span, size_t bytes, size_t reach, size_t touch, heap_t *owner);
 /* Medium spans counted by threads without a heap (the others count in their heap_t): chunks'
  * bytes and usable bytes. */
 void    ld_medium_unowned(int64_t *bytes, int64_t *usable);

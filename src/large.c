@@ -274,16 +274,23 @@ void ld_medium_release(sb_t *span) {
 
 size_t ld_medium_touch(size_t size) { return ld_round_up(LD_MEDIUM_OFFSET + size, ld_os_page_size()); }
 
-void *ld_medium_reuse(sb_t *span, size_t reach, size_t touch, heap_t *owner) {
+void *ld_medium_reuse(sb_t *span, size_t bytes, size_t reach, size_t touch, heap_t *owner) {
   size_t offset = LD_MEDIUM_OFFSET;
   if (touch > reach) ld_segment_retouch(span, touch);
-  span_init(span, (char *)span + offset, LD_KIND_MEDIUM, owner);
+  /* span_init's stores without its loads: the header's line may be in the core of the thread
+   * that freed the span (a span another thread returned), and a store waits for nothing */
+  span->magic = LD_SB_MAGIC;
+  span->kind = LD_KIND_MEDIUM;
+  span->data = (char *)span + offset;
   span->usable = touch - offset; /* as medium_alloc's */
+  span->size_class = LD_CLASS_LARGE;
+  span->purged = 0;
+  atomic_store_explicit(&span->owner, owner, memory_order_relaxed);
   /* (the owner is the calling thread's heap: medium_count's, without its look-up) */
-  LD_OWNER_ADD(owner->medium_bytes, (int64_t)span->map_bytes);
-  LD_OWNER_ADD(owner->medium_usable, (int64_t)span->usable);
+  LD_OWNER_ADD(owner->medium_bytes, (int64_t)bytes);
+  LD_OWNER_ADD(owner->medium_usable, (int64_t)(touch - offset));
   LD_STAT_INC(owner, medium_allocs);
-  return span->data;
+  return (char *)span + offset;
 }
 
 void ld_large_free(sb_t *span) {

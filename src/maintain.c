@@ -661,6 +661,7 @@ static void fork_child(void) {
   ld_inbox_after_fork(&ld_global_heap); /* (the heaps': ld_heaps_unlock_all) */
   ld_large_unlock(true);
   ld_heaps_unlock_all(true);
+  for (heap_t *h = ld_heaps_first(); h; h = h->next_heap) ld_cache_medium_after_fork(h);
   pthread_mutex_init(&thread_lock, NULL);
   pthread_mutex_init(&fork_lock, NULL);
   ld_os_cond_init(&thread_wake);

@@ -9,6 +9,9 @@
  *      in main's own cache; the owner's 8 mallocs take exactly its 4, main's 4 take main's;
  *      and with the owner's cache full of 4 spans it freed itself, main's frees of its other 4
  *      still go to it (the stack's bound is its own): its next 8 mallocs are 8 hits;
+ *   2c. the ring's count: with medium_cache_kb=65536 (the bound in chunks no limit here), main
+ *      frees 70 of the owner's spans: 64 go to its ring (its slots), 6 stay in main's cache;
+ *      the owner's 70 mallocs take the 64, main's 6 take its 6;
  *   3. an owner that exited: main's frees of its spans wait on its parked heap's stack, and a
  *      trim gives them back (medium_bytes_cached as at the start);
  *   4. an owner that makes no call at all: the purge thread alone gives them back, within 40
@@ -18,20 +21,26 @@
  *      ran 9-42% on a loaded machine) to a consumer that checks and frees them: no stamp lost,
  *      validation passes, at least a tenth of the producer's medium mallocs are hits (about 75%
  *      here; none before: the consumer kept every span), and after both exit and a trim
- *      nothing medium is in use or kept.
+ *      nothing medium is in use or kept;
+ *   6. part 5 again with the producer forking every 50 blocks while the consumer returns its
+ *      spans (a fork may catch a push between its claim of a slot and its write: the child
+ *      marks such a slot empty, cache.c ld_cache_medium_after_fork; the window is a few
+ *      instructions, so most runs never hit it): each child validates, takes and frees 40
+ *      medium blocks, validates again and trims; every child exits 0.
  * The registration sets LARDER_PURGE_THREAD=1 (this process maps less than the default
  * threshold) and LARDER_PURGE_DELAY_MS=2000, so that no purge takes an owner's spans while
  * parts 1-3 look at them; part 4 sets 100 ms. Under another allocator: skipped.
  *
  * usage: alloc_medium_return */
 #include <pthread.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "alloc_util.h"
 
 #define KiB ((size_t)1 << 10)
-#define SPANS 8
+#define SPANS 72
 
 static alloc_api_t api;
 static size_t chunk;
@@ -105,6 +114,32 @@ static struct {
 } ring = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, {0}, 0, 0, 0};
 static int stamp_failures;
 static larder_stats_t producer_before, producer_after;
+static int fork_every, forks, fork_failures; /* part 6 */
+
+/* A child of the producer: its ring as the fork left it must check out and serve. */
+static void fork_check(void) {
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    alarm(20);
+    int bad = api.validate() != 0;
+    uint64_t rng = 0x51ed27u;
+    for (int i = 0; i < 40 && !bad; i++) {
+      size_t size = 16 * KiB + alloc_rng(&rng) % (240 * KiB + 1);
+      unsigned char *b = malloc(size);
+      if (!b) bad = 1;
+      else alloc_stamp_ends(b, size), bad |= !alloc_stamped_ends(b, size), free(b);
+    }
+    bad |= api.validate() != 0;
+    api.trim(0);
+    bad |= api.validate() != 0;
+    _exit(bad ? 1 : 0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  forks++;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fork_failures++;
+}
 
 static void *producer(void *arg) {
   (void)arg;
@@ -122,6 +157,7 @@ static void *producer(void *arg) {
     ring.tail++;
     pthread_cond_broadcast(&ring.changed);
     pthread_mutex_unlock(&ring.lock);
+    if (fork_every && n % fork_every == fork_every - 1) fork_check();
   }
   producer_after = stats(); /* (the consumer's frees hit nothing: it never mallocs medium) */
   pthread_mutex_lock(&ring.lock);
@@ -233,6 +269,31 @@ int main(void) {
             "the owner's 8 mallocs took %d of its 8 spans, %zu hits (its 4 kept and the 4 main returned)", same,
             taken.medium_cache_hits - returned.medium_cache_hits);
   owner_do(&o, DO_FREE, 8);
+  api.trim(0);
+
+  /* 2c: the ring's slots bound it where its chunks do not */
+  REQUIRE(api.option_set("medium_cache_kb", "65536") == 0);
+  owner_do(&o, DO_MALLOC, 70);
+  memcpy(first, o.block, sizeof first);
+  for (int i = 0; i < 70; i++) free(first[i]);
+  returned = stats();
+  CHECK(api.validate() == 0);
+  owner_do(&o, DO_MALLOC, 70);
+  taken = stats();
+  same = 0;
+  for (int i = 0; i < 70; i++) same += in_set(o.block[i], first, 70);
+  CHECK_MSG(same == 64 && taken.medium_cache_hits == returned.medium_cache_hits + 64,
+            "the owner's 70 mallocs took %d spans main freed, %zu hits; expected its ring's 64", same,
+            taken.medium_cache_hits - returned.medium_cache_hits);
+  void *kept_by_main[6];
+  same = 0;
+  for (int i = 0; i < 6; i++) {
+    REQUIRE((kept_by_main[i] = malloc(40 * KiB)) != NULL);
+    same += in_set(kept_by_main[i], first, 70) && !in_set(kept_by_main[i], o.block, 70);
+  }
+  CHECK_MSG(same == 6, "main's 6 mallocs took %d of the 6 spans the owner's full ring left it", same);
+  for (int i = 0; i < 6; i++) free(kept_by_main[i]);
+  owner_do(&o, DO_FREE, 70);
   REQUIRE(api.option_set("medium_cache_kb", "1024") == 0);
   api.trim(0);
 
@@ -285,5 +346,18 @@ int main(void) {
   CHECK_MSG(end.medium_bytes_in_use == start.medium_bytes_in_use && end.medium_bytes_cached == start.medium_bytes_cached,
             "medium in use %zu, kept %zu; at the start %zu, %zu", end.medium_bytes_in_use, end.medium_bytes_cached,
             start.medium_bytes_in_use, start.medium_bytes_cached);
+
+  /* 6: forks while the consumer returns the producer's spans */
+  fork_every = 50;
+  ring.head = ring.tail = 0;
+  ring.done = 0;
+  REQUIRE(pthread_create(&c, NULL, consumer, NULL) == 0);
+  REQUIRE(pthread_create(&p, NULL, producer, NULL) == 0);
+  REQUIRE(pthread_join(p, NULL) == 0);
+  REQUIRE(pthread_join(c, NULL) == 0);
+  printf("medium_return: %d forks while spans were returned, %d children failed\n", forks, fork_failures);
+  CHECK(forks == BLOCKS / 50 && fork_failures == 0);
+  CHECK(stamp_failures == 0);
+  CHECK(api.validate() == 0);
   return check_done();
 }
