@@ -1,14 +1,14 @@
 /* A medium span freed by another thread goes back to the thread that allocated it (cache.c,
- * "medium spans"), pushed onto its stack of returned spans without a lock, and that thread's
+ * "medium spans"), put in a slot of its ring of returned spans without a lock, and that thread's
  * next medium mallocs take it; the purge gives back what an idle or exited owner leaves there.
  * Checked (larder only):
  *   1. an owner thread mallocs 4 blocks of 40 KiB, the main thread frees them: they count in
- *      medium_bytes_cached (4 chunks), larder_validate() passes (its walk of the stack puts
+ *      medium_bytes_cached (4 chunks), larder_validate() passes (its check of the ring puts
  *      the spans back), and the owner's next 4 mallocs of 40 KiB are the same 4 blocks, 4 hits;
  *   2. with medium_cache_kb=256 (4 chunks), 8 spans freed by main: 4 go to the owner, 4 stay
  *      in main's own cache; the owner's 8 mallocs take exactly its 4, main's 4 take main's;
  *      and with the owner's cache full of 4 spans it freed itself, main's frees of its other 4
- *      still go to it (the stack's bound is its own): its next 8 mallocs are 8 hits;
+ *      still go to it (the ring's bound is its own): its next 8 mallocs are 8 hits;
  *   2c. the ring's count: with medium_cache_kb=65536 (the bound in chunks no limit here), main
  *      frees 70 of the owner's spans: 64 go to its ring (its slots), 6 stay in main's cache;
  *      the owner's 70 mallocs take the 64, main's 6 take its 6;
@@ -99,6 +99,14 @@ static int in_set(void *p, void *const *set, int n) {
   for (int i = 0; i < n; i++)
     if (set[i] == p) return 1;
   return 0;
+}
+
+/* The owner's next n mallocs: how many of them are among set[0..m). */
+static int owner_mallocs_from(owner_t *o, int n, void *const *set, int m) {
+  owner_do(o, DO_MALLOC, n);
+  int same = 0;
+  for (int i = 0; i < n; i++) same += in_set(o->block[i], set, m);
+  return same;
 }
 
 /* ---- 5: producer and consumer ---- */
@@ -214,10 +222,8 @@ int main(void) {
             returned.medium_bytes_cached, before.medium_bytes_cached);
   CHECK(api.validate() == 0);
   CHECK(stats().medium_bytes_cached == returned.medium_bytes_cached); /* the walk put them back */
-  owner_do(&o, DO_MALLOC, 4);
+  int same = owner_mallocs_from(&o, 4, first, 4);
   larder_stats_t taken = stats();
-  int same = 0;
-  for (int i = 0; i < 4; i++) same += in_set(o.block[i], first, 4);
   CHECK_MSG(same == 4, "the owner's 4 mallocs took %d of its 4 returned spans", same);
   CHECK_MSG(taken.medium_cache_hits == returned.medium_cache_hits + 4, "%zu hits",
             taken.medium_cache_hits - returned.medium_cache_hits);
@@ -225,7 +231,7 @@ int main(void) {
   owner_do(&o, DO_FREE, 4); /* its own: kept in its cache */
   api.trim(0);
 
-  /* 2: the bound: the owner's stack takes what its cache's bound leaves, main keeps the rest */
+  /* 2: the bound: the owner's ring takes what its cache's bound leaves, main keeps the rest */
   REQUIRE(api.option_set("medium_cache_kb", "256") == 0);
   owner_do(&o, DO_MALLOC, 8); /* (its cache went at the trim: its thread's own maintenance) */
   memcpy(first, o.block, sizeof first);
@@ -235,10 +241,8 @@ int main(void) {
   returned = stats();
   CHECK_MSG(returned.medium_bytes_cached == before.medium_bytes_cached + 8 * chunk, "kept %zu bytes, before %zu",
             returned.medium_bytes_cached, before.medium_bytes_cached);
-  owner_do(&o, DO_MALLOC, 8);
+  same = owner_mallocs_from(&o, 8, first, 8);
   taken = stats();
-  same = 0;
-  for (int i = 0; i < 8; i++) same += in_set(o.block[i], first, 8);
   CHECK_MSG(same == 4, "the owner's 8 mallocs took %d spans freed by main, expected the 4 returned", same);
   CHECK_MSG(taken.medium_cache_hits == returned.medium_cache_hits + 4, "%zu hits",
             taken.medium_cache_hits - returned.medium_cache_hits);
@@ -253,7 +257,7 @@ int main(void) {
   owner_do(&o, DO_FREE, 8);
   api.trim(0);
 
-  /* 2b: the stack's bound is its own: an owner whose cache is full of its own spans still takes
+  /* 2b: the ring's bound is its own: an owner whose cache is full of its own spans still takes
    * its spans back (until 2026-11-30 the cache's 4 chunks left the stack no room, main kept all
    * 4, and the owner's 8 mallocs made 4 hits) */
   owner_do(&o, DO_MALLOC, 8);
@@ -261,10 +265,8 @@ int main(void) {
   owner_do(&o, DO_FREE, 4); /* its own 4: its cache is full */
   for (int i = 4; i < 8; i++) free(first[i]);
   returned = stats();
-  owner_do(&o, DO_MALLOC, 8);
+  same = owner_mallocs_from(&o, 8, first, 8);
   taken = stats();
-  same = 0;
-  for (int i = 0; i < 8; i++) same += in_set(o.block[i], first, 8);
   CHECK_MSG(same == 8 && taken.medium_cache_hits == returned.medium_cache_hits + 8,
             "the owner's 8 mallocs took %d of its 8 spans, %zu hits (its 4 kept and the 4 main returned)", same,
             taken.medium_cache_hits - returned.medium_cache_hits);
@@ -278,10 +280,8 @@ int main(void) {
   for (int i = 0; i < 70; i++) free(first[i]);
   returned = stats();
   CHECK(api.validate() == 0);
-  owner_do(&o, DO_MALLOC, 70);
+  same = owner_mallocs_from(&o, 70, first, 70);
   taken = stats();
-  same = 0;
-  for (int i = 0; i < 70; i++) same += in_set(o.block[i], first, 70);
   CHECK_MSG(same == 64 && taken.medium_cache_hits == returned.medium_cache_hits + 64,
             "the owner's 70 mallocs took %d spans main freed, %zu hits; expected its ring's 64", same,
             taken.medium_cache_hits - returned.medium_cache_hits);
