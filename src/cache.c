@@ -1164,7 +1164,6 @@ static inline bool medium_returned_waiting(const heap_t *heap) {
  * readers claim what they read with one CAS, and one that loses it to another takes nothing.
  * No span's header is read. */
 static unsigned medium_returned_take(heap_t *heap, ld_medium_kept_t *out) {
-  if (!medium_returned_waiting(heap)) return 0;
   uint64_t taken = atomic_load_explicit(&heap->medium_returned_taken, memory_order_acquire);
   uint32_t position = ring_position(taken), chunks = 0, read = 0;
   unsigned n = 0;
@@ -1527,11 +1526,8 @@ static void medium_cache_validate(heap_t *heap, int *violations) {
                ring_chunks(pushed) - ring_chunks(taken));
     (*violations)++;
   }
-  for (unsigned i = 0; i < n; i++) {
-    uint32_t room = medium_returned_room(medium_cache_bound(heap));
-    if (!medium_returned_push(heap, returned[i].span, returned[i].bytes >> ld_sb_shift, returned[i].reach, room, NULL))
-      ld_medium_release(returned[i].span);
-  }
+  for (unsigned i = 0; i < n; i++)
+    if (!medium_return(heap, returned[i].span, returned[i].reach, NULL)) ld_medium_release(returned[i].span);
 }
 
 /* ---- the bins of a thread that stopped calling ----

@@ -155,14 +155,20 @@ static sb_t *span_grow(sb_t *span, size_t need) {
   return NULL;
 }
 
-static void span_init(sb_t *span, char *user, int kind, heap_t *owner) {
+/* A span's header as it is handed out, user its block, `usable` bytes long: stores only (a kept
+ * span's header may be on a line the core of the thread that freed it holds, and a store waits
+ * for nothing). */
+static inline void span_set(sb_t *span, char *user, int kind, heap_t *owner, size_t usable) {
   span->magic = LD_SB_MAGIC;
   span->kind = (uint8_t)kind;
   span->data = user;
-  span->usable = (size_t)((char *)span + span->map_bytes - user);
+  span->usable = usable;
   span->size_class = LD_CLASS_LARGE;
   span->purged = 0;
   atomic_store_explicit(&span->owner, owner, memory_order_relaxed);
+}
+static void span_init(sb_t *span, char *user, int kind, heap_t *owner) {
+  span_set(span, user, kind, owner, (size_t)((char *)span + span->map_bytes - user));
 }
 
 static void *medium_alloc(size_t offset, size_t size, size_t *dirty, heap_t *owner) {
@@ -277,15 +283,7 @@ size_t ld_medium_touch(size_t size) { return ld_round_up(LD_MEDIUM_OFFSET + size
 void *ld_medium_reuse(sb_t *span, size_t bytes, size_t reach, size_t touch, heap_t *owner) {
   size_t offset = LD_MEDIUM_OFFSET;
   if (touch > reach) ld_segment_retouch(span, touch);
-  /* span_init's stores without its loads: the header's line may be in the core of the thread
-   * that freed the span (a span another thread returned), and a store waits for nothing */
-  span->magic = LD_SB_MAGIC;
-  span->kind = LD_KIND_MEDIUM;
-  span->data = (char *)span + offset;
-  span->usable = touch - offset; /* as medium_alloc's */
-  span->size_class = LD_CLASS_LARGE;
-  span->purged = 0;
-  atomic_store_explicit(&span->owner, owner, memory_order_relaxed);
+  span_set(span, (char *)span + offset, LD_KIND_MEDIUM, owner, touch - offset); /* (usable: as medium_alloc's) */
   /* (the owner is the calling thread's heap: medium_count's, without its look-up) */
   LD_OWNER_ADD(owner->medium_bytes, (int64_t)bytes);
   LD_OWNER_ADD(owner->medium_usable, (int64_t)(touch - offset));
