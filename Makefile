@@ -1,4 +1,5 @@
-# The README's commands. `make bench` builds everything and runs the allocator comparison;
+# The README's commands. `make bench` builds everything (the peers built from source included)
+# and runs the allocator comparison;
 # `make test` builds everything and runs every test (CTest, then pytest);
 # `make install PREFIX=...` installs liblarder (docs/install.md; DESTDIR is honoured).
 BUILD  ?= build
@@ -8,7 +9,7 @@ PYTHON ?= python3
 SUITE  ?= quick
 PREFIX ?= /usr/local
 
-.PHONY: all build deps venv test test-sanitize bench install clean
+.PHONY: all build deps venv test test-sanitize bench peers install clean
 
 all: build
 
@@ -39,7 +40,15 @@ test: build venv
 test-sanitize: deps
 	scripts/test-sanitize.sh
 
+# The peers Debian does not package (mimalloc 3, snmalloc, rpmalloc), built from their sources
+# into $(BUILD)/peers, where the harness finds them (scripts/build-peers.sh; about 20 s).
+peers:
+	LARDER_BUILD_DIR=$(BUILD) scripts/build-peers.sh
+
+# A peer that cannot be built (no network for its first download, say) is left out of the
+# comparison, which names it and the command that builds it.
 bench: build venv
+	@LARDER_BUILD_DIR=$(BUILD) scripts/build-peers.sh || echo "make bench: the peers above were not built; the comparison goes on without them"
 	$(VENV)/bin/larder-bench run --suite $(SUITE) --build-dir $(BUILD)
 
 install: build

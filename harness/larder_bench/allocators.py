@@ -59,6 +59,27 @@ _SYSTEM = [
 ]
 
 
+# Peers that Debian does not package, built from their sources by scripts/build-peers.sh into
+# <build>/peers/lib<name>.so, with <build>/peers/<name>.version saying what from.
+_BUILT_PEERS = ["mimalloc3", "snmalloc", "rpmalloc"]
+PEERS_HINT = "build it with `make peers` (scripts/build-peers.sh: its sources from crates.io)"
+
+
+def _built_peer(build: Path, name: str) -> Allocator:
+    p = (build / "peers" / f"lib{name}.so").resolve()
+    a = Allocator(name, str(p), install_hint=PEERS_HINT)
+    if not p.is_file():
+        a.found = False
+        a.missing = f"{p} not found; {PEERS_HINT}"
+        return a
+    try:
+        a.version = (build / "peers" / f"{name}.version").read_text().strip() or None
+    except OSError:
+        a.version = None
+    a.version = a.version or "built by scripts/build-peers.sh"
+    return a
+
+
 def _dpkg_version(package: str) -> str | None:
     try:
         out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package],
@@ -124,6 +145,7 @@ def detect(build_dir: str | os.PathLike) -> list[Allocator]:
             out.append(Allocator(name, path, package=pkg, found=False,
                                  install_hint=f"sudo apt-get install {pkg}",
                                  missing=f"{path} not found; install it with `sudo apt-get install {pkg}`"))
+    out.extend(_built_peer(build, name) for name in _BUILT_PEERS)
     return out
 
 
