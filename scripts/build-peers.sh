@@ -28,6 +28,7 @@ build=${LARDER_BUILD_DIR:-build}
 out=$build/peers
 cache=""
 force=0
+offline=0
 
 # name | crate | version (as crates.io spells it) | sha256 of the .crate file
 PEERS=(
@@ -67,14 +68,21 @@ mkdir -p "$out" "$cache"
 fetch() {
   local crate=$1 version=$2 sum=$3 file="$cache/$1-$2.crate" got
   if [ ! -f "$file" ]; then
+    if [ "$offline" = 1 ]; then
+      echo "build-peers.sh: $crate $version not downloaded: an earlier download failed" >&2
+      return 1
+    fi
     if ! command -v curl >/dev/null 2>&1; then
       echo "build-peers.sh: curl is missing and $file is not there" >&2
       return 1
     fi
     # ('+' in a version is %2B in the download's address)
-    if ! curl -sSfL --retry 2 -m 120 -o "$file.part" \
+    # (a machine without the network fails at once or within the connect timeout, and the
+    # other peers then do not try: make bench goes on without them)
+    if ! curl -sSfL --connect-timeout 10 --retry 2 -m 120 -o "$file.part" \
          "https://static.crates.io/crates/$crate/$crate-${version//+/%2B}.crate"; then
       rm -f "$file.part"
+      offline=1
       echo "build-peers.sh: cannot download $crate $version from static.crates.io" >&2
       return 1
     fi

@@ -53,6 +53,18 @@ def test_a_cached_package_that_is_not_the_pinned_one_is_not_used(tmp_path):
     assert not (peers / "librpmalloc.so").exists() and not (peers / "rpmalloc-src").exists()
 
 
+def test_without_the_network_the_first_download_fails_and_the_others_do_not_try(tmp_path):
+    # a proxy on a closed port stands for a machine without the network: curl fails at once
+    env = dict(os.environ, LARDER_BUILD_DIR=str(tmp_path / "build"), https_proxy="http://127.0.0.1:9",
+               HTTPS_PROXY="http://127.0.0.1:9")
+    r = subprocess.run([str(SCRIPT)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 1
+    assert "cannot download libmimalloc-sys 0.1.49 from static.crates.io" in r.stderr
+    assert "snmalloc-sys 0.7.6 not downloaded: an earlier download failed" in r.stderr
+    assert "not built: mimalloc3 snmalloc rpmalloc" in r.stderr
+    assert not list((tmp_path / "build" / "peers").glob("*.so")) and not list((tmp_path / "build" / "peers").glob("*-src"))
+
+
 def test_harness_names_missing_peers_and_the_command_that_builds_them(tmp_path):
     found = {a.name: a for a in A.detect(tmp_path)}
     for name in PEERS:
