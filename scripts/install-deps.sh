@@ -7,10 +7,11 @@ set -euo pipefail
 # sqlite3 as a real program to trace, pkg-config for the install test; benchmarks: the
 # allocators larder is compared with, and the real programs of the `programs` suite (python3,
 # sqlite3 and clang above; memcached driven by libmemcached-tools' memcslap load generator;
-# valgrind for scripts/count-instructions.sh).
+# valgrind for scripts/count-instructions.sh; curl to download the peers built from source,
+# scripts/build-peers.sh).
 packages=(cmake ninja-build make gcc g++ clang libclang-rt-14-dev strace python3-venv sqlite3
           pkg-config libmimalloc2.0 libjemalloc2 libgoogle-perftools4 memcached libmemcached-tools
-          valgrind)
+          valgrind curl ca-certificates)
 
 # The Rust crate's tests (rust/larder) need cargo. A rustup toolchain in ~/.cargo/bin counts;
 # without one, Debian's cargo (and rustc) is installed.
