@@ -22,6 +22,7 @@
 # Exit status: 0 every peer asked for is built; 1 one or more failed (each named, with the last
 # lines of its log; the others are built); 2 bad usage or a missing tool.
 set -euo pipefail
+caller=$PWD
 cd "$(dirname "$0")/.."
 
 build=${LARDER_BUILD_DIR:-build}
@@ -57,7 +58,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#want[@]} -gt 0 ] || want=("${NAMES[@]}")
-cache=${cache:-$out/downloads}
+case "$cache" in
+  "") cache=$out/downloads ;;
+  /*) ;;
+  *) cache=$caller/$cache ;; # (a folder named on the command line is the caller's)
+esac
 
 for tool in tar cc sha256sum; do
   command -v "$tool" >/dev/null 2>&1 || { echo "build-peers.sh: $tool is missing" >&2; exit 2; }

@@ -17,9 +17,9 @@ SCRIPT = REPO / "scripts" / "build-peers.sh"
 PEERS = ("mimalloc3", "snmalloc", "rpmalloc")
 
 
-def run(build, *args: str) -> subprocess.CompletedProcess:
+def run(build, *args: str, cwd=None) -> subprocess.CompletedProcess:
     env = dict(os.environ, LARDER_BUILD_DIR=str(build))
-    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=300, cwd=cwd)
 
 
 def test_help_prints_the_usage_and_builds_nothing(tmp_path):
@@ -45,8 +45,10 @@ def test_a_cached_package_that_is_not_the_pinned_one_is_not_used(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "rpmalloc-sys-0.2.3+b097fd0.crate").write_bytes(b"not the package\n")
-    r = run(tmp_path / "build", "--cache", str(cache), "rpmalloc")
+    # (a relative folder is the caller's, though the script works from the repository's root)
+    r = run(tmp_path / "build", "--cache", "cache", "rpmalloc", cwd=tmp_path)
     assert r.returncode == 1
+    assert f"{cache}/rpmalloc-sys-0.2.3+b097fd0.crate has SHA-256" in r.stderr
     assert "expected 8d4b7d5e225a53887ee57fcec492eaf114b8e290f7072d035adc6ddd6810b67b; not used" in r.stderr
     assert "not built: rpmalloc" in r.stderr
     peers = tmp_path / "build" / "peers"
