@@ -16,7 +16,8 @@
 # is checked before anything is unpacked. crates.io is reachable where GitHub may not be, and a
 # published package never changes. Each library is built as its own project builds its
 # LD_PRELOAD library (release flags, override of the malloc family) into <build>/peers/lib<NAME>.so,
-# with <build>/peers/<NAME>.version naming what it was built from. The build folder is build/,
+# with <build>/peers/<NAME>.version naming what it was built from (the allocator's own version,
+# read off its sources, and the package's, from the table below). The build folder is build/,
 # or $LARDER_BUILD_DIR. Needs curl (unless cached), tar, cc, and for snmalloc c++ and cmake.
 #
 # Exit status: 0 every peer asked for is built; 1 one or more failed (each named, with the last
@@ -108,7 +109,7 @@ build_mimalloc3() {
   cc -O3 -DNDEBUG -DMI_MALLOC_OVERRIDE -DMI_SHARED_LIB -DMI_SHARED_LIB_EXPORT -DMI_BUILD_RELEASE \
     -fPIC -shared -fvisibility=hidden -ftls-model=initial-exec -fno-builtin-malloc -Wno-unknown-pragmas \
     -I"$src/include" "$src/src/static.c" -o "$2" -pthread
-  echo "mimalloc $((v / 10000)).$((v / 100 % 100)).$((v % 100)) (from libmimalloc-sys 0.1.49 on crates.io)" > "$3"
+  echo "mimalloc $((v / 10000)).$((v / 100 % 100)).$((v % 100))" > "$3"
 }
 
 # snmalloc: its own CMake project, the LD_PRELOAD shim target (libsnmallocshim.so), release.
@@ -121,7 +122,7 @@ build_snmalloc() {
   cmake -S "$src" -B "$dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DSNMALLOC_BUILD_TESTING=OFF
   cmake --build "$dir" -j "${JOBS:-2}" --target snmallocshim
   cp "$dir/libsnmallocshim.so" "$2"
-  echo "snmalloc (main as bundled in snmalloc-sys 0.7.6 on crates.io)" > "$3"
+  echo "snmalloc main" > "$3"
 }
 
 # rpmalloc: one file, with its own switches for a preloaded override of the malloc family.
@@ -130,7 +131,7 @@ build_rpmalloc() {
   v=$(head -1 "$1/rpmalloc/CHANGELOG" | tr -d '\r')
   cc -O3 -DNDEBUG -DENABLE_OVERRIDE=1 -DENABLE_PRELOAD=1 -fPIC -shared -fvisibility=hidden \
     -ftls-model=initial-exec -Wno-attributes -o "$2" "$src/rpmalloc.c" -pthread
-  echo "rpmalloc $v (b097fd0, from rpmalloc-sys 0.2.3 on crates.io)" > "$3"
+  echo "rpmalloc $v" > "$3"
 }
 
 failed=()
@@ -151,11 +152,17 @@ for name in "${want[@]}"; do
       echo "build-peers.sh: cannot unpack $cache/$crate-$version.crate" >&2
       failed+=("$name"); continue
     fi
-    # built beside its final name, moved there only once it loads in a program
+    # built beside its final name, moved there only once it loads in a program; its version
+    # line says what from ("0.2.3+b097fd0": the package 0.2.3 of the allocator's commit b097fd0)
     if "build_$name" "$work" "$out/lib$name.so.new" "$out/$name.version.new" >"$log" 2>&1 &&
        LD_PRELOAD="$(readlink -f "$out/lib$name.so.new")" /bin/true >>"$log" 2>&1; then
       mv "$out/lib$name.so.new" "$out/lib$name.so"
-      mv "$out/$name.version.new" "$out/$name.version"
+      case "$version" in
+        *+*) from="${version#*+}, from $crate ${version%%+*}" ;;
+        *) from="from $crate $version" ;;
+      esac
+      echo "$(cat "$out/$name.version.new") ($from on crates.io)" > "$out/$name.version"
+      rm -f "$out/$name.version.new"
       echo "$stamp" > "$out/$name.built"
       echo "build-peers.sh: $(cat "$out/$name.version") -> $out/lib$name.so" >&2
     else

@@ -65,19 +65,22 @@ _BUILT_PEERS = ["mimalloc3", "snmalloc", "rpmalloc"]
 PEERS_HINT = "build it with `make peers` (scripts/build-peers.sh: its sources from crates.io)"
 
 
-def _built_peer(build: Path, name: str) -> Allocator:
-    p = (build / "peers" / f"lib{name}.so").resolve()
-    a = Allocator(name, str(p), install_hint=PEERS_HINT)
+def _built(name: str, lib: Path, hint: str, version: str) -> Allocator:
+    """A library built in the build folder (larder's, or a peer's): missing, with hint, when absent."""
+    p = lib.resolve()
+    a = Allocator(name, str(p), install_hint=hint, version=version)
     if not p.is_file():
         a.found = False
-        a.missing = f"{p} not found; {PEERS_HINT}"
-        return a
-    try:
-        a.version = (build / "peers" / f"{name}.version").read_text().strip() or None
-    except OSError:
-        a.version = None
-    a.version = a.version or "built by scripts/build-peers.sh"
+        a.missing = f"{p} not found; {hint}"
     return a
+
+
+def _built_peer(build: Path, name: str) -> Allocator:
+    try:
+        version = (build / "peers" / f"{name}.version").read_text().strip()
+    except OSError:
+        version = ""
+    return _built(name, build / "peers" / f"lib{name}.so", PEERS_HINT, version or "built by scripts/build-peers.sh")
 
 
 def _dpkg_version(package: str) -> str | None:
@@ -129,12 +132,7 @@ def detect(build_dir: str | os.PathLike) -> list[Allocator]:
     out[0].version = _dpkg_version("libc6") or glibc_version()
     for name, lib, hint in [("larder", "liblarder.so", "build it with `make build`"),
                             ("larder-pool", "liblarder-pool.so", "build it with `make build` (built only when the pool library provides it)")]:
-        p = (build / "lib" / lib).resolve()
-        a = Allocator(name, str(p), install_hint=hint, version="built from this tree")
-        if not p.is_file():
-            a.found = False
-            a.missing = f"{p} not found; {hint}"
-        out.append(a)
+        out.append(_built(name, build / "lib" / lib, hint, "built from this tree"))
     for name, cands in _SYSTEM:
         for path, pkg in cands:
             if os.path.isfile(path):
