@@ -47,7 +47,10 @@ static void bin_setup(heap_t *heap, unsigned c) {
   bin->first = ld_class_shape[c].first;
   __atomic_store_n(&bin->span, bin_span(c), __ATOMIC_RELAXED); /* (a drain stores it too) */
   bin->divisor_magic = ld_class_shape[c].divisor_magic;
-  bin->slots[0] = NULL;
+  /* Every slot holds a block or the bin's own address, never NULL: the free fast path compares
+   * the block it frees with the slot above the top (alloc.c, larder_free), and free(NULL) can
+   * reach a bin (an empty entry of the table reads as class 0). */
+  for (uint32_t i = 0; i < limit; i++) bin->slots[i] = bin;
   bin->limit = (uint16_t)limit;
   bin->slots[limit] = LD_BIN_FULL;
   bin->fill = (uint8_t)first_fill(bin);

@@ -517,7 +517,9 @@ typedef struct ld_stats_s {
 #define LD_BIN_LEAST 3
 #define LD_BIN_FULL ((void *)1) /* slots[limit]: where a free's push stops (no limit load) */
 typedef struct ld_bin_s {
-  uint32_t count;            /* blocks in slots[0, count), newest last */
+  uint32_t count;            /* blocks in slots[0, count), newest last; slots[count] keeps
+                                the block popped last, if no push came since (alloc.c,
+                                larder_free), and no slot is NULL once the bin is set up */
   uint16_t limit;            /* at most LD_BIN_SLOTS - 1; slots[limit] holds LD_BIN_FULL */
   uint8_t refilled;          /* refilled since the thread's last trim: the bin is in use */
   uint8_t fill;              /* blocks the next refill brings: 4 at first, doubling up to

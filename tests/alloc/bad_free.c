@@ -10,6 +10,9 @@
  *   never    - free a block-aligned pointer inside a larder superblock that was never
  *              handed out;
  *   double-late   - free a block, then ten others of its size class, then the first again;
+ *   double-hot, double-hot-late, double-hot-remote - the block malloc handed out last, freed
+ *              (it goes straight in its bin, not deferred: alloc.c, larder_free), then freed
+ *              again at once, after ten other pairs, or after another thread freed it first;
  *   double-between - free a, free b, free a, then malloc twice of their size: a went in the
  *              bin at the second free and waits as the deferred free after the third, so
  *              the second malloc would hand a out while it is still to be put in the bin
@@ -361,6 +364,33 @@ static int child(const char *mode) {
     free(keep);
     return 0;
   }
+  if (strncmp(mode, "double-hot", 10) == 0) {
+    void *warm[16];
+    for (int i = 0; i < 16; i++) warm[i] = malloc(48); /* the bin refilled: the next malloc is a fast one */
+    void *p = malloc(48);
+    memset(p, 1, 48);
+    if (strcmp(mode, "double-hot-remote") == 0) {
+      pthread_t t;
+      if (pthread_create(&t, NULL, free_in_thread, p) != 0) return 93;
+      pthread_join(t, NULL);
+    } else {
+      free(p);
+    }
+    if (strcmp(mode, "double-hot-late") == 0)
+      for (int i = 0; i < 10; i++) {
+        void *volatile q = malloc(64);
+        free(q);
+      }
+    alloc_announce(p);
+    free(p);
+    void *got[12];
+    for (int i = 0; i < 12; i++) got[i] = malloc(48);
+    for (int i = 0; i < 12; i++)
+      for (int j = i + 1; j < 12; j++)
+        if (got[i] == got[j]) fprintf(stderr, "a block was handed out twice: %p\n", got[i]);
+    for (int i = 0; i < 16; i++) free(warm[i]);
+    return 0; /* not reached when the double free is caught */
+  }
   if (strcmp(mode, "double") == 0) {
     void *p = malloc(48);
     void *other = malloc(48);  /* keeps p from being the only block of its superblock */
@@ -479,7 +509,7 @@ int main(int argc, char **argv) {
     printf("bad_free: skipped, larder is not the allocator (glibc names no address)\n");
     return ALLOC_SKIP;
   }
-  const char *modes[] = {"double", "interior", "interior-odd", "never", "double-late", "double-between", "double-between-2",
+  const char *modes[] = {"double", "double-hot", "double-hot-late", "double-hot-remote", "interior", "interior-odd", "never", "double-late", "double-between", "double-between-2",
                          "double-between-3", "double-between-4", "double-between-5", "double-between-8", "double-remote",
                          "remote-double", "remote-double-late", "remote-double-batched", "remote-into-bin-double", "race-owner-first",
                          "race-remote-first", "race-remote-first-batched", "idle-double", "large-double", "large-interior",

@@ -27,6 +27,9 @@ endif()
 # The front end (issue 17): bins bounded, a thread's exit returns what it cached and buffered,
 # remote frees in batches of one CAS (plus one to announce), Hoard's invariant with bins.
 alloc_test(alloc_front_end SOURCES alloc/front_end.c PRELOAD TIMEOUT 120 LIBS Threads::Threads)
+# A free of the block malloc handed out last goes straight back in its bin: the next malloc of
+# its size hands the same block out again; counted and validated.
+alloc_test(alloc_free_last_alloc SOURCES alloc/free_last_alloc.c PRELOAD TIMEOUT 60)
 
 # Honest figures (issue 15): bytes_in_use back near zero after all is freed, own and remote
 # frees, threads alive; mallinfo2 agrees.
