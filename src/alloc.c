@@ -28,12 +28,12 @@
  *
  * The free path:
  *   1. Fast path (larder_free, below): the heap's table of the superblocks it owns, indexed by
- *      the block's superblock address, gives the block's class without reading any header.
- *      A block that is the one malloc took last from that bin (the slot above the bin's top
- *      still holds it: a temporary, or a run freed in reverse) goes straight back: its tag is
- *      checked and set, the count raised. Any other
- *      block must start a block of that class (a multiply, no division) and lie where
- *      blocks have been handed out. The block itself is not read: its line is prefetched and
+ *      the block's superblock address, gives the block's class without reading any header;
+ *      the block must lie in the class's range and where blocks have been handed out. One
+ *      that is the block malloc took last from that bin (the slot above the bin's top still
+ *      holds it: a temporary, or a run freed in reverse) goes straight back: its tag is
+ *      checked and set, the count raised. Any other block must start a block of that class
+ *      (a multiply, no division). The block itself is not read: its line is prefetched and
  *      it joins the heap's 4 deferred frees (internal.h, heap_t deferred), in the place of the
  *      oldest, whose line has had 4 calls' time to arrive: it must not carry the free tag (a
  *      double free), gets it and goes in its bin. A free of a cold block thus never waits for
@@ -166,31 +166,6 @@ LD_ALIGNED_HOT void larder_free(void *p) {
     LD_BUSY_INC(heap);
     atomic_signal_fence(memory_order_seq_cst);
     ld_bin_t *bin = ld_heap_owned_bin(heap, owned_class);
-#ifndef LARDER_HARDENED
-    /* A block freed back onto the bin that malloc took it from, before the bin's next push or
-     * pop: a temporary freed before the next malloc of its size, or a run freed in the reverse
-     * order of its mallocs. A pop leaves its slot as it was, so the slot above the bin's top
-     * still holds the block (slots are never NULL: cache.c, bin_setup), and the block started
-     * a block of this class when it was handed out. Its line is in the cache: its tag is read
-     * now, and the block goes back in its place, not among the deferred frees (a malloc(32) and
-     * free pair: 92 -> 72 instructions). The table says its superblock is the heap's; its bin
-     * must not be turned away (span 0: cache.c), nor the block lie where the superblock has not
-     * carved (a stale pointer into a superblock carved anew). A double free is caught as on the
-     * fast path below: the tag is the free tag, or the block is also a deferred free (then
-     * malloc's pop and the settle report it). */
-    ld_block_t *top = bin->slots[bin->count];
-    if (p == top && LD_FAST_READ(bin->span) != 0 && (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len) {
-      uintptr_t tag = ld_tag(top);
-      if (LD_LIKELY(ld_tag_settles(top->tag, tag))) {
-        top->tag = tag;
-        LD_OWNER_INC32(bin->count);
-        LD_STAT_INC(heap, frees_cached);
-        atomic_signal_fence(memory_order_seq_cst);
-        LD_BUSY_DEC(heap);
-        return;
-      }
-    }
-#endif
     uint32_t offset = (uint32_t)((uintptr_t)p - sb) - bin->first;
 #ifdef LARDER_HARDENED
     /* Hardened: no free is deferred. The block is sealed (its link written) as it is
@@ -209,32 +184,57 @@ LD_ALIGNED_HOT void larder_free(void *p) {
       return;
     }
 #else
-    if (LD_LIKELY(offset < LD_FAST_READ(bin->span) && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
-                  (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len)) {
-      ld_prefetch_for_write(p);
-      uintptr_t at = heap->deferred_at;
-      ld_deferred_t *entry = (ld_deferred_t *)((char *)heap->deferred + at);
-      ld_block_t *q = entry->block;
-      ld_bin_t *q_bin = entry->bin;
-      void **slot = &q_bin->slots[q_bin->count];
-      /* (q's bin full: the slot holds LD_BIN_FULL, and q is not read) */
-      uintptr_t q_tag = ld_tag(q);
-      if (LD_LIKELY(*slot != LD_BIN_FULL && ld_tag_settles(q->tag, q_tag))) {
-        q->tag = q_tag;
-        ld_bin_seal(q);
-        *slot = q;
-        LD_OWNER_INC32(q_bin->count);
-        LD_OWNER_SET(entry->block, p);
-        LD_OWNER_SET(entry->bin, bin);
-        LD_OWNER_SET(heap->deferred_at, (at + sizeof(ld_deferred_t)) % sizeof heap->deferred);
-        LD_STAT_INC(heap, frees_cached);
-        atomic_signal_fence(memory_order_seq_cst);
+    /* In the class's range and carved first: a bin turned away (span 0) is the purge's to
+     * empty, and its count and slots are not read (ThreadSanitizer). */
+    if (LD_LIKELY(offset < LD_FAST_READ(bin->span) && (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len)) {
+      /* A block freed back onto the bin that malloc took it from, before the bin's next push or
+       * pop: a temporary freed before the next malloc of its size, or a run freed in the
+       * reverse order of its mallocs. A pop leaves its slot as it was, so the slot above the
+       * bin's top still holds the block (slots are never NULL: cache.c, bin_setup), and the
+       * block started a block of this class when it was handed out (the table says its
+       * superblock is the heap's, of this class). Its line is in the cache: its tag is read now,
+       * and the block goes back in its place, not among the deferred frees (a malloc(32) and
+       * free pair: 92 -> 74 instructions). A double free is caught as below: the tag is the
+       * free tag, or the block is also a deferred free (then malloc's pop and the settle report
+       * it). */
+      ld_block_t *top = bin->slots[bin->count];
+      if (p == top) {
+        uintptr_t tag = ld_tag(top);
+        if (LD_LIKELY(ld_tag_settles(top->tag, tag))) {
+          top->tag = tag;
+          LD_OWNER_INC32(bin->count);
+          LD_STAT_INC(heap, frees_cached);
+          atomic_signal_fence(memory_order_seq_cst);
+          LD_BUSY_DEC(heap);
+          return;
+        }
+      }
+      if (LD_LIKELY((uint64_t)offset * bin->divisor_magic < bin->divisor_magic)) {
+        ld_prefetch_for_write(p);
+        uintptr_t at = heap->deferred_at;
+        ld_deferred_t *entry = (ld_deferred_t *)((char *)heap->deferred + at);
+        ld_block_t *q = entry->block;
+        ld_bin_t *q_bin = entry->bin;
+        void **slot = &q_bin->slots[q_bin->count];
+        /* (q's bin full: the slot holds LD_BIN_FULL, and q is not read) */
+        uintptr_t q_tag = ld_tag(q);
+        if (LD_LIKELY(*slot != LD_BIN_FULL && ld_tag_settles(q->tag, q_tag))) {
+          q->tag = q_tag;
+          ld_bin_seal(q);
+          *slot = q;
+          LD_OWNER_INC32(q_bin->count);
+          LD_OWNER_SET(entry->block, p);
+          LD_OWNER_SET(entry->bin, bin);
+          LD_OWNER_SET(heap->deferred_at, (at + sizeof(ld_deferred_t)) % sizeof heap->deferred);
+          LD_STAT_INC(heap, frees_cached);
+          atomic_signal_fence(memory_order_seq_cst);
+          LD_BUSY_DEC(heap);
+          return;
+        }
         LD_BUSY_DEC(heap);
+        free_deferred_slow(heap, p, bin);
         return;
       }
-      LD_BUSY_DEC(heap);
-      free_deferred_slow(heap, p, bin);
-      return;
     }
 #endif
     LD_BUSY_DEC(heap);
