@@ -13,6 +13,11 @@
  *   double-hot, double-hot-late, double-hot-remote - the block malloc handed out last, freed
  *              (it goes straight in its bin, not deferred: alloc.c, larder_free), then freed
  *              again at once, after ten other pairs, or after another thread freed it first;
+ *   double-hot-batch - another thread frees the block malloc handed out last with two more of
+ *              its superblock (a batch of three, which main's next refill of another class
+ *              delivers onto the superblock, not into the bin), then main frees it: the slot
+ *              above its bin's top still holds it, and the free must find the free tag there
+ *              rather than put it back in the bin (it would be handed out twice);
  *   double-between - free a, free b, free a, then malloc twice of their size: a went in the
  *              bin at the second free and waits as the deferred free after the third, so
  *              the second malloc would hand a out while it is still to be put in the bin
@@ -75,6 +80,12 @@ static void *free_in_thread(void *p) {
 
 static void *free_quietly_in_thread(void *p) {
   free(p);
+  return NULL;
+}
+
+static void *free_three_in_thread(void *arg) {
+  void **three = arg;
+  for (int i = 0; i < 3; i++) free(three[i]);
   return NULL;
 }
 
@@ -364,6 +375,37 @@ static int child(const char *mode) {
     free(keep);
     return 0;
   }
+  if (strcmp(mode, "double-hot-batch") == 0) {
+    alloc_api_t api = alloc_api();
+    long sbs = api.option_get ? (long)api.option_get("superblock_size") : 0;
+    if (sbs <= 0) sbs = 64 * 1024;
+    void *held[200];
+    int n = 0;
+    /* the last three blocks handed out share a superblock, and nothing of 48 B comes after */
+    for (; n < 200; n++) {
+      held[n] = malloc(48);
+      if (n >= 2 && (((uintptr_t)held[n] ^ (uintptr_t)held[n - 1]) | ((uintptr_t)held[n] ^ (uintptr_t)held[n - 2])) < (uintptr_t)sbs)
+        break;
+    }
+    if (n == 200) return 91;
+    void *p = held[n];
+    for (int i = 0; i < 3; i++) memset(held[n - i], 1, 48);
+    static void *three[3];
+    three[0] = held[n - 2], three[1] = held[n - 1], three[2] = p;
+    pthread_t t;
+    if (pthread_create(&t, NULL, free_three_in_thread, three) != 0) return 93;
+    pthread_join(t, NULL); /* its exit sends the batch */
+    void *volatile refill = malloc(3000); /* a class main has not used: a refill reads the inbox */
+    (void)refill;
+    alloc_announce(p);
+    free(p);
+    void *got[40];
+    for (int i = 0; i < 40; i++) got[i] = malloc(48);
+    for (int i = 0; i < 40; i++)
+      for (int j = i + 1; j < 40; j++)
+        if (got[i] == got[j]) fprintf(stderr, "a block was handed out twice: %p\n", got[i]);
+    return 0;
+  }
   if (strncmp(mode, "double-hot", 10) == 0) {
     void *warm[16];
     for (int i = 0; i < 16; i++) warm[i] = malloc(48); /* the bin refilled: the next malloc is a fast one */
@@ -509,7 +551,7 @@ int main(int argc, char **argv) {
     printf("bad_free: skipped, larder is not the allocator (glibc names no address)\n");
     return ALLOC_SKIP;
   }
-  const char *modes[] = {"double", "double-hot", "double-hot-late", "double-hot-remote", "interior", "interior-odd", "never", "double-late", "double-between", "double-between-2",
+  const char *modes[] = {"double", "double-hot", "double-hot-late", "double-hot-remote", "double-hot-batch", "interior", "interior-odd", "never", "double-late", "double-between", "double-between-2",
                          "double-between-3", "double-between-4", "double-between-5", "double-between-8", "double-remote",
                          "remote-double", "remote-double-late", "remote-double-batched", "remote-into-bin-double", "race-owner-first",
                          "race-remote-first", "race-remote-first-batched", "idle-double", "large-double", "large-interior",

@@ -6,6 +6,10 @@
  * or (3 mod 4) from a helper thread that frees a quarter of the replaced blocks all along, so
  * that its ring of slow frees is busy (cache.c). Half of those last seeds race instead: a live
  * block goes to the helper to free and the child frees it too, at once, either free first.
+ * In every other group of four seeds (seed / 4 odd, the race seeds aside), the child also frees
+ * temporaries: half its mallocs are freed at once, and now and then a run of up to 8 is
+ * freed in reverse order, so that frees take the fast path of a block freed back onto the bin
+ * it came from (alloc.c, larder_free) and the block freed again may be one of them.
  * It then goes on, and checks every block it is given against those it holds. The parent requires each child to
  * stop with larder's message naming that block; a child that goes on to the end ("no report")
  * or is handed a block it holds ("handed out twice") fails the seed.
@@ -73,6 +77,18 @@ static void *helper(void *arg) {
   }
 }
 
+/* A block the child is handed must not be one it holds; it is no longer a free one. */
+static bool handed_twice(void *p, void *const *live, void **recent) {
+  for (unsigned j = 0; j < LIVE; j++)
+    if (live[j] == p) {
+      fprintf(stderr, "handed out twice: %p\n", p);
+      return true;
+    }
+  for (unsigned j = 0; j < RECENT; j++)
+    if (recent[j] == p) recent[j] = NULL;
+  return false;
+}
+
 static int child(unsigned long seed) {
   rng_state = seed * 2654435761u + 1;
   static void *live[LIVE];
@@ -82,6 +98,7 @@ static int child(unsigned long seed) {
   unsigned nsizes = 1 + (unsigned)(rnd() % 3);
   int at = 1000 + (int)(rnd() % (STEPS - AFTER - 1000));
   bool remote = seed % 4 == 1, helped = seed % 4 == 3, race = helped && (seed / 4) % 2;
+  bool temporaries = !race && (seed / 4) % 2;
   pthread_t helper_thread;
   if (helped) REQUIRE(pthread_create(&helper_thread, NULL, helper, NULL) == 0);
   void *again = NULL;
@@ -102,15 +119,32 @@ static int child(unsigned long seed) {
       else if (how == 1 && posix_memalign(&p, 64, size) != 0) p = NULL;
       else if (how > 1) p = malloc(size);
       REQUIRE(p != NULL);
-      for (unsigned j = 0; j < LIVE; j++)
-        if (live[j] == p) {
-          fprintf(stderr, "handed out twice: %p\n", p);
-          return 0;
-        }
-      for (unsigned j = 0; j < RECENT; j++)
-        if (recent[j] == p) recent[j] = NULL;
-      live[k] = p;
+      if (handed_twice(p, live, recent)) return 0;
       memset(p, 0x33, size);
+      if (temporaries && rnd() % 2) { /* a temporary: freed at once */
+        free(p);
+        recent[freed++ % RECENT] = p;
+      } else {
+        live[k] = p;
+      }
+      if (temporaries && rnd() % 16 == 0) { /* a run, freed in reverse order */
+        void *run[8];
+        unsigned n = 1 + (unsigned)(rnd() % 8);
+        for (unsigned r = 0; r < n; r++) {
+          REQUIRE((run[r] = malloc(size)) != NULL);
+          if (handed_twice(run[r], live, recent)) return 0;
+          for (unsigned q = 0; q < r; q++)
+            if (run[q] == run[r]) {
+              fprintf(stderr, "handed out twice: %p\n", run[r]);
+              return 0;
+            }
+          memset(run[r], 0x44, size);
+        }
+        for (unsigned r = n; r-- > 0;) {
+          free(run[r]);
+          recent[freed++ % RECENT] = run[r];
+        }
+      }
     }
     if (step == at && race) {
       for (unsigned t = 0; t < LIVE && !again; t++) {
