@@ -49,7 +49,8 @@ static void bin_setup(heap_t *heap, unsigned c) {
   bin->divisor_magic = ld_class_shape[c].divisor_magic;
   /* Every slot holds a block or the bin's own address, never NULL: the free fast path compares
    * the block it frees with the slot above the top (alloc.c, larder_free), and free(NULL) can
-   * reach a bin (an empty entry of the table reads as class 0). */
+   * reach a bin (an empty entry of the table reads as class 0). (The range test before that
+   * compare refuses NULL too; this keeps the compare safe on its own.) */
   for (uint32_t i = 0; i < limit; i++) bin->slots[i] = bin;
   bin->limit = (uint16_t)limit;
   bin->slots[limit] = LD_BIN_FULL;
