@@ -72,6 +72,14 @@
 /* Freeing a pointer into the middle of a block is the point of one case. */
 #pragma GCC diagnostic ignored "-Wfree-nonheap-object"
 
+/* The child says so if two of the n blocks it was handed are one: a block handed out twice,
+ * which the parent's check then fails (the child ends normally). */
+static void report_handed_twice(void *const *got, int n) {
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (got[i] == got[j]) fprintf(stderr, "a block was handed out twice: %p\n", got[i]);
+}
+
 static void *free_in_thread(void *p) {
   alloc_announce(p);
   free(p);
@@ -302,9 +310,7 @@ static int child(const char *mode) {
     free(settle);
     got[n++] = malloc(48);
     got[n++] = malloc(48);
-    for (int i = 0; i < n; i++)
-      for (int j = i + 1; j < n; j++)
-        if (got[i] == got[j]) fprintf(stderr, "a block was handed out twice: %p\n", got[i]);
+    report_handed_twice(got, n);
     return 0;
   }
   if (strcmp(mode, "double-between") == 0) {
@@ -325,9 +331,7 @@ static int child(const char *mode) {
     free(settle); /* settles the deferred free */
     void *m3 = malloc(48), *m4 = malloc(48);
     void *got[] = {m1, m2, m3, m4};
-    for (int i = 0; i < 4; i++)
-      for (int j = i + 1; j < 4; j++)
-        if (got[i] == got[j]) fprintf(stderr, "a block was handed out twice: %p\n", got[i]);
+    report_handed_twice(got, 4);
     return 0;
   }
   if (strcmp(mode, "double-late") == 0) {
@@ -356,9 +360,7 @@ static int child(const char *mode) {
     free(p);
     for (int i = 0; i < 8; i++) free(warm[i]);
     for (int i = 0; i < 12; i++) got[i] = malloc(48);
-    for (int i = 0; i < 12; i++)
-      for (int j = i + 1; j < 12; j++)
-        if (got[i] == got[j]) fprintf(stderr, "a block was handed out twice: %p\n", got[i]);
+    report_handed_twice(got, 12);
     return 0;
   }
   if (strcmp(mode, "double-remote") == 0 || strcmp(mode, "remote-double") == 0) {
@@ -401,9 +403,7 @@ static int child(const char *mode) {
     free(p);
     void *got[40];
     for (int i = 0; i < 40; i++) got[i] = malloc(48);
-    for (int i = 0; i < 40; i++)
-      for (int j = i + 1; j < 40; j++)
-        if (got[i] == got[j]) fprintf(stderr, "a block was handed out twice: %p\n", got[i]);
+    report_handed_twice(got, 40);
     return 0;
   }
   if (strncmp(mode, "double-hot", 10) == 0) {
@@ -427,9 +427,7 @@ static int child(const char *mode) {
     free(p);
     void *got[12];
     for (int i = 0; i < 12; i++) got[i] = malloc(48);
-    for (int i = 0; i < 12; i++)
-      for (int j = i + 1; j < 12; j++)
-        if (got[i] == got[j]) fprintf(stderr, "a block was handed out twice: %p\n", got[i]);
+    report_handed_twice(got, 12);
     for (int i = 0; i < 16; i++) free(warm[i]);
     return 0; /* not reached when the double free is caught */
   }
