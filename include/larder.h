@@ -112,6 +112,7 @@ typedef struct larder_stats_s {
   size_t medium_late_tails;       /* of medium_cache_hits, kept spans handed out with old pages past 1.5x the block, their tails listed late (docs/allocator.md) */
   size_t medium_cache_grows;      /* times a thread's medium cache bound doubled: half of 64 medium mallocs in a row that missed were of sizes it had pushed out (LARDER_MEDIUM_CACHE_MAX_KB) */
   size_t medium_cache_extra;      /* bytes by which threads' medium cache bounds now exceed LARDER_MEDIUM_CACHE_KB, all threads together */
+  size_t bin_growths;             /* times a thread's bin of a size class grew past its first limit (about 16 KiB of blocks) because it cycled: flushed, then refilled (LARDER_BIN_GROWTH_KB) */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);

@@ -47,7 +47,9 @@
  *      nothing.
  *   2. The bin is full: half of it, the oldest, goes back to the superblocks (cache.c,
  *      ld_heap_return), where u falls and Hoard's threshold may give a superblock to the
- *      global heap. A thread's exit returns every bin under one lock (ld_heap_return_bins).
+ *      global heap; or, if the bin cycles (it turned twice between refills and flushes since
+ *      the thread's last trim), its limit doubles instead, within the thread's bin_growth_kb
+ *      (cache.c, bin_grow). A thread's exit returns every bin under one lock (ld_heap_return_bins).
  *   3. A block of another heap's superblock (free_slow): it waits in the thread's ring of 4
  *      slow frees (cache.c) while its line and its header's arrive, the ownership map looked
  *      up first (the pointer is larder's before anything of it is read) unless its

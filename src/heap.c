@@ -1293,6 +1293,8 @@ void ld_heap_validate(heap_t *mine, int *violations) {
     /* No thread runs in it (a new one takes heaps.lock first), but the purge may be giving
      * a parked heap's superblocks away (ld_heap_release_parked): read under its lock. */
     heap_lock(h);
+    /* its thread's exit gave its bins their first limits back (cache.c, ld_cache_drain) */
+    if (h->bins_grown_bytes) VIOLATION("heap %p waits for a thread with its bins grown by %zu bytes\n", (void *)h, h->bins_grown_bytes);
     if (h->superblocks_held) { /* parked */
       heap_validate_locked(h, violations);
       for (unsigned c = 0; c < LD_CLASS_COUNT; c++)

@@ -473,6 +473,7 @@ typedef struct ld_stats_s {
   size_t large_allocs, large_cache_hits, medium_allocs, medium_cache_hits;
   size_t medium_late_tails;     /* kept spans handed out with old pages to list late (cache.c) */
   size_t medium_cache_grows;    /* a thread's medium cache bound doubled (cache.c, medium_cache_missed) */
+  size_t bin_growths;           /* a bin's limit grew past its first (cache.c, bin_grow) */
   size_t refills, flushes, superblocks_examined, free_lock_acquisitions;
   size_t remote_batches, remote_announcements; /* the remote free path's atomic operations */
   size_t remote_sends;          /* claims of slots in owners' inboxes: one CAS for up to LD_OUTBOX batches */
@@ -501,9 +502,10 @@ typedef struct ld_stats_s {
 /* ---- the front end: per-thread caches (cache.c) ----
  * A bin holds pointers to free blocks of one class that the thread owns: malloc pops one
  * without reading the block's neighbours or its superblock, and a free of an owned block
- * pushes one (alloc.c). A bin never holds more than `limit` (at most LD_BIN_SLOTS, and about
- * LD_BIN_BYTES of blocks); refills and flushes move half of that between the bin and the
- * superblocks, under the heap's lock, where Hoard's accounting is applied per batch. A bin is
+ * pushes one (alloc.c). A bin never holds more than `limit` (at most LD_BIN_SLOTS, and at
+ * first about LD_BIN_BYTES of blocks; a bin that cycles grows, within the thread's
+ * bin_growth_kb: cache.c, bin_grow); refills and flushes move half of that between the bin and
+ * the superblocks, under the heap's lock, where Hoard's accounting is applied per batch. A bin is
  * 1 KiB; its first 40 hold what the free fast path needs on one cache line. 122 slots rather
  * than 58 (a 512-byte bin) halve the refills and flushes of the classes up to 128 bytes, whose
  * bins LD_BIN_BYTES does not bound first: threadtest (8 B) ran 130 instead of 115 instructions
@@ -520,8 +522,14 @@ typedef struct ld_bin_s {
   uint32_t count;            /* blocks in slots[0, count), newest last; slots[count] keeps
                                 the block popped last, if no push came since (alloc.c,
                                 larder_free), and no slot is NULL once the bin is set up */
-  uint16_t limit;            /* at most LD_BIN_SLOTS - 1; slots[limit] holds LD_BIN_FULL */
-  uint8_t refilled;          /* refilled since the thread's last trim: the bin is in use */
+  uint16_t limit;            /* at most LD_BIN_SLOTS - 1; slots[limit] holds LD_BIN_FULL. The
+                                class's first limit (about LD_BIN_BYTES of blocks), or more
+                                where the bin cycles (cache.c, bin_grow) */
+  uint8_t refilled;          /* BIN_REFILLED: refilled since the thread's last trim (the bin is
+                                in use); BIN_FLUSHED_LAST: its last slow event was a flush (or
+                                a growth instead of one); BIN_CYCLED: it grew since the last
+                                trim; BIN_TURNED: it turned (a flush after a refill, or the
+                                reverse) since the last trim (cache.c, bin_grow) */
   uint8_t fill;              /* blocks the next refill brings: 4 at first, doubling up to
                                 half the limit (a thread that uses a class little, or lives
                                 briefly, does not carve blocks it never uses) */
@@ -838,6 +846,9 @@ typedef struct heap_s {
    * look at these only: a walk of all 64 read 64 KiB, 16 pages a thread that uses a few
    * classes never touched (a one-object program: 15 of its 127 page faults at its exit). */
   uint64_t bins_set_up;
+  /* What the bins grown past their first limits may hold in all, in bytes: the sum over the
+   * bins of (limit - first limit) * block size, at most bin_growth_kb (cache.c, bin_grow). */
+  size_t bins_grown_bytes;
   /* ---- the heap proper: under `lock` ---- */
   sb_t *current[LD_CLASS_COUNT + 1];   /* the superblock each class's refills draw from */
   int64_t u[LD_CLASS_COUNT + 1];       /* bytes in use per class (Hoard's u_i) */

@@ -21,6 +21,7 @@
   X(purge_thread,    2,     0,    2,     1, 0, "background purge thread: 0 never, 1 from the first allocation, 2 once the process maps purge_thread_mb") \
   X(purge_thread_mb, 16,    0,    1e6,   1, 0, "mapped memory that starts the purge thread (purge_thread 2), in MiB: tiny programs get none") \
   X(large_cache_mb,  64,    0,    1e6,   1, 0, "freed large spans kept for reuse, in MiB")               \
+  X(bin_growth_kb,   256,   0,    65536, 1, 0, "a thread's bins of the classes it cycles (flushed, then refilled) grow past their 16 KiB, together by at most this, in KiB; 0: fixed bins") \
   X(medium_cache_kb, 1024,  0,    1e6,   1, 0, "freed medium spans each thread keeps for its next mallocs, in KiB (spans up to half of it)") \
   X(medium_cache_max_kb, 4096, 0,  1e6,   1, 0, "a thread's medium cache grows to this, in KiB, while its bound pushes out spans its next mallocs miss; all threads' growth together at most 4 times this") \
   X(huge_pages,      0,     0,    1,     1, 0, "segments mapped from now on are backed by 2 MiB transparent huge pages where the kernel allows: fewer TLB misses on large heaps, RSS in 2 MiB steps") \
@@ -55,6 +56,9 @@ extern int ld_remote_free_mark;
  * instructions); kept equal by the setter as ld_remote_free_mark is. */
 extern size_t ld_medium_cache_bytes;
 #define LD_MEDIUM_CACHE_BYTES() __atomic_load_n(&ld_medium_cache_bytes, __ATOMIC_RELAXED)
+/* bin_growth_kb in bytes, for the refill's and flush's test (as ld_medium_cache_bytes). */
+extern size_t ld_bin_growth_bytes;
+#define LD_BIN_GROWTH_BYTES() __atomic_load_n(&ld_bin_growth_bytes, __ATOMIC_RELAXED)
 
 /* Reads every LARDER_* variable once; warns about unknown names and malformed values. */
 void ld_options_init(void);

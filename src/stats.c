@@ -21,7 +21,7 @@
   X(parked_heaps_taken) X(parked_heaps_released) X(heaps_examined) X(refill_pending_examined) \
   X(remote_hinted) X(medium_tails_purged) X(medium_cache_hits) X(medium_bytes_cached) X(remote_inbox_full) X(remote_hint_taken) \
   X(remote_to_bins) X(mark_rings_examined) X(purge_call_runs) X(orphan_heaps_taken) X(bytes_dormant) X(purge_runs_cut) \
-  X(lock_sleeps) X(remote_sends) X(idle_medium_emptied) X(medium_late_tails) X(medium_cache_grows) X(medium_cache_extra)
+  X(lock_sleeps) X(remote_sends) X(idle_medium_emptied) X(medium_late_tails) X(medium_cache_grows) X(medium_cache_extra) X(bin_growths)
 
 static size_t positive(int64_t v) { return v > 0 ? (size_t)v : 0; }
 
@@ -111,6 +111,7 @@ void larder_stats_get(larder_stats_t *out) {
   out->medium_cache_hits = counts.medium_cache_hits;
   out->medium_late_tails = counts.medium_late_tails;
   out->medium_cache_grows = counts.medium_cache_grows;
+  out->bin_growths = counts.bin_growths;
   out->medium_cache_extra = ld_cache_medium_extra();
   out->medium_bytes_cached = medium_cached;
   out->bytes_dormant = ld_global_dormant_bytes();

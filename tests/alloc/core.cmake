@@ -30,6 +30,9 @@ alloc_test(alloc_front_end SOURCES alloc/front_end.c PRELOAD TIMEOUT 120 LIBS Th
 # A free of the block malloc handed out last goes straight back in its bin: the next malloc of
 # its size hands the same block out again; counted and validated.
 alloc_test(alloc_free_last_alloc SOURCES alloc/free_last_alloc.c PRELOAD TIMEOUT 60)
+# Bins that grow where they cycle, within the thread's bin_growth_kb; the trim and a thread's
+# exit give the growth back.
+alloc_test(alloc_bin_growth SOURCES alloc/bin_growth.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
 
 # Honest figures (issue 15): bytes_in_use back near zero after all is freed, own and remote
 # frees, threads alive; mallinfo2 agrees.

@@ -64,6 +64,7 @@
 
 #define BIN_SLOTS 122    /* LD_BIN_SLOTS - 1 (src/internal.h) */
 #define BIN_BYTES 16384  /* LD_BIN_BYTES */
+#define BIN_GROWTH 262144 /* LARDER_BIN_GROWTH_KB's default: what a thread's bins may grow by in all */
 
 static alloc_api_t api;
 
@@ -105,8 +106,12 @@ static void check_bins(void) {
     REQUIRE(pthread_create(&t, NULL, bins_worker, (void *)&size) == 0);
     pthread_join(t, NULL);
     /* the class holding `size` may be up to 12.5% larger; the pointer array is another class;
-     * and the thread's deferred free (the block it freed last, not yet in its bin) one block */
-    size_t bound = bin_bound(size + size / 8) + (size + size / 8) +
+     * the thread's deferred free (the block it freed last, not yet in its bin) one block; and
+     * a bin that cycles (these rounds of mallocs and frees) grows, the thread's bins together
+     * by at most BIN_GROWTH, none past BIN_SLOTS blocks */
+    size_t cls = size + size / 8, grown = BIN_GROWTH;
+    if (grown > BIN_SLOTS * cls - bin_bound(cls)) grown = BIN_SLOTS * cls - bin_bound(cls);
+    size_t bound = bin_bound(cls) + grown + cls +
                    bin_bound(20000 * sizeof(void *) > 16384 ? 16384 : 20000 * sizeof(void *));
     printf("front_end: %5zu-byte blocks: at most %zu bytes cached by the freeing thread (bound %zu)\n", size,
            max_cached_seen, bound);
