@@ -421,9 +421,11 @@ static const char *const option_changes[][2] = {
     {"empty_fraction", "0.1"},   {"k", "1"},               {"purge_delay_ms", "0"},
     {"medium_cache_kb", "0"},    {"large_cache_mb", "0"},  {"remote_free_check", "0"},
     {"purge_thread", "0"},       {"huge_pages", "1"},      {"medium_cache_max_kb", "0"},
+    {"bin_growth_kb", "0"},
     {"empty_fraction", "0.9"},   {"k", "16"},              {"purge_delay_ms", "5"},
     {"medium_cache_kb", "4096"}, {"large_cache_mb", "256"}, {"remote_free_check", "1"},
     {"purge_thread", "1"},       {"huge_pages", "0"},      {"medium_cache_max_kb", "65536"},
+    {"bin_growth_kb", "65536"},
 };
 enum { OPTION_CHANGES = sizeof option_changes / sizeof option_changes[0] };
 
