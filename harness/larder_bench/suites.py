@@ -251,6 +251,10 @@ SUITES += [
           "20-60 KiB, 200,000 replacements per thread, each block written at its ends only",
           {"--live": 1000, "--min-size": 20_000, "--max-size": 60_000, "--ops": 200_000}, axis="--threads", values=(1, 2),
           kind="compare", work=("--ops",), repeats=3),
+    Entry(_SV, "threadtest-buffers", "threadtest", f"{_HOARD} threadtest with buffers: 1,000 live objects of 4,000 "
+          "bytes, allocated and freed in rounds (more of a mid-size class in flight than a 16 KiB cache holds)",
+          {"--iterations": 2000, "--objects": 1000, "--size": 4000}, values=(1, 2), kind="speedup",
+          work=("--iterations",), repeats=5),
     Entry(_SV, "churn-buffers", "churn", "a loop of one 5-25 MiB buffer, allocated and freed 2,000 times",
           {"--live": 1, "--min-size": 5_242_880, "--max-size": 26_214_400, "--ops": 2000}, values=(1,),
           kind="compare", work=("--ops",), repeats=3, rss_plot=True),
