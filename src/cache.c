@@ -932,9 +932,12 @@ void ld_cache_trim(heap_t *heap) {
     ld_bin_t *bin = &heap->bins[c];
     uint32_t first = bin_first_limit(c);
     if (!(bin->refilled & BIN_REFILLED)) {
-      if (bin->count) bin_flush(heap, c, (bin->count * 3u + 3u) / 4);
+      /* three quarters go back, and what a grown bin holds past its first limit: one flush */
+      uint32_t keep = bin->count - (bin->count * 3u + 3u) / 4;
+      if (keep > first) keep = first;
+      if (bin->count > keep) bin_flush(heap, c, bin->count - keep);
       if (bin->fill > first_fill(bin)) bin->fill = (uint8_t)(bin->fill / 2 > first_fill(bin) ? bin->fill / 2 : first_fill(bin));
-      if (bin->limit > first) bin_shrink(heap, c, first); /* its growth back */
+      if (bin->limit > first) bin_set_limit(heap, c, first); /* its growth back */
     } else if (!(bin->refilled & BIN_CYCLED) && bin->limit > first) {
       bin_shrink(heap, c, first + (bin->limit - first) / 2); /* in use, but no longer cycling */
     }

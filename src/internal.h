@@ -847,7 +847,8 @@ typedef struct heap_s {
    * classes never touched (a one-object program: 15 of its 127 page faults at its exit). */
   uint64_t bins_set_up;
   /* What the bins grown past their first limits may hold in all, in bytes: the sum over the
-   * bins of (limit - first limit) * block size, at most bin_growth_kb (cache.c, bin_grow). */
+   * bins of (limit - first limit) * block size, at most bin_growth_kb as it was when they grew
+   * (lowered at run time, it stops growth; trims give the rest back: cache.c, bin_grow). */
   size_t bins_grown_bytes;
   /* ---- the heap proper: under `lock` ---- */
   sb_t *current[LD_CLASS_COUNT + 1];   /* the superblock each class's refills draw from */
