@@ -116,8 +116,28 @@ typedef struct larder_stats_s {
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);
-void   larder_stats_print(int fd);       /* human-readable table */
-void   larder_stats_print_json(int fd);  /* one JSON object and a newline */
+void   larder_stats_print(int fd);       /* human-readable table, then the size classes' (below) */
+void   larder_stats_print_json(int fd);  /* one JSON object and a newline; "classes": the size classes' */
+
+/* Where the small blocks' memory lies, by size class (the superblocks' memory: bytes_held less
+ * the medium and large spans). Per class, bytes_in_use + bytes_cached + bytes_free +
+ * bytes_never_used = (superblocks + superblocks_global) * blocks_per_superblock * block_size. */
+typedef struct larder_class_stats_s {
+  size_t block_size;            /* bytes of each block (a malloc of up to this many, above the class below, gets one) */
+  size_t blocks_per_superblock; /* blocks a superblock of the class holds */
+  size_t superblocks;           /* superblocks of the class the threads' heaps hold (heaps waiting for a new thread included) */
+  size_t superblocks_global;    /* superblocks of the class the global heap holds (partly used, full, empty, or with pages given back) */
+  size_t bytes_in_use;          /* blocks handed out, and blocks other threads freed that their owners have not taken back yet (over all
+                                   classes, those are larder_stats_t's bytes_remote_pending) */
+  size_t bytes_cached;          /* blocks in the threads' caches (their bins and deferred frees) */
+  size_t bytes_free;            /* free blocks in the superblocks, handed out before or made ready for a refill: their pages
+                                   were written (resident, unless the global heap gave them back: bytes_dormant) */
+  size_t bytes_never_used;      /* the superblocks' blocks not carved yet: pages never touched (not resident) */
+} larder_class_stats_t;
+/* Fills out[0, n) with the figures of the size classes, smallest first, and returns how many
+ * classes there are (with out NULL or n 0, only that). A snapshot: other threads' figures may
+ * lag their calls by a few operations. */
+size_t larder_class_stats_get(larder_class_stats_t *out, size_t n);
 
 /* ---- checking ---- */
 /* Walks every heap and superblock, checks every list and counter, and Hoard's invariant

@@ -54,6 +54,9 @@ heap_t ld_global_heap;
 static struct {
   ld_lock_t lock;
   int64_t u, a;                        /* Hoard's u_0 and a_0 */
+  int64_t class_u[LD_CLASS_COUNT];     /* u_0 by class (larder_class_stats_get) */
+  int64_t class_superblocks[LD_CLASS_COUNT]; /* superblocks held, by class */
+  int64_t class_carved[LD_CLASS_COUNT]; /* bytes of their blocks carved, by class */
   sb_list_t by_class[LD_CLASS_COUNT];  /* superblocks with room */
   sb_list_t full;                      /* no room: waiting for frees */
   sb_list_t dormant[LD_CLASS_COUNT];   /* some of their pages given back: woken by a take */
@@ -70,6 +73,19 @@ void ld_global_lock(void) { ld_lock_shared(&global.lock); }
 void ld_global_unlock(void) { ld_unlock(&global.lock); }
 void ld_global_let_waiters_in(void) { ld_purge_let_waiters_in(&global.lock); }
 void ld_global_reinit_lock(void) { ld_lock_reset(&global.lock); }
+
+/* u_0 and its class's share, as n blocks of sb come into use (n < 0: freed). Global lock held. */
+static void count_blocks(const sb_t *sb, int64_t n) {
+  global.u += n * (int64_t)sb->block_size;
+  global.class_u[sb->size_class] += n * (int64_t)sb->block_size;
+}
+/* a_0 and u_0, and their class's shares, as sb comes (+1) or goes (-1) with its blocks in use. */
+static void count_superblock(const sb_t *sb, int64_t sign) {
+  global.a += sign * (int64_t)ld_sb_size;
+  global.class_superblocks[sb->size_class] += sign;
+  global.class_carved[sb->size_class] += sign * (sb->bump - sb->data);
+  count_blocks(sb, sign * sb->used);
+}
 
 static void list_push(sb_list_t *list, sb_t *sb) {
   sb->prev = NULL;
@@ -124,7 +140,7 @@ static void empty_remove(sb_t *sb) {
 /* Out of the global heap, on its way back to the segments (global lock held)... */
 static void give_back_detach(sb_t *sb) {
   empty_remove(sb);
-  global.a -= (int64_t)ld_sb_size;
+  count_superblock(sb, -1); /* (empty) */
   sb->kind = LD_KIND_FREED;
 }
 /* ...and there: its pages, those its blocks were carved on (the segment adds those it found
@@ -152,8 +168,7 @@ void ld_global_put_locked(sb_t *sb) {
   sb->idle_since_ns = ld_os_now_coarse_ns();
   sb->scanned_used = -1;
   ld_due_note(sb->idle_since_ns);
-  global.a += (int64_t)ld_sb_size;
-  global.u += (int64_t)sb->used * sb->block_size;
+  count_superblock(sb, 1);
   list_file(sb);
   keep_if_empty(sb);
 }
@@ -186,7 +201,7 @@ bool ld_global_free(sb_t *sb, ld_block_t *b) {
   ld_set_next(b, sb->free_list);
   sb->free_list = b;
   sb->used--;
-  global.u -= (int64_t)sb->block_size;
+  count_blocks(sb, -1);
   refile_after_frees(sb);
   ld_global_unlock();
   return true;
@@ -202,7 +217,7 @@ static void global_tidy_locked(uint32_t most) {
   for (uint32_t n = 0; n < most && n < LD_INBOX_SLOTS && ld_inbox_take(&ld_global_heap, &m); n++) {
     sb_t *sb = ld_sb_deliver_message(&ld_global_heap, &m);
     if (!sb) continue;
-    global.u -= (int64_t)m.count * sb->block_size;
+    count_blocks(sb, -(int64_t)m.count);
     global.taken_bytes += (size_t)m.count * sb->block_size;
     refile_after_frees(sb);
   }
@@ -214,7 +229,7 @@ static void global_tidy_locked(uint32_t most) {
       ld_sb_announce(sb); /* it changed hands after it was announced: tell its owner */
     } else {
       int got = ld_sb_account_remote(sb, true);
-      global.u -= (int64_t)got * sb->block_size;
+      count_blocks(sb, -(int64_t)got);
       global.taken_bytes += (size_t)got * sb->block_size;
       refile_after_frees(sb);
     }
@@ -242,24 +257,25 @@ sb_t *ld_global_take(heap_t *heap, unsigned cls) {
   sb_t *sb = global.by_class[cls].head;
   if (sb) {
     list_remove(&global.by_class[cls], sb);
+    count_superblock(sb, -1);
   } else if ((sb = global.dormant[cls].head)) {
     /* its dormant blocks listed again (their pages come back as they are written) */
     list_remove(&global.dormant[cls], sb);
     global.dormant_bytes -= ld_dormant_units_bytes(sb->dormant);
     ld_sb_wake(sb);
+    count_superblock(sb, -1);
   } else {
     /* an empty one of this class (its pages as they were), else of the nearest class */
     int c = empty_class_near(cls);
     if (c >= 0) {
       sb = global.empty[c].head;
       empty_remove(sb);
+      count_superblock(sb, -1); /* (empty, under its old class) */
       ld_sb_format(sb, cls); /* carved again from its start, over the pages it has */
     }
   }
   if (sb) {
     sb->group = LD_GROUP_NONE;
-    global.a -= (int64_t)ld_sb_size;
-    global.u -= (int64_t)sb->used * sb->block_size;
     atomic_store_explicit(&sb->owner, heap, memory_order_release);
     LD_STAT_INC(heap, superblocks_from_global);
   }
@@ -394,11 +410,17 @@ uint64_t ld_global_next_expiry(void) {
   return first == UINT64_MAX ? 0 : first + ld_purge_delay();
 }
 
-void ld_global_stats(int64_t *in_use, int64_t *held, size_t *taken_bytes) {
+void ld_global_stats(int64_t *in_use, int64_t *held, size_t *taken_bytes, ld_class_figures_t *classes) {
   ld_global_lock();
   *in_use = global.u;
   *held = global.a;
   *taken_bytes = global.taken_bytes;
+  if (classes)
+    for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+      classes->in_use[c] += global.class_u[c];
+      classes->superblocks[c] += global.class_superblocks[c];
+      classes->carved[c] += global.class_carved[c];
+    }
   ld_global_unlock();
 }
 
@@ -407,8 +429,8 @@ void ld_global_stats(int64_t *in_use, int64_t *held, size_t *taken_bytes) {
 /* kind: which list (LIST_ROOM: a class's superblocks with room, LIST_FULL, LIST_DORMANT: a
  * class's with dormant units); cls: its class (-1 for the full list) */
 enum { LIST_ROOM, LIST_FULL, LIST_DORMANT };
-static void list_validate(const sb_list_t *list, int kind, int cls, int64_t *u, int64_t *a, size_t *dormant,
-                          int *violations) {
+static void list_validate(const sb_list_t *list, int kind, int cls, int64_t *u, int64_t *a, int64_t *class_u,
+                          int64_t *class_superblocks, int64_t *class_carved, size_t *dormant, int *violations) {
   size_t n = 0;
   const sb_t *prev = NULL;
   for (sb_t *sb = list->head; sb; prev = sb, sb = sb->next) {
@@ -423,6 +445,11 @@ static void list_validate(const sb_list_t *list, int kind, int cls, int64_t *u, 
     *dormant += ld_dormant_units_bytes(sb->dormant);
     *u += (int64_t)sb->used * sb->block_size;
     *a += (int64_t)ld_sb_size;
+    if (sb->size_class < LD_CLASS_COUNT) {
+      class_u[sb->size_class] += (int64_t)sb->used * sb->block_size;
+      class_superblocks[sb->size_class]++;
+      class_carved[sb->size_class] += sb->bump - sb->data;
+    }
     if (++n > list->count) break;
   }
   if (n != list->count) VIOLATION("global heap: list count %zu, found %zu\n", list->count, n);
@@ -430,10 +457,10 @@ static void list_validate(const sb_list_t *list, int kind, int cls, int64_t *u, 
 
 void ld_global_validate(int *violations) {
   ld_global_lock();
-  int64_t u = 0, a = 0;
+  int64_t u = 0, a = 0, class_u[LD_CLASS_COUNT] = {0}, class_superblocks[LD_CLASS_COUNT] = {0}, class_carved[LD_CLASS_COUNT] = {0};
   size_t dormant = 0;
   for (int c = 0; c < LD_CLASS_COUNT; c++) {
-    list_validate(&global.by_class[c], LIST_ROOM, c, &u, &a, &dormant, violations);
+    list_validate(&global.by_class[c], LIST_ROOM, c, &u, &a, class_u, class_superblocks, class_carved, &dormant, violations);
     size_t n = 0;
     const sb_t *last = NULL;
     for (const sb_t *sb = global.empty[c].head; sb && n <= global.empty[c].count; last = sb, sb = sb->next, n++) {
@@ -443,18 +470,27 @@ void ld_global_validate(int *violations) {
       if (last && last->idle_since_ns < sb->idle_since_ns)
         VIOLATION("global heap: class %d's empty list out of time order at %p\n", c, (void *)sb);
       a += (int64_t)ld_sb_size;
+      class_superblocks[c]++;
+      class_carved[c] += sb->bump - sb->data;
       dormant += ld_dormant_units_bytes(sb->dormant);
     }
     if (n != global.empty[c].count || last != global.empty_oldest[c] || !n != !(global.empty_classes >> c & 1))
       VIOLATION("global heap: class %d's empty list: %zu found, count %zu, oldest %p (found %p)\n", c, n,
                 global.empty[c].count, (void *)global.empty_oldest[c], (void *)last);
   }
-  list_validate(&global.full, LIST_FULL, -1, &u, &a, &dormant, violations);
-  for (int c = 0; c < LD_CLASS_COUNT; c++) list_validate(&global.dormant[c], LIST_DORMANT, c, &u, &a, &dormant, violations);
+  list_validate(&global.full, LIST_FULL, -1, &u, &a, class_u, class_superblocks, class_carved, &dormant, violations);
+  for (int c = 0; c < LD_CLASS_COUNT; c++)
+    list_validate(&global.dormant[c], LIST_DORMANT, c, &u, &a, class_u, class_superblocks, class_carved, &dormant, violations);
   if (dormant != global.dormant_bytes)
     VIOLATION("global heap: dormant units add up to %zu bytes, counted %zu\n", dormant, global.dormant_bytes);
   if (u != global.u || a != global.a)
     VIOLATION("global heap: u=%lld a=%lld, superblocks add up to u=%lld a=%lld\n", (long long)global.u,
               (long long)global.a, (long long)u, (long long)a);
+  for (int c = 0; c < LD_CLASS_COUNT; c++)
+    if (class_u[c] != global.class_u[c] || class_superblocks[c] != global.class_superblocks[c] ||
+        class_carved[c] != global.class_carved[c])
+      VIOLATION("global heap: class %d: u=%lld in %lld superblocks (%lld carved) counted, %lld in %lld (%lld) found\n", c,
+                (long long)global.class_u[c], (long long)global.class_superblocks[c], (long long)global.class_carved[c],
+                (long long)class_u[c], (long long)class_superblocks[c], (long long)class_carved[c]);
   ld_global_unlock();
 }

@@ -253,6 +253,7 @@ static void heap_add_superblock(heap_t *heap, sb_t *sb) {
   unsigned c = sb->size_class;
   LD_OWNER_ADD(heap->a[c], ld_class_capacity_bytes[c]);
   LD_OWNER_ADD(heap->u[c], (int64_t)sb->used * sb->block_size);
+  LD_OWNER_ADD(heap->carved[c], sb->bump - sb->data);
   LD_OWNER_ADD(heap->superblocks_held, 1);
   heap_own(heap, sb);
   heap_recompute_threshold(heap, c);
@@ -285,6 +286,7 @@ static void heap_give_to_global(heap_t *heap, sb_t *sb) {
   heap_disown(heap, sb);
   LD_OWNER_ADD(heap->u[c], -((int64_t)sb->used * sb->block_size));
   LD_OWNER_ADD(heap->a[c], -(ld_class_capacity_bytes[c]));
+  LD_OWNER_ADD(heap->carved[c], -(sb->bump - sb->data));
   LD_OWNER_ADD(heap->superblocks_held, (size_t)-1);
   heap_recompute_threshold(heap, c);
   ld_global_put_locked(sb);
@@ -535,8 +537,10 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
     }
     LD_STAT_INC(heap, superblocks_examined);
     int32_t before = sb->used;
+    char *bump = sb->bump;
     ld_take_counts_t took = {0, 0, 0, false};
     n += ld_sb_take_blocks(sb, bin->slots + bin->count + n, want - n, bin->limit - bin->count - n, &took);
+    LD_OWNER_ADD(heap->carved[cls], sb->bump - bump);
     LD_STAT_ADD(heap, remote_hinted, took.hinted);
     LD_STAT_ADD(heap, remote_hint_taken, took.hint_taken);
     LD_OWNER_ADD(heap->u[cls], (int64_t)(sb->used - before) * sb->block_size);
@@ -1007,6 +1011,7 @@ heap_t *ld_heap_new(bool after_exit_hook) {
     LD_OWNER_SET(heap->current[c], &ld_sb_none);
     LD_OWNER_SET(heap->u[c], 0);
     LD_OWNER_SET(heap->a[c], 0);
+    LD_OWNER_SET(heap->carved[c], 0);
     heap->boost[c] = 0;
     heap->last_release_ns[c] = heap->last_take_ns[c] = 0;
   }
@@ -1142,7 +1147,7 @@ void ld_heaps_unlock_all(bool reinit) {
 
 /* Sums every heap's counters and figures. u counts the blocks in caches as in use (they are
  * the front end's); the caller takes `cached` out to report what the program holds. */
-void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures) {
+void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures, ld_class_figures_t *classes) {
   memset(out, 0, sizeof *out);
   memset(figures, 0, sizeof *figures);
   ld_lock(&heaps.lock);
@@ -1162,11 +1167,18 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures) {
     /* (the medium cache is the owner's without a lock: cache.c, "medium spans") */
     figures->medium_cached += LD_READ(h->medium_cached_bytes) + (int64_t)ld_heap_medium_returned_bytes(h);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
-      figures->in_use += LD_READ(h->u[c]);
-      figures->held += LD_READ(h->a[c]) / ld_class_capacity_bytes[c] * (int64_t)ld_sb_size;
+      int64_t u = LD_READ(h->u[c]), superblocks = LD_READ(h->a[c]) / ld_class_capacity_bytes[c];
       int64_t blocks = LD_READ(h->bins[c].count);
+      figures->in_use += u;
+      figures->held += superblocks * (int64_t)ld_sb_size;
       figures->cached_blocks += blocks;
       figures->cached += blocks * ld_class_size[c];
+      if (classes) {
+        classes->in_use[c] += u;
+        classes->superblocks[c] += superblocks;
+        classes->cached[c] += blocks * ld_class_size[c];
+        classes->carved[c] += LD_READ(h->carved[c]);
+      }
     }
     /* the deferred frees (internal.h), counted as cached: their class is their bin's. A range
      * check, not a compare with the stand-ins' bin: a heap whose bins are not set up yet has
@@ -1176,6 +1188,7 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures) {
       if (deferred_bin >= h->bins && deferred_bin < h->bins + LD_CLASS_COUNT) {
         figures->cached_blocks += 1;
         figures->cached += ld_class_size[deferred_bin - h->bins];
+        if (classes) classes->cached[deferred_bin - h->bins] += ld_class_size[deferred_bin - h->bins];
       }
     }
     heap_unlock(h);
@@ -1192,7 +1205,7 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
   size_t held = 0;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     int64_t k_slack = ((int64_t)LD_OPTION(k) + heap->boost[c]) * ld_class_capacity_bytes[c];
-    int64_t u = 0, a = 0;
+    int64_t u = 0, a = 0, carved = 0;
     sb_t *cur = heap->current[c];
     if (cur != &ld_sb_none) {
       ld_sb_validate(cur, heap, violations);
@@ -1200,6 +1213,7 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
       if (cur->group != LD_GROUP_NONE) VIOLATION("heap %p: current superblock %p is also in group %u\n", (void *)heap, (void *)cur, cur->group);
       u += (int64_t)cur->used * cur->block_size;
       a += ld_class_capacity_bytes[c];
+      carved += cur->bump - cur->data;
       held++;
     }
     if (heap->boost[c] > LD_BOOST_MAX) VIOLATION("heap %p class %u: boost %u above %d\n", (void *)heap, c, heap->boost[c], LD_BOOST_MAX);
@@ -1213,6 +1227,7 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
         if (sb_group_of(sb) != g) VIOLATION("superblock %p: used %d does not belong in group %d\n", (void *)sb, sb->used, g);
         u += (int64_t)sb->used * sb->block_size;
         a += ld_class_capacity_bytes[c];
+        carved += sb->bump - sb->data;
         held++;
         if (++n > (1u << 30)) break;
       }
@@ -1220,6 +1235,9 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
     if (u != heap->u[c])
       VIOLATION("heap %p class %u: u is %lld, superblocks add up to %lld\n", (void *)heap, c, (long long)heap->u[c], (long long)u);
     if (a != heap->a[c]) VIOLATION("heap %p class %u: a is %lld, superblocks add up to %lld\n", (void *)heap, c, (long long)heap->a[c], (long long)a);
+    if (carved != heap->carved[c])
+      VIOLATION("heap %p class %u: %lld bytes carved counted, superblocks add up to %lld\n", (void *)heap, c,
+                (long long)heap->carved[c], (long long)carved);
     /* Every cached block is a free block start of its class; those of superblocks the heap
      * still owns are part of its u (a superblock given away while some of its blocks were
      * cached counts them in its new owner's u, until the bin's next flush sends them there). */

@@ -854,6 +854,8 @@ typedef struct heap_s {
   sb_t *current[LD_CLASS_COUNT + 1];   /* the superblock each class's refills draw from */
   int64_t u[LD_CLASS_COUNT + 1];       /* bytes in use per class (Hoard's u_i) */
   int64_t a[LD_CLASS_COUNT + 1];       /* bytes held per class (Hoard's a_i) */
+  int64_t carved[LD_CLASS_COUNT + 1];  /* bytes of the blocks carved in those (the statistics: the rest
+                                          of a superblock was never touched) */
   int64_t u_release[LD_CLASS_COUNT + 1]; /* give a superblock of class c back when u[c] < this */
   uint8_t boost[LD_CLASS_COUNT + 1];   /* extra K earned by ping-pong (hysteresis, heap.c) */
   uint64_t release_due;                /* classes whose own frees left partly used superblocks to give back (heap.c) */
@@ -1069,7 +1071,14 @@ typedef struct ld_heap_figures_s {
   int64_t medium_bytes, medium_usable; /* heap_t's, summed */
   int64_t medium_cached;               /* chunks' bytes of the spans in threads' medium caches */
 } ld_heap_figures_t;
-void    ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures);
+/* A size class's figures, summed over the heaps or the global heap (larder_class_stats_get):
+ * Hoard's u (in use, cached, or freed by other threads and not taken back yet), the blocks in
+ * bins and deferred frees, superblocks held, and the bytes of blocks carved in them. */
+typedef struct ld_class_figures_s {
+  int64_t in_use[LD_CLASS_COUNT], cached[LD_CLASS_COUNT], superblocks[LD_CLASS_COUNT], carved[LD_CLASS_COUNT];
+} ld_class_figures_t;
+/* classes: NULL, or added to (the class figures, with the others) */
+void    ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures, ld_class_figures_t *classes);
 void    ld_stats_add(ld_stats_t *dst, const ld_stats_t *src);
 /* Adds n to the field at field_offset of the calling thread's counters (or, for a thread
  * without a heap, of a shared atomic set): for the cold paths only. ld_stat_count: one event. */
@@ -1238,7 +1247,7 @@ void    ld_global_validate(int *violations);
  * one) given back (ld_sb_give_back_free_pages), until the looks have passed `budget` blocks;
  * returns the bytes. *more: some were left for the next run. For the purge. */
 size_t  ld_global_give_back_free_pages(uint64_t now, bool all, size_t budget, bool *more);
-void    ld_global_stats(int64_t *in_use, int64_t *held, size_t *taken_bytes);
+void    ld_global_stats(int64_t *in_use, int64_t *held, size_t *taken_bytes, ld_class_figures_t *classes);
 size_t  ld_global_dormant_bytes(void); /* pages given back from partly used superblocks, held still */
 void    ld_global_reinit_lock(void);
 

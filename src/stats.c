@@ -33,8 +33,8 @@ void larder_stats_get(larder_stats_t *out) {
   ld_heap_figures_t heaps;
   int64_t global_in_use, global_held;
   size_t global_taken;
-  ld_heaps_stats(&counts, &heaps);
-  ld_global_stats(&global_in_use, &global_held, &global_taken);
+  ld_heaps_stats(&counts, &heaps, NULL);
+  ld_global_stats(&global_in_use, &global_held, &global_taken, NULL);
   ld_os_counts_t os;
   ld_os_counts(&os);
   ld_segment_stats_t seg;
@@ -118,6 +118,75 @@ void larder_stats_get(larder_stats_t *out) {
   out->lock_sleeps = os.lock_sleeps;
 }
 
+/* The small size classes this process uses (those that fit its superblock size), smallest first. */
+static size_t classes_in_use(void) {
+  size_t n = 0;
+  while (n < LD_CLASS_COUNT && ld_class_capacity[n] && ld_class_size[n] <= ld_small_max) n++;
+  return n;
+}
+
+size_t larder_class_stats_get(larder_class_stats_t *out, size_t n) {
+  ld_maintain_init();
+  size_t classes = classes_in_use();
+  if (!out || !n) return classes;
+  ld_cache_settle_deferred_now(ld_heap_tls); /* as larder_stats_get */
+  ld_heap_collect_pending(ld_heap_tls);
+  ld_stats_t counts;
+  ld_heap_figures_t heaps;
+  ld_class_figures_t in_heaps, in_global;
+  memset(&in_heaps, 0, sizeof in_heaps);
+  memset(&in_global, 0, sizeof in_global);
+  int64_t global_in_use, global_held;
+  size_t global_taken;
+  ld_heaps_stats(&counts, &heaps, &in_heaps);
+  ld_global_stats(&global_in_use, &global_held, &global_taken, &in_global);
+  for (size_t c = 0; c < classes && c < n; c++) {
+    larder_class_stats_t *k = &out[c];
+    k->block_size = ld_class_size[c];
+    k->blocks_per_superblock = ld_class_capacity[c];
+    k->superblocks = positive(in_heaps.superblocks[c]);
+    k->superblocks_global = positive(in_global.superblocks[c]);
+    k->bytes_cached = positive(in_heaps.cached[c]);
+    /* u counts the cached blocks too (ld_heaps_stats) */
+    k->bytes_in_use = positive(in_heaps.in_use[c] + in_global.in_use[c] - in_heaps.cached[c]);
+    size_t held = (k->superblocks + k->superblocks_global) * (size_t)ld_class_capacity_bytes[c];
+    size_t carved = positive(in_heaps.carved[c] + in_global.carved[c]), taken = k->bytes_in_use + k->bytes_cached;
+    k->bytes_free = carved > taken ? carved - taken : 0;
+    k->bytes_never_used = held > carved ? held - carved : 0;
+  }
+  return classes;
+}
+
+/* The size classes that hold superblocks or cached blocks: a table after the statistics' (the
+ * header names larder_class_stats_t's fields), or the JSON object's "classes" member. On the
+ * stack, written with ld_os_write: allocates nothing (it runs at exit, and inside malloc_stats). */
+static void print_classes(int fd, bool json) {
+  larder_class_stats_t classes[LD_CLASS_COUNT];
+  size_t count = larder_class_stats_get(classes, LD_CLASS_COUNT);
+  char buf[16384];
+  size_t n = (size_t)snprintf(buf, sizeof buf, json ? ", \"classes\": [" : "larder size classes (those holding memory)\n  %10s %9s %11s %7s %13s %13s %13s %13s\n",
+                              "block_size", "blocks/sb", "superblocks", "global", "bytes_in_use", "bytes_cached", "bytes_free", "never_used");
+  bool first = true;
+  for (size_t c = 0; c < count && n < sizeof buf; c++) {
+    const larder_class_stats_t *k = &classes[c];
+    if (!k->superblocks && !k->superblocks_global && !k->bytes_cached) continue;
+    if (json)
+      n += (size_t)snprintf(buf + n, sizeof buf - n,
+                            "%s{\"block_size\": %zu, \"blocks_per_superblock\": %zu, \"superblocks\": %zu, "
+                            "\"superblocks_global\": %zu, \"bytes_in_use\": %zu, \"bytes_cached\": %zu, \"bytes_free\": %zu, "
+                            "\"bytes_never_used\": %zu}",
+                            first ? "" : ", ", k->block_size, k->blocks_per_superblock, k->superblocks, k->superblocks_global,
+                            k->bytes_in_use, k->bytes_cached, k->bytes_free, k->bytes_never_used);
+    else
+      n += (size_t)snprintf(buf + n, sizeof buf - n, "  %10zu %9zu %11zu %7zu %13zu %13zu %13zu %13zu\n", k->block_size,
+                            k->blocks_per_superblock, k->superblocks, k->superblocks_global, k->bytes_in_use,
+                            k->bytes_cached, k->bytes_free, k->bytes_never_used);
+    first = false;
+  }
+  if (json && n < sizeof buf) n += (size_t)snprintf(buf + n, sizeof buf - n, "]");
+  ld_os_write(fd, buf, n < sizeof buf ? n : sizeof buf - 1);
+}
+
 void larder_stats_print(int fd) {
   larder_stats_t st;
   larder_stats_get(&st);
@@ -134,6 +203,7 @@ void larder_stats_print(int fd) {
   STATS_FIELDS(STATS_ROW)
 #undef STATS_ROW
   ld_os_write(fd, buf, n < sizeof buf ? n : sizeof buf - 1);
+  print_classes(fd, false);
 }
 
 /* malloc_stats() prints glibc's lines first, so that programs and tests that parse them
@@ -179,8 +249,9 @@ void larder_stats_print_json(int fd) {
   if (n < sizeof buf) n += (size_t)snprintf(buf + n, sizeof buf - n, ", \"%s\": %zu", #f, st.f);
   STATS_FIELDS(STATS_JSON)
 #undef STATS_JSON
-  if (n < sizeof buf) n += (size_t)snprintf(buf + n, sizeof buf - n, "}\n");
   ld_os_write(fd, buf, n < sizeof buf ? n : sizeof buf - 1);
+  print_classes(fd, true);
+  ld_os_write(fd, "}\n", 2);
 }
 
 int larder_validate(void) { return ld_maintain_validate(); }

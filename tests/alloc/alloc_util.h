@@ -42,6 +42,7 @@ typedef struct alloc_api_s {
   int (*option_set)(const char *, const char *);
   double (*option_get)(const char *);
   int (*trim)(size_t);
+  size_t (*class_stats_get)(larder_class_stats_t *, size_t);
 } alloc_api_t;
 
 #if defined(LARDER_TEST_PRELOADED) || defined(LARDER_TEST_GLIBC)
@@ -53,12 +54,13 @@ static inline alloc_api_t alloc_api(void) {
   *(void **)&a.option_set = dlsym(RTLD_DEFAULT, "larder_option_set");
   *(void **)&a.option_get = dlsym(RTLD_DEFAULT, "larder_option_get");
   *(void **)&a.trim = dlsym(RTLD_DEFAULT, "larder_trim");
+  *(void **)&a.class_stats_get = dlsym(RTLD_DEFAULT, "larder_class_stats_get");
   return a;
 }
 #else
 static inline alloc_api_t alloc_api(void) {
   alloc_api_t a = {larder_validate, larder_stats_get, larder_option_set, larder_option_get,
-                   larder_trim};
+                   larder_trim, larder_class_stats_get};
   return a;
 }
 #endif

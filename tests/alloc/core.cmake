@@ -33,6 +33,9 @@ alloc_test(alloc_free_last_alloc SOURCES alloc/free_last_alloc.c PRELOAD TIMEOUT
 # Bins that grow where they cycle, within the thread's bin_growth_kb; the trim and a thread's
 # exit give the growth back.
 alloc_test(alloc_bin_growth SOURCES alloc/bin_growth.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
+# The statistics by size class add up, follow a class's blocks in and out, and count remote frees
+# in use only while they wait to be taken back
+alloc_test(alloc_class_stats SOURCES alloc/class_stats.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
 
 # Honest figures (issue 15): bytes_in_use back near zero after all is freed, own and remote
 # frees, threads alive; mallinfo2 agrees.
