@@ -18,7 +18,7 @@
  * have), starts threads of its own that allocate, check and free, trims and validates, and
  * exits; it runs under alarm(), so a lock the fork left held shows as a failed child rather
  * than a hung run. It may call malloc_trim while the workers run, read the statistics
- * (mallinfo2, malloc_info, larder_stats_get), and change larder's options at run time
+ * (mallinfo2, malloc_info, larder_stats_get, larder_class_stats_get), and change larder's options at run time
  * (larder_option_set) under them.
  *
  * Blocks are written sparsely by default: a word at the start, one every 4 KiB and one at the
@@ -32,6 +32,7 @@
  * be 0. */
 #define _GNU_SOURCE
 #include "common.h"
+#include "larder.h" /* (larder_class_stats_t's layout: the calls go through dlsym) */
 
 #include <dlfcn.h>
 #include <malloc.h>
@@ -102,7 +103,7 @@ static const struct bench_opt opts[] = {
     {"options-every", 0, BENCH_OPT_REAL, &opt_options_every, 0, 0, 0, 86400, false,
      "seconds between changes of larder's run-time options, when the allocator has them (0: none)"},
     {"stats-every", 0, BENCH_OPT_REAL, &opt_stats_every, 0, 0, 0, 86400, false,
-     "seconds between reads of the allocator's statistics: mallinfo2, malloc_info, larder_stats_get (0: none)"},
+     "seconds between reads of the allocator's statistics: mallinfo2, malloc_info, larder_stats_get, larder_class_stats_get (0: none)"},
 };
 
 static const struct bench_prog prog = {
@@ -486,6 +487,8 @@ int main(int argc, char **argv) {
   double next_option = option_set ? start + opt_options_every : 0;
   double next_stats = opt_stats_every > 0 ? start + opt_stats_every : 0;
   void (*stats_get)(void *) = opt_stats_every > 0 ? (void (*)(void *))dlsym(RTLD_DEFAULT, "larder_stats_get") : NULL;
+  size_t (*class_stats_get)(larder_class_stats_t *, size_t) =
+      opt_stats_every > 0 ? (size_t (*)(larder_class_stats_t *, size_t))dlsym(RTLD_DEFAULT, "larder_class_stats_get") : NULL;
   FILE *devnull = opt_stats_every > 0 ? fopen("/dev/null", "w") : NULL;
   uint64_t validations = 0, validation_failures = 0, idle_phases = 0, short_lived = 0;
   uint64_t forks = 0, fork_failures = 0, trims = 0, option_sets = 0, option_refusals = 0, stats_reads = 0;
@@ -537,6 +540,13 @@ int main(int argc, char **argv) {
       struct mallinfo2 mi = mallinfo2();
       if (devnull) malloc_info(0, devnull);
       if (stats_get) stats_get(larder_stats);
+      if (class_stats_get) {
+        static larder_class_stats_t classes[128];
+        size_t n = class_stats_get(classes, 128);
+        for (size_t c = 0; c < n && c < 128; c++) /* (a snapshot while the workers run: each class is its own) */
+          if (classes[c].bytes_in_use > (size_t)1 << 50 || classes[c].bytes_free > (size_t)1 << 50)
+            report("larder_class_stats_get's figures are out of range", NULL, classes[c].block_size);
+      }
       note_worst(&worst_stats, began);
       if (mi.uordblks > (size_t)1 << 50) report("mallinfo2's bytes in use are out of range", NULL, mi.uordblks);
       stats_reads++;
