@@ -52,9 +52,21 @@ LD_PUBLIC int mallopt(int param, int value) {
   return 1;
 }
 
+/* The free small blocks (on their superblocks' lists and in the threads' caches), by class:
+ * glibc's free chunks, for mallinfo's ordblks and malloc_info's <sizes>. Returns the classes. */
+static size_t free_blocks_by_class(larder_class_stats_t classes[LD_CLASS_COUNT], size_t *count) {
+  size_t n = larder_class_stats_get(classes, LD_CLASS_COUNT);
+  *count = 0;
+  for (size_t c = 0; c < n; c++) *count += (classes[c].bytes_free + classes[c].bytes_cached) / classes[c].block_size;
+  return n;
+}
+
 static void fill_mallinfo2(struct mallinfo2 *mi) {
   larder_stats_t st;
   larder_stats_get(&st);
+  larder_class_stats_t classes[LD_CLASS_COUNT];
+  size_t free_count;
+  free_blocks_by_class(classes, &free_count);
   /* glibc's meanings: uordblks in use outside separate mappings, hblks/hblkhd the separately
    * mapped blocks in use (larder's large spans), fordblks held but free. */
   *mi = (struct mallinfo2){0};
@@ -65,6 +77,7 @@ static void fill_mallinfo2(struct mallinfo2 *mi) {
   mi->hblkhd = st.large_bytes_in_use;
   mi->uordblks = st.bytes_in_use - st.large_bytes_in_use;
   mi->fordblks = st.bytes_held - st.bytes_in_use;
+  mi->ordblks = free_count; /* (fordblks holds more: capacity never carved, free chunks, kept spans) */
   mi->usmblks = st.bytes_mapped;
 }
 LD_PUBLIC struct mallinfo2 mallinfo2(void) {
@@ -81,16 +94,19 @@ LD_PUBLIC struct mallinfo mallinfo(void) {
   mi.hblkhd = (int)m2.hblkhd;
   mi.uordblks = (int)m2.uordblks;
   mi.fordblks = (int)m2.fordblks;
+  mi.ordblks = (int)m2.ordblks;
   mi.usmblks = (int)m2.usmblks;
   return mi;
 }
 
-/* glibc's malloc_info: the same XML shape (<malloc version="1">, <total>, <system>, <aspace>)
- * with larder's figures from larder_stats_get. glibc writes one <heap> per arena; larder's
- * per-thread heaps are not listed one by one, so there is no <heap> element, only the totals,
- * and a <larder> element with larder's own counters. "rest" is memory held but not in use
- * (larder does not count free blocks, so that total has a size and no count); "mmap" is the
- * large spans in use; there are no fast bins. Like glibc: EINVAL unless options is 0. */
+/* glibc's malloc_info: the same XML shape (<malloc version="1">, <heap>, <sizes>, <total>,
+ * <system>, <aspace>) with larder's figures from larder_stats_get and larder_class_stats_get.
+ * glibc writes one <heap> per arena; larder's heaps together are one, nr 0 (as malloc_stats has
+ * them), whose <sizes> list the free small blocks by size class (from the class above the one
+ * below, to the block size; total = count x block size), and a <larder> element follows with
+ * larder's own counters. "rest" is memory held but not in use, its count the free small blocks
+ * (the rest of its size: capacity never carved, free chunks, kept spans); "mmap" is the large
+ * spans in use; there are no fast bins. Like glibc: EINVAL unless options is 0. */
 LD_PUBLIC int malloc_info(int options, FILE *fp) {
   if (options != 0) {
     errno = EINVAL;
@@ -102,11 +118,25 @@ LD_PUBLIC int malloc_info(int options, FILE *fp) {
   }
   larder_stats_t st;
   larder_stats_get(&st);
+  larder_class_stats_t classes[LD_CLASS_COUNT];
+  size_t free_count, n = free_blocks_by_class(classes, &free_count);
   size_t free_bytes = st.bytes_held > st.bytes_in_use ? st.bytes_held - st.bytes_in_use : 0;
-  fprintf(fp, "<malloc version=\"1\">\n");
+  fprintf(fp, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n");
+  for (size_t c = 0; c < n; c++) {
+    size_t count = (classes[c].bytes_free + classes[c].bytes_cached) / classes[c].block_size;
+    if (count)
+      fprintf(fp, "  <size from=\"%zu\" to=\"%zu\" total=\"%zu\" count=\"%zu\"/>\n",
+              c ? classes[c - 1].block_size + 1 : 1, classes[c].block_size, count * classes[c].block_size, count);
+  }
+  fprintf(fp, "</sizes>\n<total type=\"fast\" count=\"0\" size=\"0\"/>\n");
+  fprintf(fp, "<total type=\"rest\" count=\"%zu\" size=\"%zu\"/>\n", free_count, free_bytes);
+  fprintf(fp, "<system type=\"current\" size=\"%zu\"/>\n", st.bytes_held);
+  fprintf(fp, "<aspace type=\"total\" size=\"%zu\"/>\n</heap>\n", st.bytes_mapped);
   fprintf(fp, "<total type=\"fast\" count=\"0\" size=\"0\"/>\n");
-  fprintf(fp, "<total type=\"rest\" size=\"%zu\"/>\n", free_bytes);
-  fprintf(fp, "<total type=\"mmap\" size=\"%zu\"/>\n", st.large_bytes_in_use);
+  fprintf(fp, "<total type=\"rest\" count=\"%zu\" size=\"%zu\"/>\n", free_count, free_bytes);
+  size_t spans_now, spans_peak, bytes_peak;
+  ld_large_peaks(&spans_now, &spans_peak, &bytes_peak);
+  fprintf(fp, "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n", spans_now, st.large_bytes_in_use);
   fprintf(fp, "<system type=\"current\" size=\"%zu\"/>\n", st.bytes_held);
   fprintf(fp, "<aspace type=\"total\" size=\"%zu\"/>\n", st.bytes_mapped);
   fprintf(fp, "<larder version=\"%s\" in_use=\"%zu\" held=\"%zu\" mapped=\"%zu\" mallocs=\"%zu\" "

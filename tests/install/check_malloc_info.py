@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs a program that writes malloc_info(0, fp) to a file and checks the file: well-formed
 XML in glibc's shape (<malloc version="1"> with <total>, <system>, <aspace> elements whose
-sizes are integers) and larder's own <larder> element with figures that fit the program's
+sizes are integers, and a <heap nr="0"> whose <sizes> list the free small blocks by class, as
+many as the total "rest" count says) and larder's own <larder> element with figures that fit the program's
 allocations (about 1000 small blocks and 14 MiB of large ones live when it was written).
 
 usage: check_malloc_info.py --version 0.1.0 [--preload liblarder.so] -- PROGRAM
@@ -55,6 +56,30 @@ def main():
                 ("aspace", "total")]:
         if key not in sizes:
             failures.append("no <%s type=\"%s\"> element" % key)
+    # <heap nr="0">: larder's heaps as one arena, whose <sizes> are the free small blocks by class
+    heap = root.find("heap")
+    if heap is None or heap.get("nr") != "0" or heap.find("sizes") is None:
+        failures.append("no <heap nr=\"0\"> with <sizes>")
+    else:
+        counted, last_to = 0, 0
+        for el in heap.find("sizes"):
+            try:
+                lo, hi, total, count = (int(el.get(k)) for k in ("from", "to", "total", "count"))
+            except (TypeError, ValueError):
+                failures.append("<size> with a non-integer field: %r" % el.attrib)
+                continue
+            if not (last_to < lo <= hi and count > 0 and total == count * hi):
+                failures.append("<size from=%d to=%d total=%d count=%d>: expected ascending classes, "
+                                "total = count x block size" % (lo, hi, total, count))
+            counted += count
+            last_to = hi
+        rest = root.find("total[@type='rest']")
+        if rest is None or rest.get("count") is None or int(rest.get("count")) != counted:
+            failures.append("<total type=\"rest\"> count %r, the sizes count %d"
+                            % (None if rest is None else rest.get("count"), counted))
+        # the program freed 1,000 of its 2,000 small blocks before the call
+        if counted < 1000:
+            failures.append("%d free blocks listed, below the 1,000 the program freed" % counted)
     ld = root.find("larder")
     if ld is None:
         failures.append("no <larder> element")
