@@ -453,8 +453,16 @@ static void *purge_thread_main(void *arg) {
   return NULL;
 }
 
+/* pthread_create refused the purge thread (a process that may not make threads: a sandbox's
+ * seccomp filter, a thread limit): not tried again, and the calls run the purge, as in a process
+ * that never wanted the thread. Kept apart from ld_purge_thread_running, which the calls read
+ * to leave the purge to the thread and the exit to wait for it: left at 1 after a refusal
+ * (until 2026-11-30), it stopped every purge in such a process and made its exit wait 2 s. */
+static _Atomic int thread_refused;
+
 static void purge_thread_start(void) {
-  if (atomic_load_explicit(&ld_purge_thread_running, memory_order_relaxed) || atomic_load_explicit(&thread_stop, memory_order_relaxed))
+  if (atomic_load_explicit(&ld_purge_thread_running, memory_order_relaxed) || atomic_load_explicit(&thread_stop, memory_order_relaxed) ||
+      atomic_load_explicit(&thread_refused, memory_order_relaxed))
     return;
   int expected = 0;
   if (!atomic_compare_exchange_strong(&ld_purge_thread_running, &expected, 1)) return;
@@ -469,9 +477,20 @@ static void purge_thread_start(void) {
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &old);
   int failed = pthread_create(&thread_id, &attr, purge_thread_main, NULL);
+  if (failed == EINVAL) {
+    /* glibc puts the program's static TLS on each thread's stack and refuses a stack it does
+     * not fit in: 64 KiB was too small for a program with large __thread arrays (the soak,
+     * whose purge thread never started). The default size then: address space, touched only
+     * as used. */
+    pthread_attr_destroy(&attr);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    failed = pthread_create(&thread_id, &attr, purge_thread_main, NULL);
+  }
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (failed) {
-    /* Not retried at every call: the process may forbid threads (a sandbox). */
+    atomic_store_explicit(&thread_refused, 1, memory_order_relaxed);
+    atomic_store_explicit(&ld_purge_thread_running, 0, memory_order_release);
     static _Atomic int warned;
     if (LD_OPTION(verbose) && !atomic_exchange(&warned, 1))
       ld_message("larder: could not start the purge thread; memory is returned from allocation calls only\n");

@@ -114,6 +114,12 @@ if(ALLOC_HAVE_LARDER)
     set_tests_properties(alloc_server_mix_rss PROPERTIES LABELS alloc TIMEOUT 90)
   endif()
 endif()
+# the purge thread starts in a program with a large static TLS, and a process that refuses
+# threads (a seccomp filter) gives memory back from its calls
+foreach(mode tls refused)
+  alloc_test(alloc_purge_thread_start_${mode} SOURCES alloc/purge_thread_start.c PRELOAD TIMEOUT 60 ARGS ${mode}
+             LIBS Threads::Threads ENV LARDER_PURGE_DELAY_MS=100 LARDER_PURGE_THREAD=2 LARDER_PURGE_THREAD_MB=8)
+endforeach()
 # who runs the purge: the purge thread where there is one, never a malloc or free beside it;
 # the calls themselves in a process without it
 alloc_test(alloc_purge_runner_thread SOURCES alloc/purge_runner.c PRELOAD TIMEOUT 60 ARGS thread
