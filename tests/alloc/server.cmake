@@ -98,18 +98,23 @@ if(ALLOC_HAVE_LARDER)
     SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 180)
 
   # server-mix (bench/) with liblarder preloaded, 2 threads for 20 s of work: RSS at the end of
-  # the work <= 1.5 x RSS at 5 s (issue 9: larder went from 253 MiB at 5 s to 1.14 GiB at 25 s
-  # with 8 threads). check_bench.py checks the JSON and the relation; server-mix prints both
-  # readings. "At 5 s" is the highest sample from 4 to 6 s: a purge run just before the 5 s
-  # reading took it from 63 to 44 MiB once under UBSan (the end of work read 81 MiB, as in
-  # every run), where the samples around it read 63-45 MiB.
+  # the work <= 1.5 x RSS at 5 s, or 1.5 x the program's own peak of live bytes where that is
+  # more (issue 9: larder went from 253 MiB at 5 s to 1.14 GiB at 25 s with 8 threads, the live
+  # bytes bounded all along). check_bench.py
+  # checks the JSON and the relation; server-mix prints both readings. "At 5 s" is the highest
+  # sample from 4 to 6 s: a purge run just before the 5 s reading took it from 63 to 44 MiB once
+  # under UBSan (the end of work read 81 MiB, as in every run), where the samples around it read
+  # 63-45 MiB. The live bytes: on a loaded machine (make test's other tests on both cores) a
+  # descheduled worker lets the hand-off rings fill, and the program's own live bytes grew from
+  # 62 MB by 6 s to 75 MB, RSS 61 -> 99 MB (1.62x RSS at 5 s, 1.33x the live peak; a fresh
+  # clone's run, 2026-11-30; 1.503x once before): the allocator followed the program.
   find_package(Python3 COMPONENTS Interpreter)
   if(TARGET server-mix AND Python3_Interpreter_FOUND)
     add_test(NAME alloc_server_mix_rss
       COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/bench/check_bench.py run
               $<TARGET_FILE:server-mix> server-mix --preload $<TARGET_FILE:larder_shared>
               --positive rss_5s_kib,rss_end_work_kib
-              "--expr=f['rss_end_work_kib'] <= 1.5 * max(v for t, v in f['rss_series'] if 4 <= t <= 6)"
+              "--expr=f['rss_end_work_kib'] <= 1.5 * max(max(v for t, v in f['rss_series'] if 4 <= t <= 6), f['live_peak_kib'])"
               -- --threads 2 --seconds 20 --idle-seconds 0 --exit-wait-ms 0)
     set_tests_properties(alloc_server_mix_rss PROPERTIES LABELS alloc TIMEOUT 90)
   endif()
