@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import math
+import statistics
 from collections import Counter
 from pathlib import Path
 
@@ -451,6 +452,36 @@ def failures(doc: dict) -> list[str]:
             inv[key] += 1
     lines += [f"{k}: INVALID, left out of the medians ({inv[k]} run{'s' if inv[k] > 1 else ''}): {why}"
               for k, why in inv_order]
+    lines += slow_start_or_exit(doc)
+    return lines
+
+
+def slow_start_or_exit(doc: dict, least_s: float = 1.0) -> list[str]:
+    """Allocators whose processes take much longer than the work they report (the workload's
+    own elapsed_s): time spent starting or exiting, which a workload's figures do not show. One
+    line per case where an allocator's median of (wall_s - elapsed_s) exceeds the smallest
+    allocator's by more than least_s and is more than half the work: larder's exit waited 2 s
+    for a purge thread that had never started (the quick suite's 1 s soak took 3.2 s), and no
+    figure of the run showed it."""
+    groups: dict = {}
+    for r in doc["runs"]:
+        f = r.get("figures") or {}
+        if r.get("status") != "ok" or r.get("pass") != "measure" or r.get("wall_s") is None or \
+                not isinstance(f.get("elapsed_s"), (int, float)):
+            continue
+        key = (r["series"], r.get("variant") or "", r.get("axis"), r.get("x"))
+        groups.setdefault(key, {}).setdefault(r["allocator"], []).append((r["wall_s"], f["elapsed_s"]))
+    lines = []
+    for (series, variant, axis, x), by_alloc in groups.items():
+        med = {a: (statistics.median(w - e for w, e in v), statistics.median(e for _, e in v),
+                   statistics.median(w for w, _ in v)) for a, v in by_alloc.items()}
+        best = min(med, key=lambda a: med[a][0])
+        for a, (over, work, wall) in med.items():
+            if over - med[best][0] > least_s and over > 0.5 * work:
+                where = f"{series}{' ' + variant if variant else ''}{f' {axis.lstrip(chr(45))}={x}' if axis else ''}"
+                lines.append(f"{where} [{a}]: SLOW START OR EXIT: the process took {wall:.2f} s for {work:.2f} s of "
+                             f"work, {over:.2f} s outside it (median of {len(by_alloc[a])}), against {med[best][0]:.2f} s "
+                             f"for {best}")
     return lines
 
 
