@@ -1445,6 +1445,13 @@ extern _Atomic size_t ld_validations;
 /* ---- stats.c ---- */
 /* malloc_stats: glibc's lines with larder's figures, then larder's table. */
 void    ld_stats_print_glibc_shape(int fd);
+/* larder_stats_get's figures (out, unless NULL) and the first n size classes'
+ * (larder_class_stats_get, unless classes is NULL), from one walk of the heaps and the global
+ * heap, so that a table and its classes, or mallinfo's figures and its free blocks, tell of one
+ * moment; returns the classes in use. */
+struct larder_stats_s;
+struct larder_class_stats_s;
+size_t  ld_stats_gather(struct larder_stats_s *out, struct larder_class_stats_s *classes, size_t n);
 
 /* ---- report.c ---- */
 void ld_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

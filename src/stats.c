@@ -25,16 +25,15 @@
 
 static size_t positive(int64_t v) { return v > 0 ? (size_t)v : 0; }
 
-void larder_stats_get(larder_stats_t *out) {
-  ld_maintain_init();
-  ld_cache_settle_deferred_now(ld_heap_tls); /* the calling thread's frees all counted */
-  ld_heap_collect_pending(ld_heap_tls);
-  ld_stats_t counts;
-  ld_heap_figures_t heaps;
-  int64_t global_in_use, global_held;
-  size_t global_taken;
-  ld_heaps_stats(&counts, &heaps, NULL);
-  ld_global_stats(&global_in_use, &global_held, &global_taken, NULL);
+/* The small size classes this process uses (those that fit its superblock size), smallest first. */
+static size_t classes_in_use(void) {
+  size_t n = 0;
+  while (n < LD_CLASS_COUNT && ld_class_capacity[n] && ld_class_size[n] <= ld_small_max) n++;
+  return n;
+}
+
+static void fill_stats(larder_stats_t *out, const ld_stats_t *counts, const ld_heap_figures_t *heaps, int64_t global_in_use,
+                       int64_t global_held, size_t global_taken) {
   ld_os_counts_t os;
   ld_os_counts(&os);
   ld_segment_stats_t seg;
@@ -43,31 +42,31 @@ void larder_stats_get(larder_stats_t *out) {
   ld_maintain_purge_stats(&purge);
   memset(out, 0, sizeof *out);
   /* Every small malloc pops a block that a refill or a free put in a bin (ld_stats_t). */
-  int64_t small_mallocs = (int64_t)counts.blocks_refilled + (int64_t)counts.frees_cached - (int64_t)counts.blocks_flushed -
-                          heaps.cached_blocks;
-  out->mallocs = positive(small_mallocs) + counts.large_allocs;
-  out->frees = counts.frees_cached + counts.frees_other + counts.remote_frees;
-  out->remote_frees = counts.remote_frees;
-  out->reallocs = counts.reallocs;
+  int64_t small_mallocs = (int64_t)counts->blocks_refilled + (int64_t)counts->frees_cached - (int64_t)counts->blocks_flushed -
+                          heaps->cached_blocks;
+  out->mallocs = positive(small_mallocs) + counts->large_allocs;
+  out->frees = counts->frees_cached + counts->frees_other + counts->remote_frees;
+  out->remote_frees = counts->remote_frees;
+  out->reallocs = counts->reallocs;
   /* u counts the blocks in bins and the blocks freed by other threads that their owners have
    * not yet looked at; neither is the program's. */
-  int64_t remote_pending = (int64_t)counts.remote_sent_bytes - (int64_t)counts.remote_taken_bytes - (int64_t)global_taken;
+  int64_t remote_pending = (int64_t)counts->remote_sent_bytes - (int64_t)counts->remote_taken_bytes - (int64_t)global_taken;
   int64_t medium_bytes, medium_usable;
   ld_medium_unowned(&medium_bytes, &medium_usable);
   size_t large = ld_large_bytes_in_use(), cached = ld_large_bytes_cached();
-  size_t medium = positive(medium_bytes + heaps.medium_bytes), usable = positive(medium_usable + heaps.medium_usable);
+  size_t medium = positive(medium_bytes + heaps->medium_bytes), usable = positive(medium_usable + heaps->medium_usable);
   /* a medium block is its usable bytes, as a small one is its class's: the rest of its chunks
    * is held, not in use */
-  out->bytes_in_use = positive(heaps.in_use + global_in_use - heaps.cached - positive(remote_pending)) + large + usable;
-  size_t medium_cached = positive(heaps.medium_cached);
-  out->bytes_held = positive(heaps.held + global_held) + large + cached + medium + medium_cached;
-  out->bytes_cached = positive(heaps.cached) + medium_cached;
+  out->bytes_in_use = positive(heaps->in_use + global_in_use - heaps->cached - positive(remote_pending)) + large + usable;
+  size_t medium_cached = positive(heaps->medium_cached);
+  out->bytes_held = positive(heaps->held + global_held) + large + cached + medium + medium_cached;
+  out->bytes_cached = positive(heaps->cached) + medium_cached;
   out->bytes_remote_pending = positive(remote_pending);
   out->bytes_mapped = os.mmap_bytes - os.munmap_bytes;
-  out->superblocks_to_global = counts.superblocks_to_global;
-  out->superblocks_from_global = counts.superblocks_from_global;
-  out->large_allocs = counts.large_allocs;
-  out->large_cache_hits = counts.large_cache_hits;
+  out->superblocks_to_global = counts->superblocks_to_global;
+  out->superblocks_from_global = counts->superblocks_from_global;
+  out->large_allocs = counts->large_allocs;
+  out->large_cache_hits = counts->large_cache_hits;
   out->large_bytes_in_use = large;
   out->large_bytes_cached = cached;
   out->mmap_calls = os.mmap_calls;
@@ -76,19 +75,19 @@ void larder_stats_get(larder_stats_t *out) {
   out->mmap_bytes = os.mmap_bytes;
   out->munmap_bytes = os.munmap_bytes;
   out->madvise_bytes = os.madvise_bytes;
-  out->refills = counts.refills;
-  out->cache_flushes = counts.flushes;
-  out->superblocks_examined = counts.superblocks_examined;
-  out->free_lock_acquisitions = counts.free_lock_acquisitions;
-  out->remote_batches = counts.remote_batches;
-  out->remote_announcements = counts.remote_announcements;
-  out->remote_sends = counts.remote_sends;
-  out->remote_inbox_full = counts.remote_inbox_full;
-  out->remote_hint_taken = counts.remote_hint_taken;
-  out->remote_to_bins = counts.remote_to_bins;
-  out->mark_rings_examined = counts.mark_rings_examined;
+  out->refills = counts->refills;
+  out->cache_flushes = counts->flushes;
+  out->superblocks_examined = counts->superblocks_examined;
+  out->free_lock_acquisitions = counts->free_lock_acquisitions;
+  out->remote_batches = counts->remote_batches;
+  out->remote_announcements = counts->remote_announcements;
+  out->remote_sends = counts->remote_sends;
+  out->remote_inbox_full = counts->remote_inbox_full;
+  out->remote_hint_taken = counts->remote_hint_taken;
+  out->remote_to_bins = counts->remote_to_bins;
+  out->mark_rings_examined = counts->mark_rings_examined;
   out->validations = atomic_load_explicit(&ld_validations, memory_order_relaxed);
-  out->medium_allocs = counts.medium_allocs;
+  out->medium_allocs = counts->medium_allocs;
   out->medium_bytes_in_use = medium;
   out->segments = seg.segments;
   out->bytes_free_dirty = seg.bytes_free_dirty;
@@ -101,68 +100,77 @@ void larder_stats_get(larder_stats_t *out) {
   out->idle_bins_emptied = purge.bins_emptied;
   out->idle_medium_emptied = purge.medium_emptied;
   out->purge_runs_cut = purge.runs_cut;
-  out->parked_heaps_taken = counts.parked_heaps_taken;
-  out->orphan_heaps_taken = counts.orphan_heaps_taken;
-  out->parked_heaps_released = counts.parked_heaps_released;
-  out->heaps_examined = counts.heaps_examined;
-  out->refill_pending_examined = counts.refill_pending_examined;
-  out->remote_hinted = counts.remote_hinted;
+  out->parked_heaps_taken = counts->parked_heaps_taken;
+  out->orphan_heaps_taken = counts->orphan_heaps_taken;
+  out->parked_heaps_released = counts->parked_heaps_released;
+  out->heaps_examined = counts->heaps_examined;
+  out->refill_pending_examined = counts->refill_pending_examined;
+  out->remote_hinted = counts->remote_hinted;
   out->medium_tails_purged = seg.bytes_tails_purged;
-  out->medium_cache_hits = counts.medium_cache_hits;
-  out->medium_late_tails = counts.medium_late_tails;
-  out->medium_cache_grows = counts.medium_cache_grows;
-  out->bin_growths = counts.bin_growths;
+  out->medium_cache_hits = counts->medium_cache_hits;
+  out->medium_late_tails = counts->medium_late_tails;
+  out->medium_cache_grows = counts->medium_cache_grows;
+  out->bin_growths = counts->bin_growths;
   out->medium_cache_extra = ld_cache_medium_extra();
   out->medium_bytes_cached = medium_cached;
   out->bytes_dormant = ld_global_dormant_bytes();
   out->lock_sleeps = os.lock_sleeps;
 }
 
-/* The small size classes this process uses (those that fit its superblock size), smallest first. */
-static size_t classes_in_use(void) {
-  size_t n = 0;
-  while (n < LD_CLASS_COUNT && ld_class_capacity[n] && ld_class_size[n] <= ld_small_max) n++;
-  return n;
+static void fill_classes(larder_class_stats_t *out, size_t n, const ld_class_figures_t *in_heaps,
+                         const ld_class_figures_t *in_global) {
+  for (size_t c = 0; c < n; c++) {
+    larder_class_stats_t *k = &out[c];
+    k->block_size = ld_class_size[c];
+    k->blocks_per_superblock = ld_class_capacity[c];
+    k->superblocks = positive(in_heaps->superblocks[c]);
+    k->superblocks_global = positive(in_global->superblocks[c]);
+    k->bytes_cached = positive(in_heaps->cached[c]);
+    /* u counts the cached blocks too (ld_heaps_stats) */
+    k->bytes_in_use = positive(in_heaps->in_use[c] + in_global->in_use[c] - in_heaps->cached[c]);
+    size_t held = (k->superblocks + k->superblocks_global) * (size_t)ld_class_capacity_bytes[c];
+    size_t carved = positive(in_heaps->carved[c] + in_global->carved[c]), taken = k->bytes_in_use + k->bytes_cached;
+    k->bytes_free = carved > taken ? carved - taken : 0;
+    k->bytes_never_used = held > carved ? held - carved : 0;
+  }
 }
 
-size_t larder_class_stats_get(larder_class_stats_t *out, size_t n) {
+size_t ld_stats_gather(larder_stats_t *out, larder_class_stats_t *classes, size_t n) {
   ld_maintain_init();
-  size_t classes = classes_in_use();
-  if (!out || !n) return classes;
-  ld_cache_settle_deferred_now(ld_heap_tls); /* as larder_stats_get */
+  ld_cache_settle_deferred_now(ld_heap_tls); /* the calling thread's frees all counted */
   ld_heap_collect_pending(ld_heap_tls);
   ld_stats_t counts;
   ld_heap_figures_t heaps;
   ld_class_figures_t in_heaps, in_global;
-  memset(&in_heaps, 0, sizeof in_heaps);
-  memset(&in_global, 0, sizeof in_global);
   int64_t global_in_use, global_held;
   size_t global_taken;
-  ld_heaps_stats(&counts, &heaps, &in_heaps);
-  ld_global_stats(&global_in_use, &global_held, &global_taken, &in_global);
-  for (size_t c = 0; c < classes && c < n; c++) {
-    larder_class_stats_t *k = &out[c];
-    k->block_size = ld_class_size[c];
-    k->blocks_per_superblock = ld_class_capacity[c];
-    k->superblocks = positive(in_heaps.superblocks[c]);
-    k->superblocks_global = positive(in_global.superblocks[c]);
-    k->bytes_cached = positive(in_heaps.cached[c]);
-    /* u counts the cached blocks too (ld_heaps_stats) */
-    k->bytes_in_use = positive(in_heaps.in_use[c] + in_global.in_use[c] - in_heaps.cached[c]);
-    size_t held = (k->superblocks + k->superblocks_global) * (size_t)ld_class_capacity_bytes[c];
-    size_t carved = positive(in_heaps.carved[c] + in_global.carved[c]), taken = k->bytes_in_use + k->bytes_cached;
-    k->bytes_free = carved > taken ? carved - taken : 0;
-    k->bytes_never_used = held > carved ? held - carved : 0;
+  if (classes) {
+    memset(&in_heaps, 0, sizeof in_heaps);
+    memset(&in_global, 0, sizeof in_global);
   }
-  return classes;
+  ld_heaps_stats(&counts, &heaps, classes ? &in_heaps : NULL);
+  ld_global_stats(&global_in_use, &global_held, &global_taken, classes ? &in_global : NULL);
+  if (out) fill_stats(out, &counts, &heaps, global_in_use, global_held, global_taken);
+  size_t in_use = classes_in_use();
+  if (classes) fill_classes(classes, n < in_use ? n : in_use, &in_heaps, &in_global);
+  return in_use;
 }
+
+void larder_stats_get(larder_stats_t *out) { ld_stats_gather(out, NULL, 0); }
+
+size_t larder_class_stats_get(larder_class_stats_t *out, size_t n) {
+  if (!out || !n) {
+    ld_maintain_init();
+    return classes_in_use();
+  }
+  return ld_stats_gather(NULL, out, n);
+}
+
 
 /* The size classes that hold superblocks or cached blocks: a table after the statistics' (the
  * header names larder_class_stats_t's fields), or the JSON object's "classes" member. On the
  * stack, written with ld_os_write: allocates nothing (it runs at exit, and inside malloc_stats). */
-static void print_classes(int fd, bool json) {
-  larder_class_stats_t classes[LD_CLASS_COUNT];
-  size_t count = larder_class_stats_get(classes, LD_CLASS_COUNT);
+static void print_classes(int fd, bool json, const larder_class_stats_t *classes, size_t count) {
   char buf[16384];
   size_t n = (size_t)snprintf(buf, sizeof buf, json ? ", \"classes\": [" : "larder size classes (those holding memory)\n  %10s %9s %11s %7s %13s %13s %13s %13s\n",
                               "block_size", "blocks/sb", "superblocks", "global", "bytes_in_use", "bytes_cached", "bytes_free", "never_used");
@@ -187,9 +195,8 @@ static void print_classes(int fd, bool json) {
   ld_os_write(fd, buf, n < sizeof buf ? n : sizeof buf - 1);
 }
 
-void larder_stats_print(int fd) {
-  larder_stats_t st;
-  larder_stats_get(&st);
+/* The statistics' table, then the classes' (larder_stats_print, malloc_stats). */
+static void print_table(int fd, const larder_stats_t *st, const larder_class_stats_t *classes, size_t count) {
   char buf[4096];
   size_t n = (size_t)snprintf(buf, sizeof buf, "larder statistics%s\n",
 #ifdef LARDER_STATS
@@ -199,11 +206,18 @@ void larder_stats_print(int fd) {
 #endif
   );
 #define STATS_ROW(f) \
-  if (n < sizeof buf) n += (size_t)snprintf(buf + n, sizeof buf - n, "  %-24s %zu\n", #f, st.f);
+  if (n < sizeof buf) n += (size_t)snprintf(buf + n, sizeof buf - n, "  %-24s %zu\n", #f, st->f);
   STATS_FIELDS(STATS_ROW)
 #undef STATS_ROW
   ld_os_write(fd, buf, n < sizeof buf ? n : sizeof buf - 1);
-  print_classes(fd, false);
+  print_classes(fd, false, classes, count);
+}
+
+void larder_stats_print(int fd) {
+  larder_stats_t st;
+  larder_class_stats_t classes[LD_CLASS_COUNT];
+  size_t count = ld_stats_gather(&st, classes, LD_CLASS_COUNT);
+  print_table(fd, &st, classes, count);
 }
 
 /* malloc_stats() prints glibc's lines first, so that programs and tests that parse them
@@ -219,7 +233,8 @@ void larder_stats_print(int fd) {
  * runs inside the allocator and allocates nothing. */
 void ld_stats_print_glibc_shape(int fd) {
   larder_stats_t st;
-  larder_stats_get(&st);
+  larder_class_stats_t classes[LD_CLASS_COUNT];
+  size_t count = ld_stats_gather(&st, classes, LD_CLASS_COUNT);
   size_t spans_now, spans_peak, bytes_peak;
   ld_large_peaks(&spans_now, &spans_peak, &bytes_peak);
   size_t large = st.large_bytes_in_use;
@@ -237,12 +252,13 @@ void ld_stats_print_glibc_shape(int fd) {
                    "max mmap bytes   = %10zu\n",
                    arena_system, arena_in_use, arena_system + large, arena_in_use + large, spans_peak, bytes_peak);
   if (n > 0) ld_os_write(fd, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-  larder_stats_print(fd);
+  print_table(fd, &st, classes, count);
 }
 
 void larder_stats_print_json(int fd) {
   larder_stats_t st;
-  larder_stats_get(&st);
+  larder_class_stats_t classes[LD_CLASS_COUNT];
+  size_t count = ld_stats_gather(&st, classes, LD_CLASS_COUNT);
   char buf[4096];
   size_t n = (size_t)snprintf(buf, sizeof buf, "{\"allocator\": \"larder\"");
 #define STATS_JSON(f) \
@@ -250,7 +266,7 @@ void larder_stats_print_json(int fd) {
   STATS_FIELDS(STATS_JSON)
 #undef STATS_JSON
   ld_os_write(fd, buf, n < sizeof buf ? n : sizeof buf - 1);
-  print_classes(fd, true);
+  print_classes(fd, true, classes, count);
   ld_os_write(fd, "}\n", 2);
 }
 

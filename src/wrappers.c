@@ -52,21 +52,23 @@ LD_PUBLIC int mallopt(int param, int value) {
   return 1;
 }
 
-/* The free small blocks (on their superblocks' lists and in the threads' caches), by class:
- * glibc's free chunks, for mallinfo's ordblks and malloc_info's <sizes>. Returns the classes. */
-static size_t free_blocks_by_class(larder_class_stats_t classes[LD_CLASS_COUNT], size_t *count) {
-  size_t n = larder_class_stats_get(classes, LD_CLASS_COUNT);
-  *count = 0;
-  for (size_t c = 0; c < n; c++) *count += (classes[c].bytes_free + classes[c].bytes_cached) / classes[c].block_size;
-  return n;
+/* A class's free blocks (on its superblocks' lists and in the threads' caches): glibc's free
+ * chunks, for mallinfo's ordblks and malloc_info's <sizes>. */
+static size_t class_free_blocks(const larder_class_stats_t *k) { return (k->bytes_free + k->bytes_cached) / k->block_size; }
+
+/* larder's statistics and its classes' (*n of them), from one walk (ld_stats_gather); returns
+ * the free small blocks of all classes. */
+static size_t take_stats(larder_stats_t *st, larder_class_stats_t classes[LD_CLASS_COUNT], size_t *n) {
+  *n = ld_stats_gather(st, classes, LD_CLASS_COUNT);
+  size_t count = 0;
+  for (size_t c = 0; c < *n; c++) count += class_free_blocks(&classes[c]);
+  return count;
 }
 
 static void fill_mallinfo2(struct mallinfo2 *mi) {
   larder_stats_t st;
-  larder_stats_get(&st);
   larder_class_stats_t classes[LD_CLASS_COUNT];
-  size_t free_count;
-  free_blocks_by_class(classes, &free_count);
+  size_t n, free_count = take_stats(&st, classes, &n);
   /* glibc's meanings: uordblks in use outside separate mappings, hblks/hblkhd the separately
    * mapped blocks in use (larder's large spans), fordblks held but free. */
   *mi = (struct mallinfo2){0};
@@ -117,13 +119,12 @@ LD_PUBLIC int malloc_info(int options, FILE *fp) {
     return EINVAL;
   }
   larder_stats_t st;
-  larder_stats_get(&st);
   larder_class_stats_t classes[LD_CLASS_COUNT];
-  size_t free_count, n = free_blocks_by_class(classes, &free_count);
+  size_t n, free_count = take_stats(&st, classes, &n);
   size_t free_bytes = st.bytes_held > st.bytes_in_use ? st.bytes_held - st.bytes_in_use : 0;
   fprintf(fp, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n");
   for (size_t c = 0; c < n; c++) {
-    size_t count = (classes[c].bytes_free + classes[c].bytes_cached) / classes[c].block_size;
+    size_t count = class_free_blocks(&classes[c]);
     if (count)
       fprintf(fp, "  <size from=\"%zu\" to=\"%zu\" total=\"%zu\" count=\"%zu\"/>\n",
               c ? classes[c - 1].block_size + 1 : 1, classes[c].block_size, count * classes[c].block_size, count);
