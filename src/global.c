@@ -53,9 +53,10 @@ heap_t ld_global_heap;
 
 static struct {
   ld_lock_t lock;
-  int64_t u, a;                        /* Hoard's u_0 and a_0 */
-  int64_t class_u[LD_CLASS_COUNT];     /* u_0 by class (larder_class_stats_get) */
-  int64_t class_superblocks[LD_CLASS_COUNT]; /* superblocks held, by class */
+  /* Hoard's u_0 by class, and a_0 by class in superblocks (S each); summed, the totals
+   * (ld_global_stats) */
+  int64_t class_u[LD_CLASS_COUNT];
+  int64_t class_superblocks[LD_CLASS_COUNT];
   int64_t class_carved[LD_CLASS_COUNT]; /* bytes of their blocks carved, by class */
   sb_list_t by_class[LD_CLASS_COUNT];  /* superblocks with room */
   sb_list_t full;                      /* no room: waiting for frees */
@@ -74,14 +75,10 @@ void ld_global_unlock(void) { ld_unlock(&global.lock); }
 void ld_global_let_waiters_in(void) { ld_purge_let_waiters_in(&global.lock); }
 void ld_global_reinit_lock(void) { ld_lock_reset(&global.lock); }
 
-/* u_0 and its class's share, as n blocks of sb come into use (n < 0: freed). Global lock held. */
-static void count_blocks(const sb_t *sb, int64_t n) {
-  global.u += n * (int64_t)sb->block_size;
-  global.class_u[sb->size_class] += n * (int64_t)sb->block_size;
-}
-/* a_0 and u_0, and their class's shares, as sb comes (+1) or goes (-1) with its blocks in use. */
+/* u_0 of sb's class, as n blocks of sb come into use (n < 0: freed). Global lock held. */
+static void count_blocks(const sb_t *sb, int64_t n) { global.class_u[sb->size_class] += n * (int64_t)sb->block_size; }
+/* a_0 and u_0 of sb's class, as sb comes (+1) or goes (-1) with its blocks in use. */
 static void count_superblock(const sb_t *sb, int64_t sign) {
-  global.a += sign * (int64_t)ld_sb_size;
   global.class_superblocks[sb->size_class] += sign;
   global.class_carved[sb->size_class] += sign * (sb->bump - sb->data);
   count_blocks(sb, sign * sb->used);
@@ -412,15 +409,17 @@ uint64_t ld_global_next_expiry(void) {
 
 void ld_global_stats(int64_t *in_use, int64_t *held, size_t *taken_bytes, ld_class_figures_t *classes) {
   ld_global_lock();
-  *in_use = global.u;
-  *held = global.a;
-  *taken_bytes = global.taken_bytes;
-  if (classes)
-    for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+  *in_use = *held = 0;
+  for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+    *in_use += global.class_u[c];
+    *held += global.class_superblocks[c] * (int64_t)ld_sb_size;
+    if (classes) {
       classes->in_use[c] += global.class_u[c];
       classes->superblocks[c] += global.class_superblocks[c];
       classes->carved[c] += global.class_carved[c];
     }
+  }
+  *taken_bytes = global.taken_bytes;
   ld_global_unlock();
 }
 
@@ -429,8 +428,8 @@ void ld_global_stats(int64_t *in_use, int64_t *held, size_t *taken_bytes, ld_cla
 /* kind: which list (LIST_ROOM: a class's superblocks with room, LIST_FULL, LIST_DORMANT: a
  * class's with dormant units); cls: its class (-1 for the full list) */
 enum { LIST_ROOM, LIST_FULL, LIST_DORMANT };
-static void list_validate(const sb_list_t *list, int kind, int cls, int64_t *u, int64_t *a, int64_t *class_u,
-                          int64_t *class_superblocks, int64_t *class_carved, size_t *dormant, int *violations) {
+static void list_validate(const sb_list_t *list, int kind, int cls, int64_t *class_u, int64_t *class_superblocks,
+                          int64_t *class_carved, size_t *dormant, int *violations) {
   size_t n = 0;
   const sb_t *prev = NULL;
   for (sb_t *sb = list->head; sb; prev = sb, sb = sb->next) {
@@ -443,8 +442,6 @@ static void list_validate(const sb_list_t *list, int kind, int cls, int64_t *u, 
     if ((kind == LIST_DORMANT) != (sb->dormant != 0))
       VIOLATION("global heap: superblock %p with dormant units %#x on the wrong list\n", (void *)sb, sb->dormant);
     *dormant += ld_dormant_units_bytes(sb->dormant);
-    *u += (int64_t)sb->used * sb->block_size;
-    *a += (int64_t)ld_sb_size;
     if (sb->size_class < LD_CLASS_COUNT) {
       class_u[sb->size_class] += (int64_t)sb->used * sb->block_size;
       class_superblocks[sb->size_class]++;
@@ -457,10 +454,10 @@ static void list_validate(const sb_list_t *list, int kind, int cls, int64_t *u, 
 
 void ld_global_validate(int *violations) {
   ld_global_lock();
-  int64_t u = 0, a = 0, class_u[LD_CLASS_COUNT] = {0}, class_superblocks[LD_CLASS_COUNT] = {0}, class_carved[LD_CLASS_COUNT] = {0};
+  int64_t class_u[LD_CLASS_COUNT] = {0}, class_superblocks[LD_CLASS_COUNT] = {0}, class_carved[LD_CLASS_COUNT] = {0};
   size_t dormant = 0;
   for (int c = 0; c < LD_CLASS_COUNT; c++) {
-    list_validate(&global.by_class[c], LIST_ROOM, c, &u, &a, class_u, class_superblocks, class_carved, &dormant, violations);
+    list_validate(&global.by_class[c], LIST_ROOM, c, class_u, class_superblocks, class_carved, &dormant, violations);
     size_t n = 0;
     const sb_t *last = NULL;
     for (const sb_t *sb = global.empty[c].head; sb && n <= global.empty[c].count; last = sb, sb = sb->next, n++) {
@@ -469,7 +466,6 @@ void ld_global_validate(int *violations) {
                   sb->size_class, sb->used, sb->group);
       if (last && last->idle_since_ns < sb->idle_since_ns)
         VIOLATION("global heap: class %d's empty list out of time order at %p\n", c, (void *)sb);
-      a += (int64_t)ld_sb_size;
       class_superblocks[c]++;
       class_carved[c] += sb->bump - sb->data;
       dormant += ld_dormant_units_bytes(sb->dormant);
@@ -478,14 +474,11 @@ void ld_global_validate(int *violations) {
       VIOLATION("global heap: class %d's empty list: %zu found, count %zu, oldest %p (found %p)\n", c, n,
                 global.empty[c].count, (void *)global.empty_oldest[c], (void *)last);
   }
-  list_validate(&global.full, LIST_FULL, -1, &u, &a, class_u, class_superblocks, class_carved, &dormant, violations);
+  list_validate(&global.full, LIST_FULL, -1, class_u, class_superblocks, class_carved, &dormant, violations);
   for (int c = 0; c < LD_CLASS_COUNT; c++)
-    list_validate(&global.dormant[c], LIST_DORMANT, c, &u, &a, class_u, class_superblocks, class_carved, &dormant, violations);
+    list_validate(&global.dormant[c], LIST_DORMANT, c, class_u, class_superblocks, class_carved, &dormant, violations);
   if (dormant != global.dormant_bytes)
     VIOLATION("global heap: dormant units add up to %zu bytes, counted %zu\n", dormant, global.dormant_bytes);
-  if (u != global.u || a != global.a)
-    VIOLATION("global heap: u=%lld a=%lld, superblocks add up to u=%lld a=%lld\n", (long long)global.u,
-              (long long)global.a, (long long)u, (long long)a);
   for (int c = 0; c < LD_CLASS_COUNT; c++)
     if (class_u[c] != global.class_u[c] || class_superblocks[c] != global.class_superblocks[c] ||
         class_carved[c] != global.class_carved[c])
