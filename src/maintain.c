@@ -467,25 +467,23 @@ static void purge_thread_start(void) {
   int expected = 0;
   if (!atomic_compare_exchange_strong(&ld_purge_thread_running, &expected, 1)) return;
   int saved_errno = errno;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 64 * 1024);
   /* Created with every signal blocked (a new thread inherits the mask): a signal must never
-   * reach it, not even before its first instruction. */
+   * reach it, not even before its first instruction. Its stack is 64 KiB, or the default size
+   * (0: address space, touched only as used) where glibc refuses that with EINVAL: it puts the
+   * program's static TLS on each thread's stack, and 64 KiB was too small for a program with
+   * large __thread arrays (the soak, whose purge thread never started). */
+  static const size_t stacks[] = {64 * 1024, 0};
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &old);
-  int failed = pthread_create(&thread_id, &attr, purge_thread_main, NULL);
-  if (failed == EINVAL) {
-    /* glibc puts the program's static TLS on each thread's stack and refuses a stack it does
-     * not fit in: 64 KiB was too small for a program with large __thread arrays (the soak,
-     * whose purge thread never started). The default size then: address space, touched only
-     * as used. */
-    pthread_attr_destroy(&attr);
+  int failed = EINVAL;
+  for (unsigned i = 0; i < sizeof stacks / sizeof stacks[0] && failed == EINVAL; i++) {
+    pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (stacks[i]) pthread_attr_setstacksize(&attr, stacks[i]);
     failed = pthread_create(&thread_id, &attr, purge_thread_main, NULL);
+    pthread_attr_destroy(&attr);
   }
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (failed) {
@@ -497,7 +495,6 @@ static void purge_thread_start(void) {
   } else {
     atomic_fetch_add_explicit(&thread_starts, 1, memory_order_relaxed);
   }
-  pthread_attr_destroy(&attr);
   errno = saved_errno;
 }
 
