@@ -423,6 +423,13 @@ def _tvp_lines(s: Series) -> list[str]:
     return out
 
 
+def _case_label(r: dict) -> str:
+    """A run's series, variant and axis value, as the Problems lines name them."""
+    x = f" {r['axis'].lstrip('-')}={r['x']}" if r.get("axis") else ""
+    v = f" {r['variant']}" if r.get("variant") else ""
+    return f"{r['series']}{v}{x}"
+
+
 def failures(doc: dict) -> list[str]:
     """One line per distinct problem (identical messages counted together)."""
     lines = [p["message"] for p in doc.get("problems", [])]
@@ -430,9 +437,7 @@ def failures(doc: dict) -> list[str]:
     order = []
     for r in doc["runs"]:
         if r.get("status") != "ok":
-            x = f" {r['axis'].lstrip('-')}={r['x']}" if r.get("axis") else ""
-            v = f" {r['variant']}" if r.get("variant") else ""
-            key = f"{r['series']}{v}{x} [{r['allocator']}]{' strace' if r.get('pass') == 'strace' else ''}: " \
+            key = f"{_case_label(r)} [{r['allocator']}]{' strace' if r.get('pass') == 'strace' else ''}: " \
                   f"{r['status']}: {r.get('message', '')}"
             if key not in cnt:
                 order.append(key)
@@ -444,9 +449,7 @@ def failures(doc: dict) -> list[str]:
     for r in doc["runs"]:
         why = run_invalid(r)
         if why:
-            x = f" {r['axis'].lstrip('-')}={r['x']}" if r.get("axis") else ""
-            v = f" {r['variant']}" if r.get("variant") else ""
-            key = f"{r['series']}{v}{x} [{r['allocator']}]"
+            key = f"{_case_label(r)} [{r['allocator']}]"
             if key not in inv:
                 inv_order.append((key, why))
             inv[key] += 1
@@ -469,16 +472,14 @@ def slow_start_or_exit(doc: dict, least_s: float = 1.0) -> list[str]:
         if r.get("status") != "ok" or r.get("pass") != "measure" or r.get("wall_s") is None or \
                 not isinstance(f.get("elapsed_s"), (int, float)):
             continue
-        key = (r["series"], r.get("variant") or "", r.get("axis"), r.get("x"))
-        groups.setdefault(key, {}).setdefault(r["allocator"], []).append((r["wall_s"], f["elapsed_s"]))
+        groups.setdefault(_case_label(r), {}).setdefault(r["allocator"], []).append((r["wall_s"], f["elapsed_s"]))
     lines = []
-    for (series, variant, axis, x), by_alloc in groups.items():
+    for where, by_alloc in groups.items():
         med = {a: (statistics.median(w - e for w, e in v), statistics.median(e for _, e in v),
                    statistics.median(w for w, _ in v)) for a, v in by_alloc.items()}
         best = min(med, key=lambda a: med[a][0])
         for a, (over, work, wall) in med.items():
             if over - med[best][0] > least_s and over > 0.5 * work:
-                where = f"{series}{' ' + variant if variant else ''}{f' {axis.lstrip(chr(45))}={x}' if axis else ''}"
                 lines.append(f"{where} [{a}]: SLOW START OR EXIT: the process took {wall:.2f} s for {work:.2f} s of "
                              f"work, {over:.2f} s outside it (median of {len(by_alloc[a])}), against {med[best][0]:.2f} s "
                              f"for {best}")
