@@ -51,20 +51,30 @@ static uint32_t bin_first_limit(unsigned c) {
   if (limit < LD_BIN_LEAST) limit = LD_BIN_LEAST;
   return limit;
 }
+/* Sets bin c's limit: the slots up to it hold the bin's address, the slot at it the end marker.
+ * Every slot holds a block or the bin's own address, never NULL: the free fast path compares
+ * the block it frees with the slot above the top (alloc.c, larder_free), and free(NULL) can
+ * reach a bin (an empty entry of the table reads as class 0). (The range test before that
+ * compare refuses NULL too; this keeps the compare safe on its own.) The bin holds no more than
+ * the new limit; what it may hold past its first limit is counted in bins_grown_bytes (a bin
+ * not set up, limit 0, had nothing past it). The owner, in its cache. */
+static void bin_set_limit(heap_t *heap, unsigned c, uint32_t limit) {
+  ld_bin_t *bin = &heap->bins[c];
+  uint32_t old = bin->limit, first = bin_first_limit(c);
+  for (uint32_t i = old; i < limit; i++) bin->slots[i] = bin;
+  bin->slots[limit] = LD_BIN_FULL;
+  bin->limit = (uint16_t)limit;
+  heap->bins_grown_bytes = heap->bins_grown_bytes + (size_t)(limit - first) * ld_class_size[c] -
+                           (size_t)(old ? old - first : 0) * ld_class_size[c];
+  if (bin->fill > most_fill(bin)) bin->fill = (uint8_t)most_fill(bin);
+}
 static void bin_setup(heap_t *heap, unsigned c) {
   ld_bin_t *bin = &heap->bins[c];
-  uint32_t limit = bin_first_limit(c);
   bin->refilled = 0;
   bin->first = ld_class_shape[c].first;
   __atomic_store_n(&bin->span, bin_span(c), __ATOMIC_RELAXED); /* (a drain stores it too) */
   bin->divisor_magic = ld_class_shape[c].divisor_magic;
-  /* Every slot holds a block or the bin's own address, never NULL: the free fast path compares
-   * the block it frees with the slot above the top (alloc.c, larder_free), and free(NULL) can
-   * reach a bin (an empty entry of the table reads as class 0). (The range test before that
-   * compare refuses NULL too; this keeps the compare safe on its own.) */
-  for (uint32_t i = 0; i < limit; i++) bin->slots[i] = bin;
-  bin->limit = (uint16_t)limit;
-  bin->slots[limit] = LD_BIN_FULL;
+  bin_set_limit(heap, c, bin_first_limit(c));
   bin->fill = (uint8_t)first_fill(bin);
   LD_OWNER_SET(heap->bins_set_up, heap->bins_set_up | (uint64_t)1 << c); /* (after the limit: the purge reads both) */
 }
@@ -90,18 +100,6 @@ static inline uint64_t bins_set_up(const heap_t *heap) { return LD_READ(heap->bi
  * takes back that of a bin not refilled since; the thread's exit empties the bins and gives
  * their first limits back. The purge that empties an idle thread's bins leaves the limits
  * (the owner's, in its cache: nothing reads a limit outside it but the validation walk). */
-
-/* Sets bin c's limit: the slots up to it hold the bin's address (never NULL), the slot at it
- * the end marker. The bin holds no more than the new limit. The owner, in its cache. */
-static void bin_set_limit(heap_t *heap, unsigned c, uint32_t limit) {
-  ld_bin_t *bin = &heap->bins[c];
-  uint32_t old = bin->limit;
-  for (uint32_t i = old; i < limit; i++) bin->slots[i] = bin;
-  bin->slots[limit] = LD_BIN_FULL;
-  bin->limit = (uint16_t)limit;
-  heap->bins_grown_bytes = heap->bins_grown_bytes + (size_t)limit * ld_class_size[c] - (size_t)old * ld_class_size[c];
-  if (bin->fill > most_fill(bin)) bin->fill = (uint8_t)most_fill(bin);
-}
 
 /* Doubles bin c's limit, within LD_BIN_SLOTS - 1 and the thread's growth bound; false if it
  * cannot grow. */
