@@ -113,6 +113,7 @@ typedef struct larder_stats_s {
   size_t medium_cache_grows;      /* times a thread's medium cache bound doubled: half of 64 medium mallocs in a row that missed were of sizes it had pushed out (LARDER_MEDIUM_CACHE_MAX_KB) */
   size_t medium_cache_extra;      /* bytes by which threads' medium cache bounds now exceed LARDER_MEDIUM_CACHE_KB, all threads together */
   size_t bin_growths;             /* times a thread's bin of a size class grew past its first limit (about 16 KiB of blocks) because it cycled: flushed, then refilled (LARDER_BIN_GROWTH_KB) */
+  size_t classes_learned;         /* size classes learned at run time, each the exact size that dominated a class's refills (LARDER_LEARNED_CLASSES) */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);
@@ -133,6 +134,8 @@ typedef struct larder_class_stats_s {
   size_t bytes_free;            /* free blocks in the superblocks, handed out before or made ready for a refill: their pages
                                    were written (resident, unless the global heap gave them back: bytes_dormant) */
   size_t bytes_never_used;      /* the superblocks' blocks not carved yet: pages never touched (not resident) */
+  size_t learned;               /* 1: a class learned at run time for one size that dominated its class's refills
+                                   (LARDER_LEARNED_CLASSES); 0: one of the fixed classes */
 } larder_class_stats_t;
 /* Fills out[0, n) with the figures of the size classes, smallest first, and returns how many
  * classes there are (with out NULL or n 0, only that). A snapshot: other threads' figures may

@@ -40,9 +40,14 @@ static unsigned first_fill(const ld_bin_t *bin) { return most_fill(bin) < FIRST_
 static uint32_t bin_span(unsigned c) { return ld_class_shape[c].span; }
 /* malloc's table from (size + 15) / 16 to the bins (the purge points it elsewhere for a while). */
 static void bin_of_set(heap_t *heap) {
+  unsigned learned = __atomic_load_n(&ld_classes_learned, __ATOMIC_ACQUIRE); /* (those the table has now, at least) */
   for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++)
-    __atomic_store_n(&heap->bin_of[g], ld_bin_offset(ld_class_of_granule[g]), __ATOMIC_RELAXED);
+    __atomic_store_n(&heap->bin_of[g], ld_bin_offset(ld_granule_class(g)), __ATOMIC_RELAXED);
+  heap->classes_synced = learned;
 }
+/* (A purge may be turning the bins away meanwhile, writing the same entries: it then finds this
+ * thread in its bins and flushes nothing, and the next slow path turns them back in full.) */
+void ld_cache_classes_sync(heap_t *heap) { bin_of_set(heap); }
 /* A bin's first limit: about LD_BIN_BYTES of blocks, at least LD_BIN_LEAST and at most
  * LD_BIN_SLOTS - 1 (internal.h). */
 static uint32_t bin_first_limit(unsigned c) {
@@ -68,6 +73,9 @@ static void bin_set_limit(heap_t *heap, unsigned c, uint32_t limit) {
                            (size_t)(old ? old - first : 0) * ld_class_size[c];
   if (bin->fill > most_fill(bin)) bin->fill = (uint8_t)most_fill(bin);
 }
+/* The bins set up (a limit given), as a set of classes (heap_t, bins_set_up): the walks of a
+ * heap's bins look at those only, never at the pages of bins its thread did not use. */
+static inline ld_class_set_t bins_set_up(const heap_t *heap) { return ld_class_words_read(&heap->bins_set_up); }
 static void bin_setup(heap_t *heap, unsigned c) {
   ld_bin_t *bin = &heap->bins[c];
   bin->refilled = 0;
@@ -76,12 +84,9 @@ static void bin_setup(heap_t *heap, unsigned c) {
   bin->divisor_magic = ld_class_shape[c].divisor_magic;
   bin_set_limit(heap, c, bin_first_limit(c));
   bin->fill = (uint8_t)first_fill(bin);
-  LD_OWNER_SET(heap->bins_set_up, heap->bins_set_up | (uint64_t)1 << c); /* (after the limit: the purge reads both) */
+  ld_class_words_set(&heap->bins_set_up, bins_set_up(heap) | LD_CLASS_BIT(c)); /* (after the limit: the purge reads both) */
 }
 static inline bool bin_is_set_up(const ld_bin_t *bin) { return bin->limit != 0; }
-/* The bins set up (a limit given), as a mask of classes (heap_t, bins_set_up): the walks of a
- * heap's bins look at those only, never at the pages of bins its thread did not use. */
-static inline uint64_t bins_set_up(const heap_t *heap) { return LD_READ(heap->bins_set_up); }
 
 /* ---- bins that grow where they cycle ----
  * A bin's first limit holds about 16 KiB of blocks: 16 of 1,000 bytes, 4 of 4,000, 3 from
@@ -133,8 +138,8 @@ void ld_cache_init_bins(heap_t *heap) {
 
 int64_t ld_cache_bytes(const heap_t *heap) {
   int64_t bytes = 0;
-  for (uint64_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
-    unsigned c = (unsigned)__builtin_ctzll(set_up);
+  for (ld_class_set_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
+    unsigned c = ld_class_set_first(set_up);
     bytes += (int64_t)LD_READ(heap->bins[c].count) * ld_class_size[c];
   }
   return bytes;
@@ -523,8 +528,8 @@ void ld_cache_validate(heap_t *heap, int *violations) {
   }
   /* The bins' limits: from the first limit up to LD_BIN_SLOTS - 1, their growth counted */
   size_t grown = 0;
-  for (uint64_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
-    unsigned c = (unsigned)__builtin_ctzll(set_up);
+  for (ld_class_set_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
+    unsigned c = ld_class_set_first(set_up);
     uint32_t limit = heap->bins[c].limit, first = bin_first_limit(c);
     if (limit < first || limit > LD_BIN_SLOTS - 1) {
       ld_message("larder: validate: heap %p: bin of class %u has limit %u (first %u, at most %d)\n", (void *)heap, c, limit,
@@ -925,8 +930,8 @@ void ld_cache_trim(heap_t *heap) {
       ld_cache_medium_drain_returned(heap);
     }
   }
-  for (uint64_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
-    unsigned c = (unsigned)__builtin_ctzll(set_up);
+  for (ld_class_set_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
+    unsigned c = ld_class_set_first(set_up);
     ld_bin_t *bin = &heap->bins[c];
     uint32_t first = bin_first_limit(c);
     if (!(bin->refilled & BIN_REFILLED)) {
@@ -1686,18 +1691,18 @@ void ld_cache_wait_for_purge(heap_t *heap) {
   }
 }
 
-static void bins_turn_away(heap_t *heap, uint64_t classes) {
+static void bins_turn_away(heap_t *heap, ld_class_set_t classes) {
   for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++) __atomic_store_n(&heap->bin_of[g], ld_bin_offset(LD_CLASS_LARGE), __ATOMIC_RELAXED);
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
-    if (classes >> c & 1) __atomic_store_n(&heap->bins[c].span, 0, __ATOMIC_RELAXED);
+    if (ld_class_set_has(classes, c)) __atomic_store_n(&heap->bins[c].span, 0, __ATOMIC_RELAXED);
 }
 /* The owner's: its own fast paths read what it writes here in order. */
 static void bins_turn_back(heap_t *heap) {
   /* (a drain that starts as soon as the state is back in use may write it meanwhile: either
    * set turns back what it must, as that drain finds this thread in its bins) */
-  uint64_t classes = LD_READ(heap->bins_turned_classes);
+  ld_class_set_t classes = ld_class_words_read(&heap->bins_turned_classes);
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
-    if (classes >> c & 1) __atomic_store_n(&heap->bins[c].span, bin_span(c), __ATOMIC_RELAXED);
+    if (ld_class_set_has(classes, c)) __atomic_store_n(&heap->bins[c].span, bin_span(c), __ATOMIC_RELAXED);
   bin_of_set(heap);
 }
 
@@ -1707,8 +1712,8 @@ bool ld_cache_holds(const heap_t *heap) {
     return true;
   if (!__atomic_load_n(&heap->bins_ready, __ATOMIC_ACQUIRE)) return false;
   if (deferred_waiting(heap)) return true;
-  for (uint64_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1)
-    if (LD_READ(heap->bins[__builtin_ctzll(set_up)].count)) return true;
+  for (ld_class_set_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1)
+    if (LD_READ(heap->bins[ld_class_set_first(set_up)].count)) return true;
   return false;
 }
 
@@ -1718,16 +1723,16 @@ bool ld_cache_holds(const heap_t *heap) {
  * first look and the turn away (free_deferred_slow) would otherwise go into its bin from the
  * fast path of any bin not turned away while the purge settles it (thread_churn with a purge
  * delay of 0: "double free", about 1 run in 300). */
-static bool drain_covers_deferred(const heap_t *heap, uint64_t classes) {
+static bool drain_covers_deferred(const heap_t *heap, ld_class_set_t classes) {
   return !deferred_waiting(heap) || !(bins_set_up(heap) & ~classes);
 }
 
 int ld_cache_drain_idle(heap_t *heap) {
   if (!__atomic_load_n(&heap->bins_ready, __ATOMIC_ACQUIRE)) return 0;
-  uint64_t set_up = bins_set_up(heap), classes = 0; /* the bins set up; those holding blocks */
-  for (uint64_t left = set_up; left; left &= left - 1) {
-    unsigned c = (unsigned)__builtin_ctzll(left);
-    if (LD_READ(heap->bins[c].count)) classes |= (uint64_t)1 << c;
+  ld_class_set_t set_up = bins_set_up(heap), classes = 0; /* the bins set up; those holding blocks */
+  for (ld_class_set_t left = set_up; left; left &= left - 1) {
+    unsigned c = ld_class_set_first(left);
+    if (LD_READ(heap->bins[c].count)) classes |= LD_CLASS_BIT(c);
   }
   bool deferred = deferred_waiting(heap);
   if (!classes && !deferred) return 0;
@@ -1741,8 +1746,8 @@ int ld_cache_drain_idle(heap_t *heap) {
   if (state == LD_BINS_DRAINING ||
       !__atomic_compare_exchange_n(&heap->bins_draining, &state, LD_BINS_DRAINING, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
     return -1;
-  if (state == LD_BINS_TURNED_AWAY) classes |= LD_READ(heap->bins_turned_classes); /* still turned away */
-  LD_OWNER_SET(heap->bins_turned_classes, classes);
+  if (state == LD_BINS_TURNED_AWAY) classes |= ld_class_words_read(&heap->bins_turned_classes); /* still turned away */
+  ld_class_words_set(&heap->bins_turned_classes, classes);
   bins_turn_away(heap, classes);
   int drained = -1;
   if (ld_os_fence_all_threads() == 0 && !__atomic_load_n(&heap->bins_busy, __ATOMIC_ACQUIRE) &&
@@ -1751,7 +1756,7 @@ int ld_cache_drain_idle(heap_t *heap) {
      * moment: the places are the purge's only when every bin is turned away. */
     if (!(set_up & ~classes)) settle_deferred(heap, true);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
-      if (classes >> c & 1) bin_flush_blocks(heap, c, heap->bins[c].count, true);
+      if (ld_class_set_has(classes, c)) bin_flush_blocks(heap, c, heap->bins[c].count, true);
     drained = 1;
   }
   __atomic_store_n(&heap->bins_draining, LD_BINS_TURNED_AWAY, __ATOMIC_RELEASE);
@@ -1763,8 +1768,8 @@ void ld_cache_drain(heap_t *heap) {
   settle_slow_frees(heap);
   settle_deferred(heap, false);
   ld_heap_return_bins(heap);
-  for (uint64_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
-    unsigned c = (unsigned)__builtin_ctzll(set_up);
+  for (ld_class_set_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
+    unsigned c = ld_class_set_first(set_up);
     ld_bin_t *bin = &heap->bins[c];
     send_foreign(heap, bin->slots, bin->count, false);
     LD_OWNER_SET(bin->count, 0);

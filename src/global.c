@@ -64,7 +64,7 @@ static struct {
   size_t dormant_bytes;                /* their units given back */
   sb_list_t empty[LD_CLASS_COUNT];     /* empty, newest first (next), oldest last (empty_oldest) */
   sb_t *empty_oldest[LD_CLASS_COUNT];
-  uint64_t empty_classes;              /* bit c: empty[c] holds one (written under the lock, read
+  ld_class_words_t empty_classes;      /* bit c: empty[c] holds one (written under the lock, read
                                           without it by ld_global_release_for_span's first look) */
   size_t taken_bytes;                  /* remote frees accounted for (statistics) */
   sb_t *pending_taken;                 /* taken from the pending list, not yet looked at */
@@ -102,10 +102,10 @@ static void list_remove(sb_list_t *list, sb_t *sb) {
 static inline sb_list_t *list_for(const sb_t *sb) {
   return sb->dormant ? &global.dormant[sb->size_class] : sb->used >= (int32_t)sb->capacity ? &global.full : &global.by_class[sb->size_class];
 }
+static inline ld_class_set_t empty_classes(void) { return ld_class_words_read(&global.empty_classes); }
 static inline sb_list_t *list_of(const sb_t *sb) {
   return sb->group == LD_GROUP_DORMANT ? &global.dormant[sb->size_class] : sb->group == LD_GROUP_FULL ? &global.full : &global.by_class[sb->size_class];
 }
-_Static_assert(LD_CLASS_COUNT <= 64, "empty_classes is one word");
 static void list_file(sb_t *sb) {
   sb->group = sb->dormant ? LD_GROUP_DORMANT : sb->used >= (int32_t)sb->capacity ? LD_GROUP_FULL : 0;
   list_push(list_for(sb), sb);
@@ -121,7 +121,7 @@ static bool keep_if_empty(sb_t *sb) {
   sb->idle_since_ns = ld_os_now_coarse_ns();
   list_push(&global.empty[c], sb);
   if (!global.empty_oldest[c]) global.empty_oldest[c] = sb;
-  LD_OWNER_SET(global.empty_classes, global.empty_classes | (uint64_t)1 << c);
+  ld_class_words_set(&global.empty_classes, empty_classes() | LD_CLASS_BIT(c));
   ld_due_note(sb->idle_since_ns); /* released by the purge after a delay */
   return true;
 }
@@ -132,7 +132,7 @@ static void empty_remove(sb_t *sb) {
   unsigned c = sb->size_class;
   if (global.empty_oldest[c] == sb) global.empty_oldest[c] = sb->prev;
   list_remove(&global.empty[c], sb);
-  if (!global.empty[c].head) LD_OWNER_SET(global.empty_classes, global.empty_classes & ~((uint64_t)1 << c));
+  if (!global.empty[c].head) ld_class_words_set(&global.empty_classes, empty_classes() & ~LD_CLASS_BIT(c));
 }
 /* Out of the global heap, on its way back to the segments (global lock held)... */
 static void give_back_detach(sb_t *sb) {
@@ -150,13 +150,32 @@ static void give_back(sb_t *sb) {
   give_back_detach(sb);
   give_back_to_segments(sb);
 }
-/* The class nearest cls (by index: by block size) with an empty superblock waiting, or -1. */
+/* The class nearest cls in block size (the smallest ratio of the two sizes) with an empty
+ * superblock waiting, or -1; the larger of two as near. Among the fixed classes the nearest
+ * index is the nearest size (eight classes a doubling); where a learned class is involved, a
+ * look at each class that has one, at most LD_CLASS_COUNT (their indices are not in size
+ * order). */
 static int empty_class_near(unsigned cls) {
-  uint64_t above = global.empty_classes & (~(uint64_t)0 << cls), below = global.empty_classes & ~(~(uint64_t)0 << cls);
-  int up = above ? __builtin_ctzll(above) : -1, down = below ? 63 - __builtin_clzll(below) : -1;
-  if (up < 0) return down;
-  if (down < 0) return up;
-  return (unsigned)up - cls <= cls - (unsigned)down ? up : down;
+  ld_class_set_t set = empty_classes();
+  uint64_t fixed = (uint64_t)set;
+  _Static_assert(LD_CLASS_FIXED == 64, "the fixed classes are the set's first word, in size order");
+  if (cls < LD_CLASS_FIXED && !(uint64_t)(set >> 64)) { /* no learned class waits: by index, two bit scans */
+    uint64_t above = fixed & (~(uint64_t)0 << cls), below = fixed & ~(~(uint64_t)0 << cls);
+    int up = above ? __builtin_ctzll(above) : -1, down = below ? 63 - __builtin_clzll(below) : -1;
+    if (up < 0) return down;
+    if (down < 0) return up;
+    return (unsigned)up - cls <= cls - (unsigned)down ? up : down;
+  }
+  int near = -1;
+  uint64_t near_big = 0, near_small = 1; /* the nearest ratio so far, big / small */
+  uint32_t size = ld_class_size[cls];
+  for (ld_class_set_t classes = set; classes; classes &= classes - 1) {
+    unsigned c = ld_class_set_first(classes);
+    uint64_t big = ld_class_size[c] > size ? ld_class_size[c] : size, small = ld_class_size[c] > size ? size : ld_class_size[c];
+    if (near < 0 || big * near_small < near_big * small || (big * near_small == near_big * small && ld_class_size[c] > size))
+      near = (int)c, near_big = big, near_small = small;
+  }
+  return near;
 }
 
 void ld_global_put_locked(sb_t *sb) {
@@ -305,8 +324,8 @@ size_t ld_global_release_empties(uint64_t now, bool all) {
     sb_t *batch[RELEASES_PER_TURN];
     unsigned n = 0;
     ld_global_lock();
-    for (uint64_t classes = global.empty_classes; classes && n < RELEASES_PER_TURN; classes &= classes - 1) {
-      unsigned c = (unsigned)__builtin_ctzll(classes);
+    for (ld_class_set_t classes = empty_classes(); classes && n < RELEASES_PER_TURN; classes &= classes - 1) {
+      unsigned c = ld_class_set_first(classes);
       sb_t *sb;
       while (n < RELEASES_PER_TURN && (sb = global.empty_oldest[c]) && sb->idle_since_ns + age <= now) {
         give_back_detach(sb);
@@ -383,13 +402,13 @@ size_t ld_global_dormant_bytes(void) {
 }
 
 void ld_global_release_for_span(size_t bytes) {
-  if (!LD_READ(global.empty_classes)) return; /* a relaxed look first: none, the common case */
+  if (!empty_classes()) return; /* a relaxed look first: none, the common case */
   ld_global_lock();
   size_t released = 0;
   /* at most bytes / S + 1 superblocks, each the oldest of the lowest class that has one (the
    * oldest of all would mean a look at every class's for each) */
-  while (released < bytes && global.empty_classes) {
-    unsigned c = (unsigned)__builtin_ctzll(global.empty_classes);
+  for (ld_class_set_t classes; released < bytes && (classes = empty_classes());) {
+    unsigned c = ld_class_set_first(classes);
     give_back(global.empty_oldest[c]);
     released += ld_sb_size;
   }
@@ -399,8 +418,8 @@ void ld_global_release_for_span(size_t bytes) {
 uint64_t ld_global_next_expiry(void) {
   uint64_t first = UINT64_MAX;
   ld_global_lock();
-  for (uint64_t classes = global.empty_classes; classes; classes &= classes - 1) {
-    const sb_t *sb = global.empty_oldest[__builtin_ctzll(classes)];
+  for (ld_class_set_t classes = empty_classes(); classes; classes &= classes - 1) {
+    const sb_t *sb = global.empty_oldest[ld_class_set_first(classes)];
     if (sb->idle_since_ns < first) first = sb->idle_since_ns;
   }
   ld_global_unlock();
@@ -470,7 +489,7 @@ void ld_global_validate(int *violations) {
       class_carved[c] += sb->bump - sb->data;
       dormant += ld_dormant_units_bytes(sb->dormant);
     }
-    if (n != global.empty[c].count || last != global.empty_oldest[c] || !n != !(global.empty_classes >> c & 1))
+    if (n != global.empty[c].count || last != global.empty_oldest[c] || !n != !ld_class_set_has(empty_classes(), (unsigned)c))
       VIOLATION("global heap: class %d's empty list: %zu found, count %zu, oldest %p (found %p)\n", c, n,
                 global.empty[c].count, (void *)global.empty_oldest[c], (void *)last);
   }

@@ -303,7 +303,7 @@ static void heap_give_to_global(heap_t *heap, sb_t *sb) {
  * (empty_only: empty ones only; partly used ones, if the class stays below, are due: see
  * heap_release_own_frees). Heap lock held. */
 static void heap_release_below(heap_t *heap, unsigned c, bool empty_only) {
-  if (!empty_only) heap->release_due &= ~((uint64_t)1 << c);
+  if (!empty_only) heap->release_due &= ~(LD_CLASS_BIT(c));
   if (heap->u[c] >= heap->u_release[c]) return;
   uint64_t now = LD_READ(heap->last_slow_ns); /* the owner's slow path read the clock (alloc.c); (the purge may store it: cache.c, remote_send_at) */
   if (heap->boost[c] && now - heap->last_take_ns[c] > BOOST_DECAY_NS) {
@@ -327,20 +327,20 @@ static void heap_release_below(heap_t *heap, unsigned c, bool empty_only) {
     } while (heap->u[c] < heap->u_release[c] && (sb = heap_find_releasable(heap, c, true, empty_only)));
     ld_global_unlock();
   }
-  if (empty_only && heap->u[c] < heap->u_release[c]) heap->release_due |= (uint64_t)1 << c;
+  if (empty_only && heap->u[c] < heap->u_release[c]) heap->release_due |= LD_CLASS_BIT(c);
 }
 
 static void heap_release_while_below(heap_t *heap, unsigned c) { heap_release_below(heap, c, false); }
 
-static void heap_release_each(heap_t *heap, uint64_t classes, bool empty_only) {
+static void heap_release_each(heap_t *heap, ld_class_set_t classes, bool empty_only) {
   while (classes) {
-    unsigned c = (unsigned)__builtin_ctzll(classes);
+    unsigned c = ld_class_set_first(classes);
     classes &= classes - 1;
     heap_release_below(heap, c, empty_only);
   }
 }
 
-static void heap_release_classes(heap_t *heap, uint64_t classes) { heap_release_each(heap, classes, false); }
+static void heap_release_classes(heap_t *heap, ld_class_set_t classes) { heap_release_each(heap, classes, false); }
 
 /* The thread's own frees (a flush) took class c below Hoard's threshold: its empty superblocks
  * go to the global heap at once, its partly used ones at the purge's next pass over the heap
@@ -353,7 +353,7 @@ static void heap_release_classes(heap_t *heap, uint64_t classes) { heap_release_
  * tcmalloc 25). Frees collected from other threads still apply the threshold at once, so
  * Hoard's producer/consumer bound is as before; the heap's own frees make no new memory
  * needed, so what is due only waits to be offered to other heaps, for at most a purge delay. */
-static void heap_release_own_frees(heap_t *heap, uint64_t classes) { heap_release_each(heap, classes, true); }
+static void heap_release_own_frees(heap_t *heap, ld_class_set_t classes) { heap_release_each(heap, classes, true); }
 
 /* ---- pending frees ---- */
 
@@ -393,8 +393,8 @@ static bool inbox_to_bin(heap_t *heap, const ld_message_t *m) {
   return true;
 #endif
 }
-static uint64_t heap_process_inbox(heap_t *heap, uint32_t most, uint32_t *taken, bool to_bins) {
-  uint64_t classes = 0;
+static ld_class_set_t heap_process_inbox(heap_t *heap, uint32_t most, uint32_t *taken, bool to_bins) {
+  ld_class_set_t classes = 0;
   uint32_t n = 0;
   for (;;) {
     /* A group of messages is taken first and the lines of each batch's first and last blocks
@@ -414,7 +414,7 @@ static uint64_t heap_process_inbox(heap_t *heap, uint32_t most, uint32_t *taken,
       if (!sb) continue;
       heap_count_remote(heap, sb, group[i].count);
       heap_regroup(heap, sb);
-      classes |= (uint64_t)1 << sb->size_class;
+      classes |= LD_CLASS_BIT(sb->size_class);
     }
     if (k < INBOX_GROUP) break;
   }
@@ -436,10 +436,10 @@ static uint64_t heap_process_inbox(heap_t *heap, uint32_t most, uint32_t *taken,
  * announced again (which would rewrite its link). The inbox's
  * messages and the pending list's superblocks are looked at `most` of each at most. */
 #define PENDING_PER_CALL 64u
-static LD_NOINLINE uint64_t heap_process_pending_found(heap_t *heap, uint32_t most, uint32_t *looked, bool to_bins);
+static LD_NOINLINE ld_class_set_t heap_process_pending_found(heap_t *heap, uint32_t most, uint32_t *looked, bool to_bins);
 /* Every fill and flush asks; most find nothing waiting, which three loads tell without the
  * call (the call with its saved registers was 44 instructions). */
-static inline uint64_t heap_process_pending_some(heap_t *heap, uint32_t most, uint32_t *looked, bool to_bins) {
+static inline ld_class_set_t heap_process_pending_some(heap_t *heap, uint32_t most, uint32_t *looked, bool to_bins) {
   if (LD_LIKELY(!heap->pending_taken && !atomic_load_explicit(&heap->pending, memory_order_relaxed) &&
                 !ld_inbox_next(heap))) {
     if (looked) *looked = 0;
@@ -447,10 +447,10 @@ static inline uint64_t heap_process_pending_some(heap_t *heap, uint32_t most, ui
   }
   return heap_process_pending_found(heap, most, looked, to_bins);
 }
-static LD_NOINLINE uint64_t heap_process_pending_found(heap_t *heap, uint32_t most, uint32_t *looked, bool to_bins) {
+static LD_NOINLINE ld_class_set_t heap_process_pending_found(heap_t *heap, uint32_t most, uint32_t *looked, bool to_bins) {
   sb_t *sb = heap->pending_taken;
   uint32_t messages = 0;
-  uint64_t classes = ld_inbox_next(heap) ? heap_process_inbox(heap, most < LD_INBOX_SLOTS ? most : LD_INBOX_SLOTS, &messages, to_bins) : 0;
+  ld_class_set_t classes = ld_inbox_next(heap) ? heap_process_inbox(heap, most < LD_INBOX_SLOTS ? most : LD_INBOX_SLOTS, &messages, to_bins) : 0;
   uint32_t n = 0;
   for (; n < most; n++) {
     if (!sb && !(sb = ld_sb_pending_take(heap))) break;
@@ -462,7 +462,7 @@ static LD_NOINLINE uint64_t heap_process_pending_found(heap_t *heap, uint32_t mo
       if (got) {
         heap_count_remote(heap, sb, got);
         heap_regroup(heap, sb);
-        classes |= (uint64_t)1 << sb->size_class;
+        classes |= LD_CLASS_BIT(sb->size_class);
       }
     }
     sb = next;
@@ -471,7 +471,7 @@ static LD_NOINLINE uint64_t heap_process_pending_found(heap_t *heap, uint32_t mo
   if (looked) *looked = messages + n;
   return classes;
 }
-static uint64_t heap_process_pending(heap_t *heap) { return heap_process_pending_some(heap, UINT32_MAX, NULL, false); }
+static ld_class_set_t heap_process_pending(heap_t *heap) { return heap_process_pending_some(heap, UINT32_MAX, NULL, false); }
 
 /* ---- fill: the thread's cache of class cls is empty ---- */
 
@@ -522,7 +522,7 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
   LD_OWNER_ADD(heap->looks, 1);
   uint32_t looked;
   /* (the owner, in its bins: batches of one or two go straight into them, inbox_to_bin) */
-  uint64_t classes = heap_process_pending_some(heap, PENDING_PER_CALL, &looked, true);
+  ld_class_set_t classes = heap_process_pending_some(heap, PENDING_PER_CALL, &looked, true);
   LD_STAT_ADD(heap, refill_pending_examined, looked);
   unsigned arrived = bin->count; /* (the bin was empty: ld_cache_refill) */
   unsigned n = 0;
@@ -549,7 +549,7 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
     if (n < want) { /* sb has nothing left: it waits in its group until frees come back */
       heap_unwatch_current(heap, sb);
       heap_group_insert(heap, sb);
-      classes |= (uint64_t)1 << cls; /* frees counted as it stopped being watched lower u */
+      classes |= LD_CLASS_BIT(cls); /* frees counted as it stopped being watched lower u */
     }
   }
   /* The count and the counter change together under the lock, which the statistics take: a
@@ -578,9 +578,9 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
 
 /* ld_heap_return's work, heap lock held: returns the classes whose u fell. */
 #define FLUSH_LOOKAHEAD 8u
-static uint64_t heap_return_locked(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsigned *foreign_out) {
+static ld_class_set_t heap_return_locked(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsigned *foreign_out) {
   unsigned foreign = 0;
-  uint64_t classes = 0;
+  ld_class_set_t classes = 0;
   /* With the counter below, under the lock (as in ld_heap_fill). */
   LD_OWNER_SET(bin->count, bin->count - n);
   LD_STAT_INC(heap, flushes);
@@ -621,7 +621,7 @@ static uint64_t heap_return_locked(heap_t *heap, ld_bin_t *bin, void **blocks, u
   }
   if (foreign < n) { /* a run went back */
     LD_OWNER_ADD(heap->u[cls], -(int64_t)(n - foreign) * ld_class_size[cls]);
-    classes |= (uint64_t)1 << cls;
+    classes |= LD_CLASS_BIT(cls);
   }
   LD_STAT_ADD(heap, blocks_flushed, n); /* foreign ones too: they left the bin */
   *foreign_out = foreign;
@@ -631,9 +631,9 @@ static uint64_t heap_return_locked(heap_t *heap, ld_bin_t *bin, void **blocks, u
 void ld_heap_return(heap_t *heap, ld_bin_t *bin, void **blocks, unsigned n, unsigned *foreign_out) {
   heap_lock(heap);
   heap_check_options(heap);
-  uint64_t own = heap_return_locked(heap, bin, blocks, n, foreign_out);
+  ld_class_set_t own = heap_return_locked(heap, bin, blocks, n, foreign_out);
   LD_OWNER_ADD(heap->looks, 1);
-  uint64_t collected = heap_process_pending_some(heap, PENDING_PER_CALL, NULL, false);
+  ld_class_set_t collected = heap_process_pending_some(heap, PENDING_PER_CALL, NULL, false);
   heap_release_classes(heap, collected);
   heap_release_own_frees(heap, own & ~collected);
   heap_unlock(heap);
@@ -669,9 +669,9 @@ void ld_heap_settle_deferred(heap_t *heap, unsigned place, ld_block_t *block, ld
 void ld_heap_return_bins(heap_t *heap) {
   heap_lock(heap);
   heap_check_options(heap);
-  uint64_t classes = 0;
-  for (uint64_t set_up = heap->bins_set_up; set_up; set_up &= set_up - 1) { /* (the others are empty) */
-    ld_bin_t *bin = &heap->bins[__builtin_ctzll(set_up)];
+  ld_class_set_t classes = 0;
+  for (ld_class_set_t set_up = ld_class_words_read(&heap->bins_set_up); set_up; set_up &= set_up - 1) { /* (the others are empty) */
+    ld_bin_t *bin = &heap->bins[ld_class_set_first(set_up)];
     unsigned foreign;
     if (!bin->count) continue;
     classes |= heap_return_locked(heap, bin, bin->slots, bin->count, &foreign);
@@ -687,13 +687,13 @@ void ld_heap_return_bins(heap_t *heap) {
 
 /* Counts the frees pushed onto the heap's current superblocks (watched: not announced);
  * returns the classes whose u fell. Heap lock held. */
-static uint64_t heap_count_current(heap_t *heap) {
-  uint64_t classes = 0;
+static ld_class_set_t heap_count_current(heap_t *heap) {
+  ld_class_set_t classes = 0;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     sb_t *cur = heap->current[c];
     if (cur == &ld_sb_none) continue;
     int fresh = ld_sb_account_remote(cur, false);
-    if (fresh) heap_count_remote(heap, cur, fresh), classes |= (uint64_t)1 << c;
+    if (fresh) heap_count_remote(heap, cur, fresh), classes |= LD_CLASS_BIT(c);
   }
   return classes;
 }
@@ -1257,8 +1257,9 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
     if (heap->bins[c].limit == 0 ? heap->bins[c].count != 0 || heap->bins[c].slots[0] != NULL /* not set up */
                                  : heap->bins[c].count > heap->bins[c].limit || heap->bins[c].slots[heap->bins[c].limit] != LD_BIN_FULL)
       VIOLATION("heap %p class %u: %u blocks cached, limit %u, or its end mark lost\n", (void *)heap, c, heap->bins[c].count, heap->bins[c].limit);
-    if ((heap->bins_set_up >> c & 1) != (heap->bins[c].limit != 0))
-      VIOLATION("heap %p class %u: bins_set_up says %s, limit %u\n", (void *)heap, c, heap->bins_set_up >> c & 1 ? "set up" : "not", heap->bins[c].limit);
+    bool set_up = ld_class_set_has(ld_class_words_read(&heap->bins_set_up), c);
+    if (set_up != (heap->bins[c].limit != 0))
+      VIOLATION("heap %p class %u: bins_set_up says %s, limit %u\n", (void *)heap, c, set_up ? "set up" : "not", heap->bins[c].limit);
     /* Hoard's invariant (seed 004 §3.1), per size class as its proof has it (§4.1), with K
      * raised by at most LD_BOOST_MAX for classes that ping-pong: the bound stays O(1). */
     if (!(heap->u[c] >= heap->a[c] - k_slack || (double)heap->u[c] >= (1.0 - f) * (double)heap->a[c]))

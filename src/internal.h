@@ -95,8 +95,13 @@ static inline bool ld_request_ok(size_t size, size_t align) { return size <= LD_
 /* ---- size classes (superblock.c) ----
  * 16..128 in steps of 16, then 8 classes per doubling up to 16 KiB: neighbouring classes are
  * at most 12.5% apart above 128 bytes, which bounds internal fragmentation the way Hoard's base
- * b = 1.2 does (seed 004 §5), a little tighter. */
-#define LD_CLASS_COUNT     64
+ * b = 1.2 does (seed 004 §5), a little tighter. These 64 fixed classes come first; up to
+ * LD_CLASS_LEARNED_MAX more are learned at run time, each the exact size of a request that
+ * dominates a class's refills where it packs more blocks into a superblock (superblock.c,
+ * ld_class_learn). A class's index thus orders the fixed classes by size, not the learned. */
+#define LD_CLASS_FIXED     64
+#define LD_CLASS_LEARNED_MAX 8
+#define LD_CLASS_COUNT     (LD_CLASS_FIXED + LD_CLASS_LEARNED_MAX)
 #define LD_CLASS_LARGE     LD_CLASS_COUNT      /* sentinel class: "not a small size" */
 #define LD_SMALL_LIMIT     16384               /* largest size class */
 #define LD_MIN_ALIGN       16
@@ -120,7 +125,38 @@ static inline bool ld_shape_block_start(const ld_class_shape_t *shape, uintptr_t
   return at < shape->span && (uint64_t)at * shape->divisor_magic < shape->divisor_magic;
 }
 
-static inline unsigned ld_size_class(size_t size) { return ld_class_of_granule[(size + 15) >> 4]; }
+/* A learned class is published by storing its granules' entries (release) after its sizes and
+ * shapes: a reader that finds it there finds them set up. */
+static inline unsigned ld_granule_class(size_t g) { return __atomic_load_n(&ld_class_of_granule[g], __ATOMIC_ACQUIRE); }
+static inline unsigned ld_size_class(size_t size) { return ld_granule_class((size + 15) >> 4); }
+/* Classes learned so far (superblock.c); a heap whose bins were set for fewer sets them again at
+ * its next small malloc's slow path (cache.c, ld_cache_classes_sync). */
+extern unsigned ld_classes_learned;
+/* Learns the class of exactly granule g * 16 bytes, if it packs at least 1/16 more blocks into
+ * a superblock than the class that serves g now, and a place is left. Any thread, any time. */
+void ld_class_learn(size_t g);
+/* 1 for a granule whose class ld_class_learn found would not gain enough: not asked again. */
+extern uint8_t ld_granule_no_gain[LD_SMALL_LIMIT / 16 + 1];
+
+/* A set of size classes, a bit per class. Arithmetic on one 128-bit integer; a set other
+ * threads read is kept as two words, each read and written with a relaxed atomic (one 16-byte
+ * atomic would need libatomic's lock). */
+_Static_assert(LD_CLASS_COUNT <= 128, "a set of classes is 128 bits");
+__extension__ typedef unsigned __int128 ld_class_set_t;
+#define LD_CLASS_BIT(c) ((ld_class_set_t)1 << (c))
+static inline unsigned ld_class_set_first(ld_class_set_t set) {
+  uint64_t low = (uint64_t)set;
+  return low ? (unsigned)__builtin_ctzll(low) : 64 + (unsigned)__builtin_ctzll((uint64_t)(set >> 64));
+}
+static inline bool ld_class_set_has(ld_class_set_t set, unsigned c) { return (set >> c) & 1; }
+typedef struct ld_class_words_s { uint64_t word[2]; } ld_class_words_t;
+static inline ld_class_set_t ld_class_words_read(const ld_class_words_t *w) {
+  return (ld_class_set_t)LD_READ(w->word[1]) << 64 | LD_READ(w->word[0]);
+}
+static inline void ld_class_words_set(ld_class_words_t *w, ld_class_set_t set) {
+  LD_OWNER_SET(w->word[0], (uint64_t)set);
+  LD_OWNER_SET(w->word[1], (uint64_t)(set >> 64));
+}
 /* [k][c]: the first class from c up whose size is a multiple of 2^k (an aligned request's
  * class: superblocks place such a class's first block at a multiple too), or LD_CLASS_LARGE
  * when no small class is; c may be LD_CLASS_LARGE itself. Alignments up to LD_SMALL_LIMIT. */
@@ -792,7 +828,7 @@ typedef struct heap_s {
   ld_deferred_t deferred[LD_DEFERRED];
   uintptr_t deferred_at; /* in bytes from deferred[0]: the fast path adds, masks and stores */
   int bins_draining;                   /* LD_BINS_*: the purge empties this idle heap's bins */
-  uint64_t bins_turned_classes;        /* the classes whose frees the purge turned away */
+  ld_class_words_t bins_turned_classes; /* the classes whose frees the purge turned away */
   ld_stats_t stats;
   ld_block_t deferred_sinks[LD_DEFERRED]; /* stand-ins for deferred[]'s empty places */
   ld_bin_t deferred_sink_bin;             /* where they go: never full, emptied with them */
@@ -841,11 +877,15 @@ typedef struct heap_s {
   uint32_t help_batches;               /* and the batches sent since (ld_heap_help_idle_owner) */
   uint64_t last_maintenance_ns;        /* coarse clock at the last trim of idle bins */
   int bins_ready;                      /* bins and bin_of set up (ld_cache_init_bins) */
+  unsigned classes_synced;             /* the learned classes bin_of knows (ld_cache_classes_sync) */
+  /* Per class, the size its small mallocs' slow paths asked for most (a majority vote over
+   * rounds of LD_VOTE_ROUND; alloc.c, class_vote): what a learned class would be. */
+  struct { uint16_t granule, votes, calls; } class_vote[LD_CLASS_COUNT];
   /* bit c: bins[c] is set up (cache.c, bin_setup; the validation walk checks it against the
    * limits). The walks of the bins (the thread's exit and trim, the purge's, the statistics)
    * look at these only: a walk of all 64 read 64 KiB, 16 pages a thread that uses a few
    * classes never touched (a one-object program: 15 of its 127 page faults at its exit). */
-  uint64_t bins_set_up;
+  ld_class_words_t bins_set_up;
   /* What the bins grown past their first limits may hold in all, in bytes: the sum over the
    * bins of (limit - first limit) * block size, at most bin_growth_kb as it was when they grew
    * (lowered at run time, it stops growth; trims give the rest back: cache.c, bin_grow). */
@@ -858,7 +898,7 @@ typedef struct heap_s {
                                           of a superblock was never touched) */
   int64_t u_release[LD_CLASS_COUNT + 1]; /* give a superblock of class c back when u[c] < this */
   uint8_t boost[LD_CLASS_COUNT + 1];   /* extra K earned by ping-pong (hysteresis, heap.c) */
-  uint64_t release_due;                /* classes whose own frees left partly used superblocks to give back (heap.c) */
+  ld_class_set_t release_due;          /* classes whose own frees left partly used superblocks to give back (heap.c) */
   uint64_t last_release_ns[LD_CLASS_COUNT + 1];
   uint64_t last_take_ns[LD_CLASS_COUNT + 1];
   unsigned options_epoch;
@@ -1208,6 +1248,9 @@ void    ld_cache_medium_drain_returned(heap_t *heap);
 void    ld_cache_medium_after_fork(heap_t *heap); /* slots claimed by threads the child lacks */
 size_t  ld_cache_medium_extra(void); /* the heaps' medium_extra, summed (statistics) */
 void    ld_cache_init_bins(heap_t *heap);
+/* The classes learned since the heap's bin_of was set: bin_of follows ld_class_of_granule again.
+ * The owner, in its bins (ld_cache_enter). */
+void    ld_cache_classes_sync(heap_t *heap);
 int64_t ld_cache_bytes(const heap_t *heap);   /* what a heap's bins hold, read from any thread */
 
 /* ---- the global heap (global.c), Hoard's heap 0 ---- */

@@ -24,6 +24,7 @@
   X(bin_growth_kb,   256,   0,    65536, 1, 0, "a thread's bins of the classes it cycles (flushed, then refilled) grow past their 16 KiB, together by at most this, in KiB; 0: fixed bins") \
   X(medium_cache_kb, 1024,  0,    1e6,   1, 0, "freed medium spans each thread keeps for its next mallocs, in KiB (spans up to half of it)") \
   X(medium_cache_max_kb, 4096, 0,  1e6,   1, 0, "a thread's medium cache grows to this, in KiB, while its bound pushes out spans its next mallocs miss; all threads' growth together at most 4 times this") \
+  X(learned_classes, 8,     0,    8,     1, 0, "size classes learned at run time for one size that dominates a class's refills and packs 1/16 more blocks into a superblock (at most 8); 0: the fixed classes only") \
   X(huge_pages,      0,     0,    1,     1, 0, "segments mapped from now on are backed by 2 MiB transparent huge pages where the kernel allows: fewer TLB misses on large heaps, RSS in 2 MiB steps") \
   X(remote_free_check, 1,   0,    1,     1, 0, "a free of another thread's block marks it, so a double free by two threads is caught; 0: no mark (faster remote frees; such a double free may hand the block out twice)") \
   X(stats,           0,     0,    2,     1, 0, "print statistics at exit: 1 table, 2 JSON")             \

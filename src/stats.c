@@ -21,14 +21,22 @@
   X(parked_heaps_taken) X(parked_heaps_released) X(heaps_examined) X(refill_pending_examined) \
   X(remote_hinted) X(medium_tails_purged) X(medium_cache_hits) X(medium_bytes_cached) X(remote_inbox_full) X(remote_hint_taken) \
   X(remote_to_bins) X(mark_rings_examined) X(purge_call_runs) X(orphan_heaps_taken) X(bytes_dormant) X(purge_runs_cut) \
-  X(lock_sleeps) X(remote_sends) X(idle_medium_emptied) X(medium_late_tails) X(medium_cache_grows) X(medium_cache_extra) X(bin_growths)
+  X(lock_sleeps) X(remote_sends) X(idle_medium_emptied) X(medium_late_tails) X(medium_cache_grows) X(medium_cache_extra) X(bin_growths) \
+  X(classes_learned)
 
 static size_t positive(int64_t v) { return v > 0 ? (size_t)v : 0; }
 
-/* The small size classes this process uses (those that fit its superblock size), smallest first. */
-static size_t classes_in_use(void) {
+/* The small size classes this process uses (those that fit its superblock size, and those
+ * learned so far), smallest first, into order[]; returns how many. */
+static size_t classes_in_use(unsigned order[LD_CLASS_COUNT]) {
   size_t n = 0;
-  while (n < LD_CLASS_COUNT && ld_class_capacity[n] && ld_class_size[n] <= ld_small_max) n++;
+  unsigned learned = __atomic_load_n(&ld_classes_learned, __ATOMIC_ACQUIRE);
+  for (unsigned c = 0; c < LD_CLASS_FIXED + learned; c++) {
+    if (!ld_class_capacity[c] || ld_class_size[c] > ld_small_max) continue;
+    size_t at = n++;
+    for (; at > 0 && ld_class_size[order[at - 1]] > ld_class_size[c]; at--) order[at] = order[at - 1];
+    order[at] = c;
+  }
   return n;
 }
 
@@ -111,16 +119,19 @@ static void fill_stats(larder_stats_t *out, const ld_stats_t *counts, const ld_h
   out->medium_late_tails = counts->medium_late_tails;
   out->medium_cache_grows = counts->medium_cache_grows;
   out->bin_growths = counts->bin_growths;
+  out->classes_learned = __atomic_load_n(&ld_classes_learned, __ATOMIC_ACQUIRE);
   out->medium_cache_extra = ld_cache_medium_extra();
   out->medium_bytes_cached = medium_cached;
   out->bytes_dormant = ld_global_dormant_bytes();
   out->lock_sleeps = os.lock_sleeps;
 }
 
-static void fill_classes(larder_class_stats_t *out, size_t n, const ld_class_figures_t *in_heaps,
+static void fill_classes(larder_class_stats_t *out, const unsigned *order, size_t n, const ld_class_figures_t *in_heaps,
                          const ld_class_figures_t *in_global) {
-  for (size_t c = 0; c < n; c++) {
-    larder_class_stats_t *k = &out[c];
+  for (size_t i = 0; i < n; i++) {
+    larder_class_stats_t *k = &out[i];
+    unsigned c = order[i];
+    k->learned = c >= LD_CLASS_FIXED;
     k->block_size = ld_class_size[c];
     k->blocks_per_superblock = ld_class_capacity[c];
     k->superblocks = positive(in_heaps->superblocks[c]);
@@ -151,8 +162,9 @@ size_t ld_stats_gather(larder_stats_t *out, larder_class_stats_t *classes, size_
   ld_heaps_stats(&counts, &heaps, classes ? &in_heaps : NULL);
   ld_global_stats(&global_in_use, &global_held, &global_taken, classes ? &in_global : NULL);
   if (out) fill_stats(out, &counts, &heaps, global_in_use, global_held, global_taken);
-  size_t in_use = classes_in_use();
-  if (classes) fill_classes(classes, n < in_use ? n : in_use, &in_heaps, &in_global);
+  unsigned order[LD_CLASS_COUNT];
+  size_t in_use = classes_in_use(order);
+  if (classes) fill_classes(classes, order, n < in_use ? n : in_use, &in_heaps, &in_global);
   return in_use;
 }
 
@@ -161,7 +173,8 @@ void larder_stats_get(larder_stats_t *out) { ld_stats_gather(out, NULL, 0); }
 size_t larder_class_stats_get(larder_class_stats_t *out, size_t n) {
   if (!out || !n) {
     ld_maintain_init();
-    return classes_in_use();
+    unsigned order[LD_CLASS_COUNT];
+    return classes_in_use(order);
   }
   return ld_stats_gather(NULL, out, n);
 }
@@ -182,13 +195,13 @@ static void print_classes(int fd, bool json, const larder_class_stats_t *classes
       n += (size_t)snprintf(buf + n, sizeof buf - n,
                             "%s{\"block_size\": %zu, \"blocks_per_superblock\": %zu, \"superblocks\": %zu, "
                             "\"superblocks_global\": %zu, \"bytes_in_use\": %zu, \"bytes_cached\": %zu, \"bytes_free\": %zu, "
-                            "\"bytes_never_used\": %zu}",
+                            "\"bytes_never_used\": %zu, \"learned\": %s}",
                             first ? "" : ", ", k->block_size, k->blocks_per_superblock, k->superblocks, k->superblocks_global,
-                            k->bytes_in_use, k->bytes_cached, k->bytes_free, k->bytes_never_used);
+                            k->bytes_in_use, k->bytes_cached, k->bytes_free, k->bytes_never_used, k->learned ? "true" : "false");
     else
-      n += (size_t)snprintf(buf + n, sizeof buf - n, "  %10zu %9zu %11zu %7zu %13zu %13zu %13zu %13zu\n", k->block_size,
+      n += (size_t)snprintf(buf + n, sizeof buf - n, "  %10zu %9zu %11zu %7zu %13zu %13zu %13zu %13zu%s\n", k->block_size,
                             k->blocks_per_superblock, k->superblocks, k->superblocks_global, k->bytes_in_use,
-                            k->bytes_cached, k->bytes_free, k->bytes_never_used);
+                            k->bytes_cached, k->bytes_free, k->bytes_never_used, k->learned ? "  learned" : "");
     first = false;
   }
   if (json && n < sizeof buf) n += (size_t)snprintf(buf + n, sizeof buf - n, "]");

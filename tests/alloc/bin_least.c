@@ -14,7 +14,7 @@
 int main(void) {
   alloc_call(1); /* the thread's heap and bins */
   int classes = 0, failed_empty = 0;
-  for (unsigned c = 0; c < LD_CLASS_COUNT && ld_class_size[c] <= ld_small_max; c++) {
+  for (unsigned c = 0; c < LD_CLASS_FIXED + ld_classes_learned && ld_class_size[c] <= ld_small_max; c++) {
     size_t size = ld_class_size[c];
     for (int i = 0; i < 4; i++) {
       char *volatile p = malloc(size);

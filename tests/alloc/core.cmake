@@ -36,6 +36,9 @@ alloc_test(alloc_bin_growth SOURCES alloc/bin_growth.c PRELOAD TIMEOUT 60 LIBS T
 # The statistics by size class add up, follow a class's blocks in and out, and count remote frees
 # in use only while they wait to be taken back
 alloc_test(alloc_class_stats SOURCES alloc/class_stats.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
+# A size that dominates a class's refills becomes a class of its own where it packs blocks
+# tighter; sizes that gain little, mixes, and the option's bound learn nothing more
+alloc_test(alloc_learned_classes SOURCES alloc/learned_classes.c PRELOAD TIMEOUT 60 LIBS Threads::Threads)
 
 # Honest figures (issue 15): bytes_in_use back near zero after all is freed, own and remote
 # frees, threads alive; mallinfo2 agrees.
