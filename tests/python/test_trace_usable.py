@@ -1,6 +1,8 @@
 """trace-replay --usable: fragmentation split into the allocator's rounding (internal: peak
 malloc_usable_size bytes over peak live) and the rest (external: peak heap over peak usable),
-on traces whose every block has one size, so the internal figure has a known answer."""
+on traces whose every block has one size, so the internal figure has a known answer. The fixed
+classes' answer: these runs set LARDER_LEARNED_CLASSES=0, as a one-size trace is what teaches
+larder a class of its own (checked apart, test_learned_class_lowers_the_rounding)."""
 from __future__ import annotations
 
 import json
@@ -26,11 +28,12 @@ def one_size_trace(tmp: Path, size: int, threads: int = 1, phases: tuple = ("ram
     return out
 
 
-def replay(trace: Path, *flags: str, preload: Path | None = LARDER, expect: int = 0) -> dict | None:
+def replay(trace: Path, *flags: str, preload: Path | None = LARDER, expect: int = 0, learned: bool = False) -> dict | None:
     if not REPLAY.is_file() or not LARDER.is_file():
         pytest.fail(f"{REPLAY} or {LARDER} missing: run `make build`")
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
+    env["LARDER_LEARNED_CLASSES"] = "8" if learned else "0"
     if preload:
         env["LD_PRELOAD"] = str(preload)
     r = subprocess.run([str(REPLAY), str(trace), *flags], capture_output=True, text=True, env=env, timeout=60)
@@ -77,6 +80,14 @@ def test_counted_across_threads_and_passes(tmp_path):
     assert abs(f["peak_usable_bytes"] - f["peak_live_bytes"] // 1032 * 1152) <= 2 * 1152
 
 
+def test_learned_class_lowers_the_rounding(tmp_path):
+    # 3,000 blocks of 1,032 B: once the heap holds 8 superblocks of the 1,152-byte class, the
+    # size is learned as a class of 1,040 B, which serves the rest
+    f = replay(one_size_trace(tmp_path, 1032), "--usable", learned=True)
+    assert 3000 * 1040 <= f["peak_usable_bytes"] < 3000 * 1152
+    assert f["peak_usable_bytes"] <= 600 * 1152 + 2400 * 1040
+
+
 def test_other_allocators_report_their_own_rounding(tmp_path):
     f = replay(one_size_trace(tmp_path, 1032), "--usable", preload=None)
     # glibc: a chunk of the size plus its 8-byte header in 16-byte steps (1040), less the
@@ -100,7 +111,8 @@ def test_trace_replay_reports_the_split(tmp_path):
     r = subprocess.run([sys.executable, "-m", "larder_bench", "trace", "replay", str(trace), "--threads", "1",
                         "--repeats", "1", "--allocators", "glibc,larder", "--strace", "none",
                         "--build-dir", str(BUILD), "--output-dir", str(tmp_path / "res")],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "LARDER_LEARNED_CLASSES": "0"})
     assert r.returncode == 0, r.stderr
     assert "Where the fragmentation lies" in r.stdout
     split = r.stdout[r.stdout.index("Where the fragmentation lies"):]
