@@ -278,11 +278,11 @@ static LD_NOINLINE void *malloc_class_reclaimed(heap_t *heap, unsigned cls);
  * tests/alloc/thread_recycle_rss.c, RSS x1.17 -> x1.34 over 20 rounds). A class whose size is
  * exact for the request (every class up to 256 bytes) has nothing to learn and is not counted. */
 #define LD_VOTE_ROUND 16
-/* (a: read as the statistics read it, since the purge may give the heap's superblocks away meanwhile) */
 #define LD_VOTE_SUPERBLOCKS 8
 static inline void class_vote(heap_t *heap, unsigned cls, size_t g) {
+  /* (a read as the statistics read it: the purge may give the heap's superblocks away meanwhile) */
   if (ld_class_size[cls] == g * 16 || LD_READ(heap->a[cls]) < LD_VOTE_SUPERBLOCKS * ld_class_capacity_bytes[cls] ||
-      LD_READ(ld_classes_learned) >= LD_CLASS_LEARNED_MAX)
+      LD_READ(ld_classes_learned) >= LD_LEARNED_CLASSES_MAX())
     return;
   __typeof__(heap->class_vote[0]) *vote = &heap->class_vote[cls];
   if (vote->granule == g) vote->votes++;

@@ -97,7 +97,7 @@ static inline bool ld_request_ok(size_t size, size_t align) { return size <= LD_
  * at most 12.5% apart above 128 bytes, which bounds internal fragmentation the way Hoard's base
  * b = 1.2 does (seed 004 §5), a little tighter. These 64 fixed classes come first; up to
  * LD_CLASS_LEARNED_MAX more are learned at run time, each the exact size of a request that
- * dominates a class's refills where it packs more blocks into a superblock (superblock.c,
+ * dominates a class's refills where its blocks cost less memory (superblock.c,
  * ld_class_learn). A class's index thus orders the fixed classes by size, not the learned. */
 #define LD_CLASS_FIXED     64
 #define LD_CLASS_LEARNED_MAX 8
@@ -129,11 +129,12 @@ static inline bool ld_shape_block_start(const ld_class_shape_t *shape, uintptr_t
  * shapes: a reader that finds it there finds them set up. */
 static inline unsigned ld_granule_class(size_t g) { return __atomic_load_n(&ld_class_of_granule[g], __ATOMIC_ACQUIRE); }
 static inline unsigned ld_size_class(size_t size) { return ld_granule_class((size + 15) >> 4); }
-/* Classes learned so far (superblock.c); a heap whose bins were set for fewer sets them again at
- * its next small malloc's slow path (cache.c, ld_cache_classes_sync). */
+/* Classes learned so far (superblock.c); a heap whose bin_of was set for fewer sets it again at
+ * its next refill (alloc.c, malloc_class; cache.c, ld_cache_classes_sync). */
 extern unsigned ld_classes_learned;
-/* Learns the class of exactly granule g * 16 bytes, if it packs at least 1/16 more blocks into
- * a superblock than the class that serves g now, and a place is left. Any thread, any time. */
+/* Learns the class of exactly granule g * 16 bytes, if its blocks cost at least 1/17 less memory
+ * than those of the class that serves g now (superblock.c, class_footprint), and a place is
+ * left. Any thread, any time. */
 void ld_class_learn(size_t g);
 /* 1 for a granule whose class ld_class_learn found would not gain enough: not asked again. */
 extern uint8_t ld_granule_no_gain[LD_SMALL_LIMIT / 16 + 1];
@@ -878,8 +879,8 @@ typedef struct heap_s {
   uint64_t last_maintenance_ns;        /* coarse clock at the last trim of idle bins */
   int bins_ready;                      /* bins and bin_of set up (ld_cache_init_bins) */
   unsigned classes_synced;             /* the learned classes bin_of knows (ld_cache_classes_sync) */
-  /* Per class, the size its small mallocs' slow paths asked for most (a majority vote over
-   * rounds of LD_VOTE_ROUND; alloc.c, class_vote): what a learned class would be. */
+  /* Per class, the size its refills were for most (a majority vote over rounds of
+   * LD_VOTE_ROUND; alloc.c, class_vote): what a learned class would be. */
   struct { uint16_t granule, votes, calls; } class_vote[LD_CLASS_COUNT];
   /* bit c: bins[c] is set up (cache.c, bin_setup; the validation walk checks it against the
    * limits). The walks of the bins (the thread's exit and trim, the purge's, the statistics)

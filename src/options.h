@@ -60,6 +60,10 @@ extern size_t ld_medium_cache_bytes;
 /* bin_growth_kb in bytes, for the refill's and flush's test (as ld_medium_cache_bytes). */
 extern size_t ld_bin_growth_bytes;
 #define LD_BIN_GROWTH_BYTES() __atomic_load_n(&ld_bin_growth_bytes, __ATOMIC_RELAXED)
+/* learned_classes as an integer, for the vote at each refill (alloc.c, class_vote), which stops
+ * counting once that many are learned (as ld_medium_cache_bytes). */
+extern unsigned ld_learned_classes_max;
+#define LD_LEARNED_CLASSES_MAX() __atomic_load_n(&ld_learned_classes_max, __ATOMIC_RELAXED)
 
 /* Reads every LARDER_* variable once; warns about unknown names and malformed values. */
 void ld_options_init(void);

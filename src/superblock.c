@@ -100,15 +100,15 @@ void ld_classes_init(void) {
  * program's peak RSS 104.3 -> 97.8 MB and its time 2.89 -> 2.72 s with exact classes). glibc's
  * best fit gives such a program its exact size; a fixed table cannot. So the slow path of a
  * small malloc counts, per heap and class, which size its refills asked for (alloc.c,
- * class_vote), and a size that held at least three quarters of a class's last 64 becomes a
- * class of its own: the granules from the class below up to it are served by the new class
+ * class_vote), and a size that made at least three quarters of a round of 16 refills becomes
+ * a class of its own: the granules from the class below up to it are served by the new class
  * from then on. Only where a block of the new class costs at least 1/17 less memory (the pages
  * its full superblock touches, over its blocks: class_footprint; sqlite's 4,368 bytes fit 14
  * blocks to a superblock as the 4,608-byte class does, but leave its last page untouched; a
- * size that gains less does not pay for another partly used superblock per thread), and at most learned_classes of them (LD_CLASS_LEARNED_MAX): each
- * class costs a heap a bin and a partly used superblock. Blocks already handed out keep their
- * class; each heap's bins follow the new table at its next small malloc's slow path (cache.c,
- * ld_cache_classes_sync). The lock is only tried: a thread that finds another learning, or a
+ * size that gains less does not pay for another partly used superblock per thread), and at
+ * most learned_classes of them (LD_CLASS_LEARNED_MAX): each class costs a heap a bin and a
+ * partly used superblock. Blocks already handed out keep their class; each heap's bin_of
+ * follows the new table at its next refill (cache.c, ld_cache_classes_sync). The lock is only tried: a thread that finds another learning, or a
  * fork child of a process that was, leaves the size to a later round. */
 unsigned ld_classes_learned;
 uint8_t ld_granule_no_gain[LD_SMALL_LIMIT / 16 + 1];
@@ -122,7 +122,7 @@ void ld_class_learn(size_t g) {
                (uint64_t)class_footprint(size) * 17 <= (uint64_t)class_footprint(ld_class_size[now]) * 16;
   /* (for good: a class learned later between g and its class only brings g's nearer) */
   if (!gains) __atomic_store_n(&ld_granule_no_gain[g], 1, __ATOMIC_RELAXED);
-  if (gains && n < LD_CLASS_LEARNED_MAX && n < (unsigned)LD_OPTION(learned_classes)) {
+  if (gains && n < LD_CLASS_LEARNED_MAX && n < LD_LEARNED_CLASSES_MAX()) {
     ld_class_size[k] = size;
     class_shape_set(k);
     /* Aligned requests above 16 bytes go to the class's fixed neighbours: a thread whose bins

@@ -9,7 +9,7 @@
  * 520, 648 and 776 bytes (under learned classes it learns three), and with TRIM set calls
  * malloc_trim(0) before the threads start.
  *
- * Measured (two copies at once on 2 cores, `scripts`-free loop in docs/results.md), 2026-11-30:
+ * Measured (two copies at once on 2 cores, 30-60 such pairs a row; docs/results.md), 2026-11-30:
  * on d0e9d95 (before learned classes) 6 of 80 runs with TRIM=1 ended in "free block written
  * after free", a block's pattern changed, or a crash in bin_flush_blocks with a bin's count
  * at -1 (a pop and a purge flush of the same bin); 1 of 60 without TRIM; 0 of 60 with TRIM

@@ -70,7 +70,7 @@ static void *other_thread(void *arg) {
   free(p);
   pthread_barrier_wait(&barrier);
   pthread_barrier_wait(&barrier); /* main learned the class */
-  /* the blocks its bin of the old class holds come first; its next slow path follows the table */
+  /* the blocks its bin of the old class holds come first; its next refill follows the table */
   void *kept[64];
   int first = -1;
   for (int i = 0; i < 64; i++) {
