@@ -45,8 +45,9 @@ static void bin_of_set(heap_t *heap) {
     __atomic_store_n(&heap->bin_of[g], ld_bin_offset(ld_granule_class(g)), __ATOMIC_RELAXED);
   heap->classes_synced = learned;
 }
-/* (A purge may be turning the bins away meanwhile, writing the same entries: it then finds this
- * thread in its bins and flushes nothing, and the next slow path turns them back in full.) */
+/* (A purge may be turning the bins away meanwhile, writing the same entries: it then flushes
+ * nothing, finding this thread in its bins or these stores over its own (bins_still_turned_away),
+ * and the next slow path turns them back in full.) */
 void ld_cache_classes_sync(heap_t *heap) { bin_of_set(heap); }
 /* A bin's first limit: about LD_BIN_BYTES of blocks, at least LD_BIN_LEAST and at most
  * LD_BIN_SLOTS - 1 (internal.h). */
@@ -1658,9 +1659,10 @@ static void medium_cache_validate(heap_t *heap, int *violations) {
  * touches its bins (a plain store at each end, on a line free writes anyway), the purge
  * sets bins_draining, turns the fast paths away from the bins (malloc's bin_of entries name
  * the heap's empty bin, free's span check fails), and fences every thread with
- * membarrier(). If the owner is then not marked, it is not in its bins and cannot enter
- * them: a fast path started after the fence finds the bins turned away and takes its slow
- * path, which waits in ld_cache_enter until the purge is done. Then the bins are flushed
+ * membarrier(). If the owner is then not marked, and the turn away still holds (the owner's
+ * slow paths write the same entries: bins_still_turned_away), it is not in its bins and
+ * cannot enter them: a fast path started after the fence finds the bins turned away and takes
+ * its slow path, which waits in ld_cache_enter until the purge is done. Then the bins are flushed
  * (their blocks go back to their superblocks, where the purge's tidy gives empty ones back).
  * The owner turns its fast paths back itself, at its next slow path (its next malloc, or free
  * of a turned-away class, is one): it acquires the purge's writes through bins_draining first,
@@ -1696,13 +1698,34 @@ static void bins_turn_away(heap_t *heap, ld_class_set_t classes) {
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
     if (ld_class_set_has(classes, c)) __atomic_store_n(&heap->bins[c].span, 0, __ATOMIC_RELAXED);
 }
-/* The owner's: its own fast paths read what it writes here in order. */
-static void bins_turn_back(heap_t *heap) {
-  /* (a drain that starts as soon as the state is back in use may write it meanwhile: either
-   * set turns back what it must, as that drain finds this thread in its bins) */
-  ld_class_set_t classes = ld_class_words_read(&heap->bins_turned_classes);
+/* Whether the turn away still holds, read once the owner was seen out of its bins after the
+ * fence. The owner writes the same entries in its slow paths: it turns its bins back
+ * (bins_turn_back) after a drain that its CAS back to in use let a new drain start, and
+ * follows newly learned classes (ld_cache_classes_sync). A drain that turns them away
+ * meanwhile may see the owner marked, or, the fence taking microseconds, already gone: then
+ * the owner's stores may have landed after the drain's, and its next malloc pops the bin the
+ * drain empties (tests/alloc/idle_drain_stress.c, LARDER_PURGE_DELAY_MS=1: a bin's count at
+ * -1, or a block handed out twice, in 6 to 19 of 60-80 runs). The owner's stores came before
+ * its unmarking, which this thread read with acquire: they are seen here, and after them the
+ * owner writes none until its next slow path, which waits for the drain. Not held: no drain
+ * now (the owner's next slow path turns the bins back). */
+static bool bins_still_turned_away(const heap_t *heap, ld_class_set_t classes) {
+  uint32_t away = ld_bin_offset(LD_CLASS_LARGE);
+  for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++)
+    if (__atomic_load_n(&heap->bin_of[g], __ATOMIC_RELAXED) != away) return false;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
-    if (ld_class_set_has(classes, c)) __atomic_store_n(&heap->bins[c].span, bin_span(c), __ATOMIC_RELAXED);
+    if (ld_class_set_has(classes, c) && __atomic_load_n(&heap->bins[c].span, __ATOMIC_RELAXED) != 0) return false;
+  return true;
+}
+/* The owner's: its own fast paths read what it writes here in order. Every bin set up gets
+ * its span back, not only those of bins_turned_classes: a drain that starts as soon as the
+ * state is back in use rewrites that set meanwhile, and a class read from it half-written
+ * would stay turned away (its frees slow) until a later drain named it again. */
+static void bins_turn_back(heap_t *heap) {
+  for (ld_class_set_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
+    unsigned c = ld_class_set_first(set_up);
+    __atomic_store_n(&heap->bins[c].span, bin_span(c), __ATOMIC_RELAXED);
+  }
   bin_of_set(heap);
 }
 
@@ -1751,7 +1774,7 @@ int ld_cache_drain_idle(heap_t *heap) {
   bins_turn_away(heap, classes);
   int drained = -1;
   if (ld_os_fence_all_threads() == 0 && !__atomic_load_n(&heap->bins_busy, __ATOMIC_ACQUIRE) &&
-      drain_covers_deferred(heap, classes)) {
+      bins_still_turned_away(heap, classes) && drain_covers_deferred(heap, classes)) {
     /* The fast path of a bin not turned away may defer a free into an empty place at any
      * moment: the places are the purge's only when every bin is turned away. */
     if (!(set_up & ~classes)) settle_deferred(heap, true);

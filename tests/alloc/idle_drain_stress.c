@@ -1,6 +1,5 @@
-/* KNOWN BUG, not fixed (registered DISABLED in tests/alloc/server.cmake; run it by hand):
- * the purge's emptying of idle threads' bins (cache.c, ld_cache_drain_idle) can hand a block
- * out twice when threads pause and resume around purge runs of a short delay.
+/* The purge's emptying of idle threads' bins (cache.c, ld_cache_drain_idle) when threads
+ * pause and resume around purge runs of a short delay.
  *
  * Four threads churn 4,096 slots of 1-512 bytes in bursts of up to 2,000 replacements, each
  * followed by a pause of 0-5 ms with no call (so the purge, at LARDER_PURGE_DELAY_MS=1, finds
@@ -9,13 +8,14 @@
  * 520, 648 and 776 bytes (under learned classes it learns three), and with TRIM set calls
  * malloc_trim(0) before the threads start.
  *
- * Measured (two copies at once on 2 cores, 30-60 such pairs a row; docs/results.md), 2026-11-30:
- * on d0e9d95 (before learned classes) 6 of 80 runs with TRIM=1 ended in "free block written
- * after free", a block's pattern changed, or a crash in bin_flush_blocks with a bin's count
- * at -1 (a pop and a purge flush of the same bin); 1 of 60 without TRIM; 0 of 60 with TRIM
- * and the default 1 s delay. Until it is found and fixed this program fails at random, so it
- * is not part of `make test`. tests/alloc/front_end.c's "bins under purge" is the same shape
- * and failed 2 times in about 200 runs of the learned-classes build (0 in 160 before).
+ * The race it found (2026-11-30, docs/results.md): a drain could empty a bin that the owner
+ * was about to pop. The owner turns its bins back in a slow path (after a drain, or to follow
+ * a learned class) while a new drain turns them away; the drain's fence takes microseconds, the
+ * owner left its slow path meanwhile, and its stores landed after the drain's, so the drain saw
+ * the owner out of its bins with malloc's table pointing into them again. A bin's count went to
+ * -1, or a block was handed out twice ("free block written after free", a slot's pattern
+ * changed): 2-19 of 60-100 runs, two copies at once on 2 cores. The drain now checks that its
+ * turn away still holds (bins_still_turned_away): 0 of 440.
  *
  * usage: alloc_idle_drain_stress [max_size]   (exit 0: no block lost its pattern) */
 #include "alloc_util.h"

@@ -134,10 +134,7 @@ alloc_test(alloc_purge_runner_none SOURCES alloc/purge_runner.c PRELOAD TIMEOUT 
 alloc_test(alloc_purge_runner_switch SOURCES alloc/purge_runner.c PRELOAD TIMEOUT 60 ARGS switch
            ENV LARDER_PURGE_DELAY_MS=100 LARDER_PURGE_THREAD=1)
 
-# KNOWN BUG, not fixed: the purge's emptying of idle threads' bins can hand a block out twice
-# when threads pause and resume around purge runs of a 1 ms delay (1-8% of runs, two at once on
-# 2 cores; docs/results.md). Disabled so that `make test` stays deterministic; run by hand:
-#   TRIM=1 LARDER_PURGE_DELAY_MS=1 build/tests/alloc_idle_drain_stress
+# Threads that pause and resume around purge runs of a 1 ms delay, their idle bins emptied
+# over and over (a race there handed a block out twice until 2026-11-30: docs/results.md).
 alloc_test(alloc_idle_drain_stress SOURCES alloc/idle_drain_stress.c TIMEOUT 60 LIBS Threads::Threads
            ENV LARDER_PURGE_DELAY_MS=1 TRIM=1)
-set_tests_properties(alloc_idle_drain_stress PROPERTIES DISABLED TRUE)
