@@ -1705,7 +1705,7 @@ static void bins_turn_away(heap_t *heap, ld_class_set_t classes) {
  * meanwhile may see the owner marked, or, the fence taking microseconds, already gone: then
  * the owner's stores may have landed after the drain's, and its next malloc pops the bin the
  * drain empties (tests/alloc/idle_drain_stress.c, LARDER_PURGE_DELAY_MS=1: a bin's count at
- * -1, or a block handed out twice, in 6 to 19 of 60-80 runs). The owner's stores came before
+ * -1, or a block handed out twice, in 2-19% of runs). The owner's stores came before
  * its unmarking, which this thread read with acquire: they are seen here, and after them the
  * owner writes none until its next slow path, which waits for the drain. Not held: no drain
  * now (the owner's next slow path turns the bins back). */
