@@ -223,8 +223,9 @@ LD_ALIGNED_HOT void larder_free(void *p) {
           q->tag = q_tag;
           ld_bin_seal(q);
           /* (the count read again, not its slot's address kept across the checks: one
-           * register fewer, and no register saved and restored, 2 instructions a free) */
-          __asm__("" ::: "memory");
+           * register fewer, and no register saved and restored, 2 instructions a free; the
+           * compiler barrier keeps GCC from reusing the first read) */
+          atomic_signal_fence(memory_order_seq_cst);
           q_bin->slots[q_bin->count] = q;
           LD_OWNER_INC32(q_bin->count);
           LD_OWNER_SET(entry->block, p);
