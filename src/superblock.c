@@ -108,8 +108,9 @@ void ld_classes_init(void) {
  * size that gains less does not pay for another partly used superblock per thread), and at
  * most learned_classes of them (LD_CLASS_LEARNED_MAX): each class costs a heap a bin and a
  * partly used superblock. Blocks already handed out keep their class; each heap's bin_of
- * follows the new table at its next refill (cache.c, ld_cache_classes_sync). The lock is only tried: a thread that finds another learning, or a
- * fork child of a process that was, leaves the size to a later round. */
+ * follows the new table at its next refill (cache.c, ld_cache_classes_sync). The lock is only
+ * tried: a thread that finds another learning, or a fork child of a process that was, leaves
+ * the size to a later round. */
 unsigned ld_classes_learned;
 uint8_t ld_granule_no_gain[LD_SMALL_LIMIT / 16 + 1];
 static ld_lock_t learn_lock = LD_LOCK_INIT;
