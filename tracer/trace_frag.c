@@ -1,6 +1,7 @@
 /* trace-frag: Hoard's fragmentation figures (seed 004 §5.4, Table 4) from a recorded trace.
  *
- *   trace-frag FILE [--superblock S] [--small-limit B] [--page P]
+ *   trace-frag FILE [--superblock S] [--small-limit B] [--page P] [--classes-per-doubling N]
+ *              [--coalesce-above B]
  *
  * Hoard measured fragmentation off-line: "updating the maximum memory in use and the maximum
  * memory allocated would serialize all memory operations", so each heap recorded its operations
@@ -19,6 +20,20 @@
  * page granularity (every P-byte page with a live byte), which means the same for any
  * allocator.
  *
+ * Size classes (issue 15): the same walk rounds each small block up to its class (16-byte
+ * steps to 128 bytes, then --classes-per-doubling classes per doubling up to the small limit:
+ * larder's fixed table at 8; a larger block to P, all of them one pool, as medium spans
+ * coalesce) and tracks each class's live bytes. The peak of their sum is U plus the classes'
+ * rounding; the sum of each class's own peak is what an allocator needs that keeps a class's
+ * memory to that class for the whole run (never handing a class's free memory to another
+ * class, nor giving it back). Where the classes peak at different times the second exceeds the
+ * first: that excess is fragmentation due to segregation alone, whatever the allocator does
+ * within a class. An allocator that moves empty superblocks between classes (larder, jemalloc,
+ * mimalloc) can do better; one that coalesces free memory of all sizes (glibc) need not pay it
+ * at all. --coalesce-above B counts every block above B bytes (the larger ones too) instead as
+ * one coalescing pool, in 16-byte steps with a 16-byte header each, as a best-fit allocator lays
+ * them out: what a coalescing tier for those sizes would save, at best.
+ *
  * Prints one JSON line. Exit status: 0 done, 2 bad flags, 3 unreadable or invalid trace. */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -30,12 +45,17 @@
 
 static void tf_usage(FILE *f) {
   fprintf(f,
-          "usage: trace-frag FILE [--superblock S] [--small-limit B] [--page P]\n"
+          "usage: trace-frag FILE [--superblock S] [--small-limit B] [--page P] [--classes-per-doubling N]\n"
+          "                  [--coalesce-above B]\n"
           "  Hoard's fragmentation (seed 004 §5.4): max memory allocated / max in use, from a trace\n"
           "  recorded under the allocator (LD_PRELOAD=liblarder-trace.so:liblarder.so).\n"
           "  --superblock S   superblock size, a power of two (default 65536, larder's default)\n"
           "  --small-limit B  largest block served from superblocks (default min(16384, S/4))\n"
-          "  --page P         page size for larger blocks and the page count (default 4096)\n");
+          "  --page P         page size for larger blocks and the page count (default 4096)\n"
+          "  --classes-per-doubling N  size classes per doubling above 128 B, for the class figures\n"
+          "                   (1-64, default 8: larder's fixed classes)\n"
+          "  --coalesce-above B  for the class figures, every block above B bytes is in one\n"
+          "                   coalescing pool (16-byte steps, 16-byte headers); default: none\n");
 }
 
 static int tf_pow2(uint64_t v) { return v && !(v & (v - 1)); }
@@ -70,9 +90,55 @@ static void tf_dec(struct tf_count *c, uint64_t key) {
   }
 }
 
+/* The class figures: live bytes per class, each class's peak, and the peak of their sum. A
+ * class is its index (tf_class); the last two places are the pools: blocks above the small
+ * limit in pages, and blocks above --coalesce-above (if given) in 16-byte steps. */
+enum { TF_CLASSES_MAX = 8 + 24 * 64, TF_POOL_PAGES = TF_CLASSES_MAX, TF_POOL_COALESCED, TF_PLACES };
+struct tf_classes {
+  uint64_t per_doubling, small, page, coalesce_above;
+  int64_t live[TF_PLACES], peak[TF_PLACES], sum, sum_peak;
+};
+
+/* The place of a block of sz bytes and the bytes it takes there. */
+static unsigned tf_class(const struct tf_classes *c, uint64_t sz, uint64_t *bytes) {
+  if (sz == 0) sz = 1;
+  if (c->coalesce_above && sz > c->coalesce_above) {
+    *bytes = (sz + 15) / 16 * 16 + 16;
+    return TF_POOL_COALESCED;
+  }
+  if (sz > c->small) {
+    *bytes = (sz + c->page - 1) / c->page * c->page;
+    return TF_POOL_PAGES;
+  }
+  if (sz <= 128) {
+    *bytes = (sz + 15) / 16 * 16;
+    return (unsigned)(*bytes / 16 - 1);
+  }
+  unsigned b = 63u - (unsigned)__builtin_clzll(sz - 1); /* sz in (2^b, 2^(b+1)] */
+  uint64_t step = ((uint64_t)1 << b) / c->per_doubling;
+  if (step < 16) step = 16;
+  *bytes = (sz + step - 1) / step * step;
+  return 8u + (b - 7u) * (unsigned)c->per_doubling + (unsigned)((*bytes - ((uint64_t)1 << b)) / step) - 1u;
+}
+
+static void tf_class_add(struct tf_classes *c, uint64_t sz, int sign) {
+  uint64_t bytes;
+  unsigned k = tf_class(c, sz, &bytes);
+  c->live[k] += sign * (int64_t)bytes;
+  c->sum += sign * (int64_t)bytes;
+  if (c->live[k] > c->peak[k]) c->peak[k] = c->live[k];
+  if (c->sum > c->sum_peak) c->sum_peak = c->sum;
+}
+
+static uint64_t tf_class_peaks(const struct tf_classes *c) {
+  uint64_t total = 0;
+  for (unsigned k = 0; k < TF_PLACES; k++) total += (uint64_t)c->peak[k];
+  return total;
+}
+
 int main(int argc, char **argv) {
   const char *path = NULL;
-  uint64_t sb = 65536, small = 0, page = 4096;
+  uint64_t sb = 65536, small = 0, page = 4096, per_doubling = 8, coalesce_above = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     uint64_t *dst = NULL;
@@ -80,6 +146,8 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "--superblock")) dst = &sb;
     else if (!strcmp(a, "--small-limit")) dst = &small;
     else if (!strcmp(a, "--page")) dst = &page;
+    else if (!strcmp(a, "--classes-per-doubling")) dst = &per_doubling;
+    else if (!strcmp(a, "--coalesce-above")) dst = &coalesce_above;
     else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "trace-frag: unknown flag %s\n", a);
       tf_usage(stderr);
@@ -111,6 +179,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "trace-frag: --small-limit cannot exceed the superblock size\n");
     return 2;
   }
+  if (per_doubling < 1 || per_doubling > 64) {
+    fprintf(stderr, "trace-frag: --classes-per-doubling must be from 1 to 64\n");
+    return 2;
+  }
+  if (coalesce_above && coalesce_above < 16) {
+    fprintf(stderr, "trace-frag: --coalesce-above must be at least 16\n");
+    return 2;
+  }
 
   struct ltr_trace t;
   char err[512];
@@ -119,6 +195,11 @@ int main(int argc, char **argv) {
     return 3;
   }
   struct tf_count sbs = {.unit = sb}, pages = {.unit = page};
+  static struct tf_classes classes; /* (static: 25 KiB of counters) */
+  classes.per_doubling = per_doubling;
+  classes.small = small;
+  classes.page = page;
+  classes.coalesce_above = coalesce_above;
   if (ltr_map_init(&sbs.map, 1024) || ltr_map_init(&pages.map, 4096)) {
     fprintf(stderr, "trace-frag: out of memory\n");
     return 1;
@@ -129,6 +210,7 @@ int main(int argc, char **argv) {
     if (e->obj_in != LTR_NONE) {
       uint64_t o = e->obj_in, sz = t.obj_size[o], ad = t.obj_addr[o];
       u -= sz;
+      tf_class_add(&classes, sz, -1);
       if (sz <= small) tf_dec(&sbs, ad / sb);
       else large -= (sz + page - 1) / page * page;
       uint64_t last = (ad + (sz ? sz : 1) - 1) / page;
@@ -137,6 +219,7 @@ int main(int argc, char **argv) {
     if (e->obj_out != LTR_NONE) {
       uint64_t o = e->obj_out, sz = t.obj_size[o], ad = t.obj_addr[o];
       u += sz;
+      tf_class_add(&classes, sz, 1);
       requested += sz;
       objects++;
       int bad = 0;
@@ -155,13 +238,18 @@ int main(int argc, char **argv) {
   }
   double frag = u_peak ? (double)a_peak / (double)u_peak : 0.0;
   double frag_pages = u_peak ? (double)pages.peak / (double)u_peak : 0.0;
+  uint64_t class_peaks = tf_class_peaks(&classes);
+  double segregation = u_peak ? (double)class_peaks / (double)u_peak : 0.0;
   printf("{\"name\":\"trace-frag\",\"params\":{\"superblock\":%" PRIu64 ",\"small_limit\":%" PRIu64
-         ",\"page\":%" PRIu64 "},\"figures\":{\"fragmentation\":%.4f,\"max_in_use_bytes\":%" PRIu64
+         ",\"page\":%" PRIu64 ",\"classes_per_doubling\":%" PRIu64 ",\"coalesce_above\":%" PRIu64
+         "},\"figures\":{\"fragmentation\":%.4f,\"max_in_use_bytes\":%" PRIu64
          ",\"max_allocated_bytes\":%" PRIu64 ",\"allocated_at_max_in_use_bytes\":%" PRIu64
          ",\"fragmentation_pages\":%.4f,\"max_allocated_pages_bytes\":%" PRIu64
          ",\"total_requested_bytes\":%" PRIu64 ",\"objects\":%" PRIu64 ",\"average_size\":%.4f"
-         ",\"threads\":%u,\"records\":%" PRIu64 ",\"unknown_frees\":%" PRIu64 ",\"end_in_use_bytes\":%" PRIu64 "}}\n",
-         sb, small, page, frag, u_peak, a_peak, a_at_u_peak, frag_pages, pages.peak, requested, objects,
-         objects ? (double)requested / (double)objects : 0.0, t.nthreads, t.records, t.unknown_frees, u);
+         ",\"threads\":%u,\"records\":%" PRIu64 ",\"unknown_frees\":%" PRIu64 ",\"end_in_use_bytes\":%" PRIu64
+         ",\"class_rounded_max_in_use_bytes\":%" PRIu64 ",\"class_peaks_sum_bytes\":%" PRIu64 ",\"class_segregation\":%.4f}}\n",
+         sb, small, page, per_doubling, coalesce_above, frag, u_peak, a_peak, a_at_u_peak, frag_pages, pages.peak, requested, objects,
+         objects ? (double)requested / (double)objects : 0.0, t.nthreads, t.records, t.unknown_frees, u,
+         (uint64_t)classes.sum_peak, class_peaks, segregation);
   return 0;
 }

@@ -54,7 +54,63 @@ def test_trace_frag_computes_hoards_max_allocated_and_in_use(tmp_path, trace_fra
     assert json.loads(r.stdout)["figures"]["max_allocated_bytes"] == 2 * 16384 + 20480
 
 
+# One thread: three blocks of 20 B live, freed, then three of 50 B (class by class), then one of
+# 140 B. The classes peak at different times.
+CLASS_TRACE = """larder-trace 1 pid=1 ppid=0 start_ns=0 proc_start=0 exec_seq=0 flags=0 root_pid=1 comm=
+block 11 0 13 0 0
+1 malloc 20 0 0x0 0x10000000
+2 malloc 20 0 0x0 0x10000020
+3 malloc 20 0 0x0 0x10000040
+4 free 0 0 0x10000000 0x0
+5 free 0 0 0x10000020 0x0
+6 free 0 0 0x10000040 0x0
+7 malloc 50 0 0x0 0x10010000
+8 malloc 50 0 0x0 0x10010040
+9 malloc 50 0 0x0 0x10010080
+10 free 0 0 0x10010000 0x0
+11 free 0 0 0x10010040 0x0
+12 free 0 0 0x10010080 0x0
+13 malloc 140 0 0x0 0x10020000
+"""
+
+
+def test_trace_frag_class_figures(tmp_path, trace_frag):
+    """Segregation by size class (issue 15): the sum of each class's own peak against the peak of
+    all live bytes, for larder's classes and for a coalescing pool above a size."""
+    path = tmp_path / "c.ltr"
+    fmt.from_text(CLASS_TRACE).write(path)
+
+    def figures(*args):
+        r = subprocess.run([str(trace_frag), str(path), *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    out = figures()
+    f = out["figures"]
+    assert out["params"]["classes_per_doubling"] == 8 and out["params"]["coalesce_above"] == 0
+    assert f["max_in_use_bytes"] == 150
+    # 20 B in the 32 B class, 50 B in the 64 B class, 140 B in the 144 B class (16-byte steps
+    # between 128 and 256 at 8 classes a doubling). The rounded sum peaks at 3 x 64; the
+    # classes' own peaks add up to 3 x 32 + 3 x 64 + 144.
+    assert f["class_rounded_max_in_use_bytes"] == 192
+    assert f["class_peaks_sum_bytes"] == 96 + 192 + 144
+    assert f["class_segregation"] == pytest.approx(432 / 150, abs=1e-4)
+    # Two classes a doubling: 140 B rounds to 192.
+    f = figures("--classes-per-doubling", "2")["figures"]
+    assert f["class_rounded_max_in_use_bytes"] == 192 and f["class_peaks_sum_bytes"] == 96 + 192 + 192
+    # Everything above 16 B in one coalescing pool, 16-byte steps and a 16-byte header each:
+    # 3 x 48, then 3 x 80, then 160. The pool's peak is all it needs.
+    f = figures("--coalesce-above", "16")["figures"]
+    assert f["class_peaks_sum_bytes"] == 3 * 80
+    assert f["class_segregation"] == pytest.approx(240 / 150, abs=1e-4)
+    # Above 100 B only: the 32 and 64 B classes stay apart, 140 B joins the pool as 160.
+    assert figures("--coalesce-above", "100")["figures"]["class_peaks_sum_bytes"] == 96 + 192 + 160
+
+
 @pytest.mark.parametrize("args,code,message", [
+    (["--classes-per-doubling", "0"], 2, "--classes-per-doubling must be from 1 to 64"),
+    (["--classes-per-doubling", "65"], 2, "--classes-per-doubling must be from 1 to 64"),
+    (["--coalesce-above", "8"], 2, "--coalesce-above must be at least 16"),
     (["--superblock", "1000"], 2, "--superblock must be a power of two"),
     (["--page", "x"], 2, "--page takes a positive integer"),
     (["--bogus"], 2, "unknown flag --bogus"),
