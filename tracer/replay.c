@@ -1,7 +1,7 @@
 /* trace-replay: the thesis's driver program (seed 003 §5.3-5.7, Appendix A) for larder traces.
  *
  *   trace-replay FILE [--mode thesis|faithful] [-t N] [--iterations I] [--timeseries OUT.csv]
- *                     [--no-rss] [--usable]
+ *                     [--no-rss] [--usable] [--split-above B]
  *
  * thesis:   T threads each replay the whole trace I times (seed 003 Table 5-1, Appendix A).
  * faithful: each recorded thread is replayed by its own thread; a free of a block another
@@ -21,8 +21,16 @@
  * peak usable); the two multiply to the fourth. A size class that rounds 1032 B to 1152 B
  * costs 11.6% however well the heap is laid out. The calls add to time_s: an untimed pass.
  *
+ * --split-above B serves every malloc, calloc and realloc of more than B bytes from the C
+ * library's own malloc (looked up in libc.so.6 itself, past any preloaded allocator), the rest
+ * from the allocator under test: what that allocator's figures would be with a coalescing,
+ * best-fit tier (glibc's) for its larger blocks (issue 15, docs/results.md). A realloc across
+ * the split moves the block. Aligned requests stay with the allocator under test. Under glibc
+ * the split changes nothing.
+ *
  * Exit status: 0 done, 1 failure while running, 2 bad flags, 3 unreadable or invalid trace. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -67,6 +75,11 @@ static struct {
   uint64_t iterations;
   int rss;
   int usable;                                 /* --usable: count malloc_usable_size too */
+  uint64_t split_above;                       /* --split-above: larger blocks from libc's malloc; 0: none */
+  void *(*libc_malloc)(size_t);
+  void *(*libc_calloc)(size_t, size_t);
+  void *(*libc_realloc)(void *, size_t);
+  void (*libc_free)(void *);
   const char *timeseries;
   struct rp_worker *w;
   _Alignas(128) _Atomic int64_t live;         /* published live bytes, all workers */
@@ -113,7 +126,10 @@ static void rp_usage(FILE *f) {
     "  --no-rss           do not sample RSS (time only)\n"
     "  --usable           count malloc_usable_size of every block: fragmentation split into\n"
     "                     internal (the allocator's rounding) and external (the rest);\n"
-    "                     the calls add to the time, so use it on an untimed pass\n");
+    "                     the calls add to the time, so use it on an untimed pass\n"
+    "  --split-above B    blocks of more than B bytes come from the C library's own malloc,\n"
+    "                     the rest from the allocator under test (a what-if: that allocator\n"
+    "                     with a coalescing tier above B)\n");
 }
 
 static int rp_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
@@ -298,6 +314,48 @@ static void rp_wait_for(uint32_t thread, uint64_t pos) {
   }
 }
 
+/* --split-above: a block from libc's malloc is kept in the object table with its low bit set
+ * (every block is at least 8-byte aligned), so that its free goes back there. */
+static inline int rp_split_is_libc(const void *p) { return (int)((uintptr_t)p & 1u); }
+static inline void *rp_split_block(void *p) { return (void *)((uintptr_t)p & ~(uintptr_t)1); }
+static void rp_split_free(void *p) {
+  if (rp_split_is_libc(p)) rp.libc_free(rp_split_block(p));
+  else free(p);
+}
+/* Places a malloc, calloc or realloc under the split (*out: the block, tagged if libc's, or
+ * NULL); 0 for any other operation, which the allocator under test serves as before. A free
+ * of a libc block is placed here too. */
+static int rp_split_op(const struct ltr_event *o, void *in, size_t size, void **out) {
+  int want_libc = size > rp.split_above, in_libc = in && rp_split_is_libc(in);
+  void *block = in ? rp_split_block(in) : NULL, *p = NULL;
+  switch (o->kind) {
+  case LTR_FREE:
+    if (!in_libc) return 0;
+    rp.libc_free(block);
+    *out = NULL;
+    return 1;
+  case LTR_MALLOC: p = want_libc ? rp.libc_malloc(size) : malloc(size); break;
+  case LTR_CALLOC: p = want_libc ? rp.libc_calloc(1, size) : calloc(1, size); break;
+  case LTR_REALLOC:
+  case LTR_REALLOCARRAY:
+    if (!in) p = want_libc ? rp.libc_malloc(size) : malloc(size);
+    else if (in_libc == want_libc) p = want_libc ? rp.libc_realloc(block, size) : realloc(block, size);
+    else { /* across the split: moved */
+      p = want_libc ? rp.libc_malloc(size) : malloc(size);
+      if (!p) break; /* as a failed realloc: the old block was already counted out; it stays leaked */
+      size_t old = rp.tr.obj_size[o->obj_in];
+      memcpy(p, block, old < size ? old : size);
+      if (in_libc) rp.libc_free(block);
+      else free(block);
+    }
+    break;
+  default:
+    return 0;
+  }
+  *out = p && want_libc ? (void *)((uintptr_t)p | 1u) : p;
+  return 1;
+}
+
 static void rp_run_op(struct rp_worker *w, const struct ltr_event *o) {
   void **objs = w->objs;
   const struct ltr_trace *tr = &rp.tr;
@@ -312,6 +370,7 @@ static void rp_run_op(struct rp_worker *w, const struct ltr_event *o) {
   }
   size_t size = (size_t)o->size;
   size_t align = o->align_log2 < 64 ? (size_t)1 << o->align_log2 : 0;
+  if (rp.split_above && rp_split_op(o, in, size, &p)) goto placed;
   switch (o->kind) {
   case LTR_FREE: free(in); return;
   case LTR_MALLOC: p = malloc(size); break;
@@ -334,12 +393,13 @@ static void rp_run_op(struct rp_worker *w, const struct ltr_event *o) {
   case LTR_PVALLOC: p = pvalloc(size); break;
   default: return;
   }
+placed:
   if (o->obj_out == LTR_NONE) {       /* the recorded call failed */
-    free(p);
+    rp_split_free(p);
     return;
   }
   if (!p) { w->failures++; return; }
-  rp_touch(p, size);
+  rp_touch(rp_split_block(p), size);
   objs[o->obj_out] = p;
   rp_account(w, (int64_t)size);
   if (rp.usable) rp_account_usable(w, p, 1);
@@ -350,7 +410,7 @@ static void rp_free_leftovers(struct rp_worker *w) {
   for (uint64_t id = 0; id < rp.tr.nobjects; id++)
     if (w->objs[id]) {
       if (rp.usable) rp_account_usable(w, w->objs[id], -1);
-      free(w->objs[id]);
+      rp_split_free(w->objs[id]);
       w->objs[id] = NULL;
       rp_account(w, -(int64_t)rp.tr.obj_size[id]);
     }
@@ -425,6 +485,8 @@ int main(int argc, char **argv) {
     } else if (!strcmp(a, "--usable")) {
       if (val) rp_bad("--usable takes no value", NULL);
       rp.usable = 1;
+    } else if (!strcmp(a, "--split-above")) {
+      if (rp_parse_u64(NEXT(), 1, UINT64_MAX / 2, &rp.split_above)) rp_bad("--split-above takes a size in bytes, at least 1", argv[i]);
     } else if (a[0] == '-' && a[1]) {
       rp_bad("unknown flag", a);
     } else if (!path) {
@@ -436,6 +498,22 @@ int main(int argc, char **argv) {
   }
   if (!path) rp_bad("no trace file given", NULL);
   if (rp.timeseries && !rp.rss) rp_bad("--timeseries needs RSS samples; drop --no-rss", NULL);
+  if (rp.split_above) {
+    /* libc.so.6's own symbols: dlsym on its handle looks in it and its dependencies only, past
+     * an allocator preloaded in front of it */
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    if (libc) {
+      *(void **)&rp.libc_malloc = dlsym(libc, "malloc");
+      *(void **)&rp.libc_calloc = dlsym(libc, "calloc");
+      *(void **)&rp.libc_realloc = dlsym(libc, "realloc");
+      *(void **)&rp.libc_free = dlsym(libc, "free");
+    }
+    if (!rp.libc_malloc || !rp.libc_calloc || !rp.libc_realloc || !rp.libc_free) {
+      fprintf(stderr, "trace-replay: --split-above needs the C library's malloc (libc.so.6), not found\n");
+      return 2;
+    }
+    if (rp.usable) rp_bad("--split-above and --usable do not go together (two allocators' usable sizes)", NULL);
+  }
 
   char err[512];
   if (ltr_load(path, &rp.tr, err, sizeof err) != 0) {
@@ -613,9 +691,11 @@ int main(int argc, char **argv) {
     if (*c == '"' || *c == '\\') putchar('\\');
     if ((unsigned char)*c >= 0x20) putchar(*c);
   }
-  printf("\",\"mode\":\"%s\",\"threads\":%d,\"iterations\":%" PRIu64 ",\"rss\":%s,\"rss_method\":\"%s\"},\"figures\":{",
+  printf("\",\"mode\":\"%s\",\"threads\":%d,\"iterations\":%" PRIu64 ",\"rss\":%s,\"rss_method\":\"%s\"",
          rp.mode == RP_THESIS ? "thesis" : "faithful", rp.threads, iterations, rp.rss ? "true" : "false",
          rp.smaps_always ? "smaps" : "statm");
+  if (rp.split_above) printf(",\"split_above\":%" PRIu64, rp.split_above);
+  printf("},\"figures\":{");
   if (rp.rss)
     printf("\"fragmentation_pct\":%.4f,\"fragmentation_avg_pct\":%.4f,\"fragmentation_at_peak_live_pct\":%.4f,"
            "\"fragmentation_at_peak_heap_pct\":%.4f,\"peak_heap_rss_bytes\":%" PRIu64 ",",
