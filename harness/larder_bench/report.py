@@ -555,6 +555,9 @@ def build(doc: dict, out_dir: Path, baseline: str | None = None) -> Doc:
                 f"ratios are allocator / {base}.")
         hdr, rows = _metric_table(s, base)
         d.table(hdr, rows)
+        note = trace_classes_note(doc, e)
+        if note:
+            d.p(note)
         if (e.get("command") or {}).get("server"):
             st = server_table(s)
             if st:
@@ -676,6 +679,28 @@ def server_table(s: Series) -> tuple[list, list] | None:
                          cell_text(f.get("server_cpu_s"), "server_cpu_s"), _kib(c.resources.get("maxrss_kb")),
                          _kib(f.get("rss_end_of_load_kb")), _kib(f.get("rss_after_idle_kb"))])
     return (hdr, rows) if rows else None
+
+
+def trace_classes_note(doc: dict, e: dict) -> str | None:
+    """What the replayed trace's size classes alone cost it (runner._trace_classes; trace-frag), said
+    beside a trace-replay series' fragmentation, so that an allocator's figure can be read against
+    what segregation by size class makes any allocator pay on that trace."""
+    if e.get("workload") != "trace-replay":
+        return None
+    figs = (doc.get("trace_classes") or {}).get((e.get("params") or {}).get("--trace"))
+    if not figs or not figs.get("max_in_use_bytes"):
+        return None
+    pct = lambda ratio: f"+{(ratio - 1) * 100:.1f}%"  # noqa: E731
+    rounding = figs["class_rounded_max_in_use_bytes"] / figs["max_in_use_bytes"]
+    splits = sorted(((int(b), v) for b, v in (figs.get("coalesce_above") or {}).items()), reverse=True)
+    coalesced = "; ".join(f"with every block above {b:,} B in one coalescing pool {pct(v)}" for b, v in splits)
+    return (f"What this trace's size classes alone cost it (`trace-frag`, from the sizes only, the same for every "
+            f"allocator; one thread, merged order): larder's classes round its peak of live bytes "
+            f"({figs['max_in_use_bytes']:,} B) up by {pct(rounding)}; the sum of each class's own peak, what an "
+            f"allocator needs that keeps each class's memory to that class, is {pct(figs['class_segregation'])}"
+            + (f"; {coalesced}" if coalesced else "") + ". An allocator that moves empty superblocks or pages "
+            "between classes can go below the second figure; one that coalesces free memory of all sizes (glibc) "
+            "pays none of it (docs/harness.md, \"Size classes\").")
 
 
 def _hoard_section(d: Doc, series: list[Series], plot_dir: Path) -> None:

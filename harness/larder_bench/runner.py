@@ -185,6 +185,7 @@ def run_entries(entries: list[Entry], allocators: list[Allocator], build_dir: Pa
                 prog.done += 1
             continue
         t_out = e.timeout or timeout
+        _trace_classes(doc, e, build_dir, subst, t_out)
         mpf = _mpf_flags(doc, e)
         checks: dict = {}
         for (variant, x), alloc, rep in interleave(cases, allocs, reps):
@@ -402,6 +403,44 @@ def _command_strace(e: Entry, alloc: Allocator, extra_env: dict, subst: dict, ti
                                   idle_s=0.0, ready_timeout=c.ready_timeout * 4, stop_signal=c.stop_signal,
                                   stop_timeout=c.stop_timeout, cwd=cwd, rss_ms=0, depth=2)
     return commands.expand(c.server, s), env, run
+
+
+# ---------------------------------------------------------------- what size classes cost a replayed trace
+
+# Splits above which trace-frag's what-if puts every block in one coalescing pool (docs/harness.md).
+TRACE_CLASS_SPLITS = (4096, 1024)
+
+
+def _trace_classes(doc: dict, e: Entry, build_dir: Path, subst: dict, timeout: float) -> None:
+    """For a trace-replay series, what the trace's size classes alone cost it (trace-frag, off-line,
+    from the sizes only: the same for every allocator), once per trace, into doc["trace_classes"]
+    under the entry's --trace value: the report says it beside the fragmentation table."""
+    trace = e.params.get("--trace")
+    if e.workload != "trace-replay" or not isinstance(trace, str) or trace in doc.get("trace_classes", {}):
+        return
+    exe = build_dir / "bin" / "trace-frag"
+    if not exe.is_file():
+        doc["problems"].append({"series": e.series, "allocator": None,
+                                "message": f"{exe} not found: the trace's size-class figures are left out"})
+        return
+    path = trace.format(**subst)
+    figs: dict = {}
+    for split in (None,) + TRACE_CLASS_SPLITS:
+        argv = [str(exe.resolve()), path] + (["--coalesce-above", str(split)] if split else [])
+        r = measure.run_child(argv, dict(os.environ), timeout, rss_ms=0)
+        if r["status"] != "ok":
+            doc["problems"].append({"series": e.series, "allocator": None,
+                                    "message": f"trace-frag on {path} failed: {r.get('message', '')}; "
+                                               "the trace's size-class figures are left out"})
+            return
+        f = r["figures"]
+        if split is None:
+            figs = {"max_in_use_bytes": f["max_in_use_bytes"],
+                    "class_rounded_max_in_use_bytes": f["class_rounded_max_in_use_bytes"],
+                    "class_segregation": f["class_segregation"], "coalesce_above": {}}
+        else:
+            figs["coalesce_above"][str(split)] = f["class_segregation"]
+    doc.setdefault("trace_classes", {})[trace] = figs
 
 
 # ---------------------------------------------------------------- Hoard's fragmentation (seed 004 §5.4)

@@ -169,3 +169,31 @@ def test_recorded_runs_give_table_4_and_table_6(tmp_path, bench_build):
     assert (out / "plots" / "hoard_fragmentation_by_f.png").stat().st_size > 5000
     t6 = hoard.table6_data(next(s for s in results.group(doc) if s.name == "frag-f-tt"))
     assert set(t6) == {1, 2} and set(t6[1]) == {0.125, 0.5}
+
+
+def test_replay_series_says_what_the_traces_size_classes_cost(tmp_path, bench_build):
+    """A trace-replay series: the runner runs trace-frag once on its trace (the same for every
+    allocator) and the report says the size-class figures beside the fragmentation table."""
+    larder = [a for a in A.detect(bench_build) if a.name == "larder"]
+    assert larder and larder[0].found
+    path = tmp_path / "c.ltr"
+    fmt.from_text(CLASS_TRACE).write(path)
+    entries = [Entry("t", "replay-c", "trace-replay", "a hand-made trace", {"--trace": str(path), "--iterations": 1},
+                     values=(1,), kind="compare", metric="fragmentation_pct", higher_is_better=False,
+                     allocators=("larder",), strace="none")]
+    out = tmp_path / "out"
+    out.mkdir()
+    doc = runner.run_entries(entries, larder, bench_build, out, repeats=2, strace_mode="none")
+    assert all(r["status"] == "ok" for r in doc["runs"]), [r.get("message") for r in doc["runs"]]
+    figs = doc["trace_classes"][str(path)]
+    # CLASS_TRACE's figures (test_trace_frag_class_figures): 150 B live at the peak, 192 rounded,
+    # 432 for the classes apart; nothing above 1,024 or 4,096 B, so the pools change nothing.
+    assert figs["max_in_use_bytes"] == 150 and figs["class_rounded_max_in_use_bytes"] == 192
+    assert figs["class_segregation"] == pytest.approx(432 / 150, abs=1e-4)
+    assert figs["coalesce_above"] == {"4096": figs["class_segregation"], "1024": figs["class_segregation"]}
+    results.save(doc, out)
+    md = report.write(results.load(out), out, "glibc")[0].read_text()
+    assert "What this trace's size classes alone cost it" in md
+    assert "up by +28.0%" in md and "is +188.0%" in md and "above 4,096 B in one coalescing pool +188.0%" in md
+    # A series of another workload gets no such note.
+    assert report.trace_classes_note(doc, {"workload": "churn", "params": {}}) is None
