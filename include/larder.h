@@ -114,6 +114,10 @@ typedef struct larder_stats_s {
   size_t medium_cache_extra;      /* bytes by which threads' medium cache bounds now exceed LARDER_MEDIUM_CACHE_KB, all threads together */
   size_t bin_growths;             /* times a thread's bin of a size class grew past its first limit (about 16 KiB of blocks) because it cycled: flushed, then refilled (LARDER_BIN_GROWTH_KB) */
   size_t classes_learned;         /* size classes learned at run time, each the exact size that dominated a class's refills (LARDER_LEARNED_CLASSES) */
+  /* the fit tier (LARDER_FIT_ABOVE, off by default): best fit with coalescing per thread */
+  size_t fit_allocs;              /* blocks it handed out (in mallocs) */
+  size_t fit_bytes_in_use;        /* its live blocks' usable bytes (in bytes_in_use) */
+  size_t fit_regions;             /* its regions, one superblock-sized chunk each (in bytes_held) */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);

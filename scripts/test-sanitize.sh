@@ -19,7 +19,8 @@
 #          the purge giving back idle threads' kept medium spans as they come back (the
 #          owner's cache and the purge ordered by the busy mark alone); and
 #          alloc_medium_late_tails_race, late tails listed while other threads free and grow
-#          their blocks. Suppressions, each with its
+#          their blocks; and alloc_misuse_threads_prefixed.fit, the first with the fit tier
+#          (src/fit.c) serving every block above 256 B. Suppressions, each with its
 #          reason, are in tests/alloc/tsan.supp.
 #
 # usage: scripts/test-sanitize.sh [ubsan] [tsan]     (default: both)
@@ -37,7 +38,7 @@ modes=("$@")
 
 # Tests run under TSan (ctest -R); .nostats leaves out the statistics thread, so that its
 # reports are about the hand-over of blocks alone.
-TSAN_TESTS='^alloc_(misuse_threads_prefixed|misuse_threads_prefixed\.nostats|addrmap_unit|medium_cache_idle_race|medium_late_tails_race)$'
+TSAN_TESTS='^alloc_(misuse_threads_prefixed|misuse_threads_prefixed\.nostats|misuse_threads_prefixed\.fit|addrmap_unit|medium_cache_idle_race|medium_late_tails_race)$'
 # Left out of UBSan: nothing (a regular expression for ctest -E, when something must be).
 UBSAN_EXCLUDE=${UBSAN_EXCLUDE:-}
 

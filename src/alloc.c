@@ -375,11 +375,24 @@ static inline bool span_poll_due(heap_t *heap, bool kept) {
   return !kept || ++heap->span_calls % LD_SPAN_POLL_EVERY == 0;
 }
 
+/* A block of the fit tier (fit.c; LARDER_FIT_ABOVE): its bins are never filled for these sizes,
+ * so every such malloc comes here. */
+static LD_NOINLINE void *fit_malloc(heap_t *heap, size_t size) {
+  void *p = ld_fit_alloc(heap, size);
+  if (LD_UNLIKELY(!p) && ld_maintain_reclaim(heap)) p = ld_fit_alloc(heap, size);
+  uint64_t now = ld_os_now_coarse_ns();
+  LD_OWNER_SET(heap->last_slow_ns, now);
+  ld_maintain_poll(heap, now, true);
+  return p;
+}
+
 static LD_NOINLINE void *malloc_slow(size_t size) {
   int saved = errno;
   if (!ld_request_ok(size, 0)) return api_result(NULL, saved);
   heap_t *heap = thread_heap();
   if (!heap) return api_result(NULL, saved);
+  size_t fit_above = LD_FIT_ABOVE();
+  if (LD_UNLIKELY(fit_above != 0) && size > fit_above && size <= LD_FIT_MAX()) return api_result(fit_malloc(heap, size), saved);
   if (size <= ld_small_max) {
     size_t g = (size + 15) >> 4;
     return api_result(malloc_class(heap, ld_granule_class(g), g), saved);
@@ -491,8 +504,25 @@ static LD_NOINLINE void free_checked(heap_t *heap, sb_t *sb, void *p, bool claim
   free_mapped(heap, sb, p, claimed);
 }
 
+/* A block of the fit tier: the thread's own under its heap's lock, another's onto its region's
+ * stack (fit.c). */
+static LD_NOINLINE void free_fit(heap_t *heap, sb_t *sb, void *p) {
+  ld_fit_free(heap, sb, p);
+  if (heap != &ld_heap_empty) {
+    int saved = errno; /* (the purge keeps it too; the clock is the vDSO's) */
+    uint64_t now = ld_os_now_coarse_ns();
+    LD_OWNER_SET(heap->last_slow_ns, now);
+    ld_maintain_poll(heap, now, false);
+    errno = saved;
+  }
+}
+
 static LD_NOINLINE void free_mapped(heap_t *heap, sb_t *sb, void *p, bool claimed) {
   if (sb->magic != LD_SB_MAGIC) ld_fatal_bad_free("invalid free (not a block from larder)", p);
+  if (LD_UNLIKELY(sb->kind == LD_KIND_FIT)) {
+    free_fit(heap, sb, p);
+    return;
+  }
   if (LD_UNLIKELY(sb->kind != LD_KIND_SMALL)) {
     free_span(heap, sb, p);
     return;
@@ -623,6 +653,7 @@ size_t larder_usable_size(const void *p) {
   if (sb->magic != LD_SB_MAGIC) return 0;
   if (sb->kind == LD_KIND_SMALL) return sb->block_size;
   if (sb->kind == LD_KIND_LARGE || sb->kind == LD_KIND_MEDIUM) return sb->usable;
+  if (sb->kind == LD_KIND_FIT) return ld_fit_usable(sb, p);
   return 0;
 }
 
@@ -712,6 +743,13 @@ static LD_NOINLINE void *calloc_slow(size_t count, size_t size) {
   size_t bytes;
   int saved = errno;
   if (mul_overflows(count, size, &bytes) || !ld_request_ok(bytes, 0)) return api_result(NULL, saved);
+  size_t fit_above = LD_FIT_ABOVE();
+  if (LD_UNLIKELY(fit_above != 0) && bytes > fit_above && bytes <= LD_FIT_MAX()) {
+    heap_t *heap = thread_heap();
+    void *p = heap ? fit_malloc(heap, bytes) : NULL;
+    if (p) memset(p, 0, ld_fit_usable(ld_sb_of(p), p)); /* (a region's memory may be reused) */
+    return api_result(p, saved);
+  }
   if (bytes > ld_small_max) {
     heap_t *heap = thread_heap();
     if (!heap) return api_result(NULL, saved);
@@ -741,6 +779,8 @@ static void *realloc_block(void *p, size_t size) {
     sb_t *sb = ld_sb_of(p);
     if (sb->magic == LD_SB_MAGIC && (sb->kind == LD_KIND_LARGE_CACHED || sb->kind == LD_KIND_FREED))
       ld_fatal_bad_free("realloc after free (use after free or double free)", p);
+    if (sb->magic == LD_SB_MAGIC && sb->kind == LD_KIND_FIT)
+      ld_fatal_bad_free("realloc after free (use after free or double free), or of a pointer that starts no block", p);
     ld_fatal_bad_free("realloc of a pointer larder did not allocate", p);
   }
   sb_t *sb = ld_sb_of(p);

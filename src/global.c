@@ -68,6 +68,13 @@ static struct {
                                           without it by ld_global_release_for_span's first look) */
   size_t taken_bytes;                  /* remote frees accounted for (statistics) */
   sb_t *pending_taken;                 /* taken from the pending list, not yet looked at */
+  /* Empty regions of the fit tier (fit.c) that their heaps did not keep, newest first, oldest
+   * last: the next heap that needs a region takes the newest (its pages resident, written by a
+   * region's blocks as any region's are: a chunk that changed use kept the union of both uses'
+   * pages resident); the purge gives those that waited a delay to the segments. */
+  sb_list_t fit_regions;
+  sb_t *fit_oldest;
+  size_t fit_waiting;                  /* fit_regions.count, stored atomically: read without the lock */
 } global = {.lock = LD_LOCK_INIT};
 
 void ld_global_lock(void) { ld_lock_shared(&global.lock); }
@@ -308,6 +315,31 @@ sb_t *ld_global_take(heap_t *heap, unsigned cls) {
   return sb;
 }
 
+void ld_global_put_region(sb_t *r) {
+  ld_global_lock();
+  r->idle_since_ns = ld_os_now_coarse_ns();
+  list_push(&global.fit_regions, r);
+  __atomic_store_n(&global.fit_waiting, global.fit_regions.count, __ATOMIC_RELAXED);
+  if (!global.fit_oldest) global.fit_oldest = r;
+  ld_due_note(r->idle_since_ns);
+  ld_global_unlock();
+}
+
+static void region_remove(sb_t *r) {
+  if (global.fit_oldest == r) global.fit_oldest = r->prev;
+  list_remove(&global.fit_regions, r);
+  __atomic_store_n(&global.fit_waiting, global.fit_regions.count, __ATOMIC_RELAXED);
+}
+
+sb_t *ld_global_take_region(void) {
+  if (!__atomic_load_n(&global.fit_waiting, __ATOMIC_RELAXED)) return NULL; /* a look first: none, the common case */
+  ld_global_lock();
+  sb_t *r = global.fit_regions.head;
+  if (r) region_remove(r);
+  ld_global_unlock();
+  return r;
+}
+
 /* After a drop the purge gives back thousands of superblocks, each with a madvise (about 100
  * ms for 270 MiB here). It takes them off the global heap's lists RELEASES_PER_TURN at a time
  * and gives them to the segments (the madvise) after it lets go of the global lock, so that a
@@ -331,6 +363,13 @@ size_t ld_global_release_empties(uint64_t now, bool all) {
         give_back_detach(sb);
         batch[n++] = sb;
       }
+    }
+    sb_t *r;
+    while (n < RELEASES_PER_TURN && (r = global.fit_oldest) && r->idle_since_ns + age <= now) {
+      region_remove(r);
+      r->kind = LD_KIND_FREED;
+      r->bump = (char *)r + ld_sb_size; /* (every page may have been written) */
+      batch[n++] = r;
     }
     ld_global_unlock();
     for (unsigned i = 0; i < n; i++) give_back_to_segments(batch[i]);
@@ -422,6 +461,7 @@ uint64_t ld_global_next_expiry(void) {
     const sb_t *sb = global.empty_oldest[ld_class_set_first(classes)];
     if (sb->idle_since_ns < first) first = sb->idle_since_ns;
   }
+  if (global.fit_oldest && global.fit_oldest->idle_since_ns < first) first = global.fit_oldest->idle_since_ns;
   ld_global_unlock();
   return first == UINT64_MAX ? 0 : first + ld_purge_delay();
 }
@@ -439,6 +479,7 @@ void ld_global_stats(int64_t *in_use, int64_t *held, size_t *taken_bytes, ld_cla
     }
   }
   *taken_bytes = global.taken_bytes;
+  *held += (int64_t)global.fit_regions.count * (int64_t)ld_sb_size; /* (empty regions of the fit tier) */
   ld_global_unlock();
 }
 

@@ -1162,6 +1162,7 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures, ld_class_figure
     ld_stats_add(out, &h->stats);
     /* the buffer's blocks are sent as far as the statistics go (a batch is counted as it goes) */
     out->remote_sent_bytes += LD_READ(h->remote_bytes);
+    ld_fit_figures(h, &figures->fit_in_use, &figures->fit_regions);
     figures->medium_bytes += LD_READ(h->medium_bytes);
     figures->medium_usable += LD_READ(h->medium_usable);
     /* (the medium cache is the owner's without a lock: cache.c, "medium spans") */

@@ -176,7 +176,7 @@ typedef struct ld_block_s {
 
 extern uintptr_t ld_free_key;
 
-enum { LD_KIND_SMALL = 1, LD_KIND_LARGE = 2, LD_KIND_LARGE_CACHED = 3, LD_KIND_MEDIUM = 4, LD_KIND_FREED = 5 };
+enum { LD_KIND_SMALL = 1, LD_KIND_LARGE = 2, LD_KIND_LARGE_CACHED = 3, LD_KIND_MEDIUM = 4, LD_KIND_FREED = 5, LD_KIND_FIT = 6 };
 
 /* Fullness groups (Hoard §3.1), with one boundary at Hoard's (1-f) mark so that a superblock
  * that may be given back is always at the head of group 0, 1 or 2 (no search):
@@ -526,6 +526,10 @@ typedef struct ld_stats_s {
   size_t remote_hint_taken;       /* of those, taken in whole batches from their hints (superblock.c) */
   size_t remote_to_bins;          /* blocks of batches of one or two put in the owner's bins unread (heap.c) */
   size_t mark_rings_examined;     /* rings looked in for a marked block's other free (cache.c, deferred_claim) */
+  size_t fit_allocs, fit_frees;   /* the fit tier's blocks handed out, and freed by their owner (others': remote_frees) */
+  size_t fit_remote_bytes;        /* of those, bytes freed into other heaps' regions (fit.c) */
+  size_t fit_remote_taken_bytes;  /* bytes other threads freed into this heap's regions, collected */
+  size_t fit_regions_examined;    /* regions with other threads' frees looked at by collections (at most 4 per call) */
 } ld_stats_t;
 
 #ifdef LARDER_STATS
@@ -796,6 +800,21 @@ typedef struct ld_medium_slot_s {
 } ld_medium_slot_t;
 _Static_assert(sizeof(ld_medium_slot_t) == 16, "four slots to a cache line");
 
+/* A heap's part of the fit tier (fit.c): free blocks of its regions in bins by size, under the
+ * heap's lock; `pending`, regions with blocks other threads freed, pushed by them with a CAS. */
+#define LD_FIT_BINS 128
+typedef struct ld_fit_heap_s {
+  uint64_t nonempty[LD_FIT_BINS / 64];  /* bit b: bins[b] holds a block */
+  struct ld_fit_free_s *bins[LD_FIT_BINS];
+  sb_t *regions;                        /* every region of the heap (sb->next, sb->prev) */
+  sb_t *empty_region;                   /* a wholly free region kept (at most one) */
+  sb_t *pending_taken;                  /* taken from `pending`, not yet collected */
+  int64_t in_use;                       /* bytes of live blocks (headers included) */
+  int64_t regions_held;
+  uint64_t empty_since_ns;              /* when empty_region emptied */
+  _Alignas(LD_CACHE_LINE) _Atomic(sb_t *) pending;
+} ld_fit_heap_t;
+
 typedef struct heap_s {
   /* ---- the front end: owner only, no lock (alloc.c's fast paths, cache.c) ---- */
   ld_bin_t bins[LD_CLASS_COUNT + 1];   /* first in the heap (ld_owned_entry); [LD_CLASS_LARGE]
@@ -980,6 +999,8 @@ typedef struct heap_s {
   bool kept_current;                   /* parked with its classes' current superblocks (heap.c) */
   bool table_purged;                   /* parked with nothing: owned[]'s pages given back (heap.c) */
   bool orphan_queued;                  /* in the queue of orphan heaps (heaps.lock) */
+  /* the fit tier (fit.c; LARDER_FIT_ABOVE): under `lock`, its pending list aside */
+  _Alignas(LD_CACHE_LINE) ld_fit_heap_t fit;
   /* The remote buffer's slots (cache.c), last: 42 KB whose pages are touched only as slots
    * are used, kept out from between the fields every heap writes (the size table, the
    * counters, the heap proper), which then share 3 pages instead of 5.
@@ -1100,6 +1121,27 @@ bool    ld_heap_release_parked(heap_t *heap);
  * (once, until it owns one again). false: its lock was busy. For the purge (maintain.c). */
 bool    ld_heap_purge_parked_table(heap_t *heap);
 void    ld_heap_validate(heap_t *heap, int *violations);
+
+/* ---- the fit tier (fit.c): best fit with coalescing, per heap, for sizes in
+ * (LARDER_FIT_ABOVE, ld_small_max]; regions are chunks of kind LD_KIND_FIT ---- */
+/* A block of at least size bytes (16-byte aligned), or NULL: no memory. The heap's lock is
+ * taken (not held by the caller). */
+void   *ld_fit_alloc(heap_t *heap, size_t size);
+/* The largest request the tier serves: three quarters of a region, so that blocks past the small
+ * classes (medium spans, whole chunks each, otherwise) share regions too. */
+#define LD_FIT_MAX() ((ld_sb_size >> 2) * 3)
+/* p, in region r (its chunk's header: kind LD_KIND_FIT), freed by the thread whose heap is heap
+ * (its own block: under its lock; another's, or heap the empty one: two CASes, no lock, three
+ * when the region must be announced). A pointer that starts no live block is reported. */
+void    ld_fit_free(heap_t *heap, sb_t *r, void *p);
+/* p's usable bytes, 0 when no live block starts at p. */
+size_t  ld_fit_usable(sb_t *r, const void *p);
+/* The purge's, for each heap: other threads' frees collected, the empty region kept given back
+ * once idle a delay (idle, all: now). false: another thread's heap's lock was busy. */
+bool    ld_fit_tidy(heap_t *heap, bool mine, bool idle, bool all);
+/* Adds heap's live bytes and regions (the caller holds its lock: ld_heaps_stats). */
+void    ld_fit_figures(heap_t *heap, int64_t *in_use, int64_t *regions);
+void    ld_fit_validate(heap_t *heap, int *violations);
 heap_t *ld_heaps_first(void);
 /* The heap with this ring id (heap_t, ring_id), or NULL: none has it. Heaps are never unmapped. */
 heap_t *ld_heap_of_ring_id(unsigned id);
@@ -1109,6 +1151,7 @@ size_t  ld_heaps_live_count(void);
 bool    ld_heaps_thread_alive(int self_tid); /* some thread that allocated may still run (heap.c) */
 typedef struct ld_heap_figures_s {
   int64_t in_use, held, cached, cached_blocks;
+  int64_t fit_in_use, fit_regions;     /* the fit tier's (fit.c), summed */
   int64_t medium_bytes, medium_usable; /* heap_t's, summed */
   int64_t medium_cached;               /* chunks' bytes of the spans in threads' medium caches */
 } ld_heap_figures_t;
@@ -1264,6 +1307,11 @@ void    ld_global_let_waiters_in(void);
 /* A superblock of class cls for heap (from the global heap's lists, else a new one from the
  * segments), or NULL when the OS has no memory. */
 sb_t   *ld_global_take(heap_t *heap, unsigned cls);
+/* An empty region of the fit tier that its heap did not keep: waits here for another heap's
+ * tier (ld_global_take_region, newest first) or, a purge delay, for the purge, which gives it
+ * to the segments (ld_global_release_empties). */
+void    ld_global_put_region(sb_t *r);
+sb_t   *ld_global_take_region(void);
 /* Gives sb (detached from its heap) to the global heap. Global lock held. An empty
  * superblock waits a purge delay for a take of its class (global.c). */
 void    ld_global_put_locked(sb_t *sb);

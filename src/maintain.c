@@ -177,7 +177,8 @@ static void thread_exit(void *arg) {
   ld_heap_tls = &ld_heap_empty;
   bool parked = ld_heap_park(heap);
   uint64_t now = ld_os_now_coarse_ns();
-  if (parked) ld_due_note(now);
+  /* (a heap holding regions of the fit tier: its empty one goes back at the purge's next look) */
+  if (parked || LD_READ(heap->fit.regions_held)) ld_due_note(now);
   ld_maintain_poll_slow(&ld_heap_empty, now, true);
   purge_thread_nudge(now);
   errno = saved_errno;
@@ -252,6 +253,8 @@ static size_t purge_run_locked(uint64_t now, bool all, size_t scan_blocks) {
     bool idle = heap_idle(h, mine, now);
     ld_segment_purge_frees(idle);
     if (!ld_heap_tidy(h, h == mine, idle)) busy = true;
+    /* the fit tier's: other threads' frees collected, an empty region given back after a delay */
+    if (!ld_fit_tidy(h, h == mine, idle || !__atomic_load_n(&h->live, __ATOMIC_RELAXED), all)) busy = true;
     /* an exited thread's heap that no new thread took within a delay */
     if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED) && LD_READ(h->superblocks_held)) {
       if (!idle && !all) {
@@ -703,6 +706,7 @@ int ld_maintain_validate(void) {
   if (outside) ld_cache_enter(mine);
   ld_heap_validate(mine, &violations);
   if (outside) ld_cache_leave(mine);
+  if (mine != &ld_heap_empty) ld_fit_validate(mine, &violations);
   ld_cache_validate(mine, &violations);
   ld_global_validate(&violations);
   ld_segment_validate(&violations);

@@ -25,6 +25,7 @@
   X(medium_cache_kb, 1024,  0,    1e6,   1, 0, "freed medium spans each thread keeps for its next mallocs, in KiB (spans up to half of it)") \
   X(medium_cache_max_kb, 4096, 0,  1e6,   1, 0, "a thread's medium cache grows to this, in KiB, while its bound pushes out spans its next mallocs miss; all threads' growth together at most 4 times this") \
   X(learned_classes, 8,     0,    8,     1, 0, "size classes learned at run time for one size that dominates a class's refills and packs 1/16 more blocks into a superblock (at most 8); 0: the fixed classes only") \
+  X(fit_above,       0,     0,    16384, 1, 0, "blocks above this many bytes, up to the largest class (16 KiB), come from a best-fit, coalescing tier per thread instead of size classes: less memory on small heaps whose sizes shift, slower; 0: off (docs/allocator.md, the fit tier)") \
   X(huge_pages,      0,     0,    1,     1, 0, "segments mapped from now on are backed by 2 MiB transparent huge pages where the kernel allows: fewer TLB misses on large heaps, RSS in 2 MiB steps") \
   X(remote_free_check, 1,   0,    1,     1, 0, "a free of another thread's block marks it, so a double free by two threads is caught; 0: no mark (faster remote frees; such a double free may hand the block out twice)") \
   X(stats,           0,     0,    2,     1, 0, "print statistics at exit: 1 table, 2 JSON")             \
@@ -64,6 +65,10 @@ extern size_t ld_bin_growth_bytes;
  * counting once that many are learned (as ld_medium_cache_bytes). */
 extern unsigned ld_learned_classes_max;
 #define LD_LEARNED_CLASSES_MAX() __atomic_load_n(&ld_learned_classes_max, __ATOMIC_RELAXED)
+
+/* fit_above in bytes, for malloc's slow path (0: the tier is off); kept equal by the setter. */
+extern size_t ld_fit_above;
+#define LD_FIT_ABOVE() __atomic_load_n(&ld_fit_above, __ATOMIC_RELAXED)
 
 /* Reads every LARDER_* variable once; warns about unknown names and malformed values. */
 void ld_options_init(void);

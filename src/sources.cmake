@@ -6,6 +6,7 @@ set(LARDER_CORE_SOURCES
   superblock.c  # size classes, superblock layout, carving, the remote free list
   cache.c       # the front end: per-thread caches of free blocks, batched remote frees
   heap.c        # thread heaps: fill and return in batches, pending frees, Hoard's threshold, heap lifecycle
+  fit.c         # the fit tier (LARDER_FIT_ABOVE): best fit with coalescing per heap, in regions of one chunk
   global.c      # the global heap (Hoard's heap 0)
   segment.c     # segments cut into chunks; free runs by length, coalesced, purged by age
   large.c       # medium spans (runs of chunks) and large spans (own mappings, cache)

@@ -22,7 +22,7 @@
   X(remote_hinted) X(medium_tails_purged) X(medium_cache_hits) X(medium_bytes_cached) X(remote_inbox_full) X(remote_hint_taken) \
   X(remote_to_bins) X(mark_rings_examined) X(purge_call_runs) X(orphan_heaps_taken) X(bytes_dormant) X(purge_runs_cut) \
   X(lock_sleeps) X(remote_sends) X(idle_medium_emptied) X(medium_late_tails) X(medium_cache_grows) X(medium_cache_extra) X(bin_growths) \
-  X(classes_learned)
+  X(classes_learned) X(fit_allocs) X(fit_bytes_in_use) X(fit_regions)
 
 static size_t positive(int64_t v) { return v > 0 ? (size_t)v : 0; }
 
@@ -52,8 +52,8 @@ static void fill_stats(larder_stats_t *out, const ld_stats_t *counts, const ld_h
   /* Every small malloc pops a block that a refill or a free put in a bin (ld_stats_t). */
   int64_t small_mallocs = (int64_t)counts->blocks_refilled + (int64_t)counts->frees_cached - (int64_t)counts->blocks_flushed -
                           heaps->cached_blocks;
-  out->mallocs = positive(small_mallocs) + counts->large_allocs;
-  out->frees = counts->frees_cached + counts->frees_other + counts->remote_frees;
+  out->mallocs = positive(small_mallocs) + counts->large_allocs + counts->fit_allocs;
+  out->frees = counts->frees_cached + counts->frees_other + counts->remote_frees + counts->fit_frees;
   out->remote_frees = counts->remote_frees;
   out->reallocs = counts->reallocs;
   /* u counts the blocks in bins and the blocks freed by other threads that their owners have
@@ -66,10 +66,18 @@ static void fill_stats(larder_stats_t *out, const ld_stats_t *counts, const ld_h
   /* a medium block is its usable bytes, as a small one is its class's: the rest of its chunks
    * is held, not in use */
   out->bytes_in_use = positive(heaps->in_use + global_in_use - heaps->cached - positive(remote_pending)) + large + usable;
+  /* the fit tier's live blocks, less those other threads freed that their owners have not yet
+   * collected */
+  int64_t fit_pending = (int64_t)counts->fit_remote_bytes - (int64_t)counts->fit_remote_taken_bytes;
+  out->fit_bytes_in_use = positive(heaps->fit_in_use - positive(fit_pending));
+  out->fit_regions = positive(heaps->fit_regions);
+  out->fit_allocs = counts->fit_allocs;
+  out->bytes_in_use += out->fit_bytes_in_use;
   size_t medium_cached = positive(heaps->medium_cached);
   out->bytes_held = positive(heaps->held + global_held) + large + cached + medium + medium_cached;
   out->bytes_cached = positive(heaps->cached) + medium_cached;
-  out->bytes_remote_pending = positive(remote_pending);
+  out->bytes_remote_pending = positive(remote_pending) + positive(fit_pending);
+  out->bytes_held += out->fit_regions * ld_sb_size;
   out->bytes_mapped = os.mmap_bytes - os.munmap_bytes;
   out->superblocks_to_global = counts->superblocks_to_global;
   out->superblocks_from_global = counts->superblocks_from_global;

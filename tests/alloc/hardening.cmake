@@ -80,6 +80,11 @@ alloc_test(alloc_idle_heaps_prefixed SOURCES alloc/idle_heaps_prefixed.c TIMEOUT
 if(ALLOC_HAVE_LARDER)
   add_test(NAME alloc_misuse_threads_prefixed.nostats COMMAND alloc_misuse_threads_prefixed 20000 nostats)
   set_tests_properties(alloc_misuse_threads_prefixed.nostats PROPERTIES SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 120)
+  # with the fit tier serving every block above 256 B (src/fit.c): blocks handed between threads
+  # go back by their regions' stacks, grown by realloc, collected by owners and by the purge
+  add_test(NAME alloc_misuse_threads_prefixed.fit COMMAND alloc_misuse_threads_prefixed 20000)
+  set_tests_properties(alloc_misuse_threads_prefixed.fit PROPERTIES SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 120
+    ENVIRONMENT "LARDER_FIT_ABOVE=256")
 endif()
 
 # ---- the hardened build: a forged free-list link is stopped (docs/hardening.md). Only when

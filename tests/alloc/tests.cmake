@@ -233,3 +233,14 @@ alloc_test(alloc_free_pages_partly_used_double_free SOURCES alloc/free_pages_par
            ARGS expect-double-free)
 alloc_test(alloc_free_pages_partly_used_double_free_remote SOURCES alloc/free_pages_partly_used.c PRELOAD TIMEOUT 120
            ARGS expect-double-free-remote LIBS Threads::Threads)
+
+# The fit tier (LARDER_FIT_ABOVE, src/fit.c): best fit with coalescing per thread; contents kept
+# at 20,000 live blocks of 1-48 KiB, other threads' frees collected by the owner and by the
+# purge, bad frees reported. Once more at a smaller size under LARDER_DEBUG=1 (validation on
+# the slow paths).
+alloc_test(alloc_fit_tier SOURCES alloc/fit_tier.c PRELOAD TIMEOUT 180 LIBS Threads::Threads ENV LARDER_FIT_ABOVE=1024)
+if(ALLOC_HAVE_LARDER)
+  add_test(NAME alloc_fit_tier.debug COMMAND alloc_fit_tier 4000 3)
+  set_tests_properties(alloc_fit_tier.debug PROPERTIES ENVIRONMENT "LARDER_FIT_ABOVE=1024;LARDER_DEBUG=1"
+    SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 180)
+endif()
