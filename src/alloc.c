@@ -25,6 +25,9 @@
  *   or large spans (a mapping each, with a cache of freed ones): large.c. A medium malloc
  *   first looks in the spans the thread kept, then in those other threads freed back to it
  *   (cache.c, "medium spans"; span_alloc, below).
+ *   With LARDER_FIT_ABOVE set, sizes above it, up to three quarters of a superblock, come from
+ *   the fit tier instead (fit.c: best fit with coalescing, under the heap's lock; fit_malloc):
+ *   their bins are never filled, so every such malloc takes the slow path.
  *
  * The free path:
  *   1. Fast path (larder_free, below): the heap's table of the superblocks it owns, indexed by
@@ -71,8 +74,9 @@
  *      No free waits for a lock (seed 002).
  *   4. Medium and large spans (free_span): a medium span another thread allocated goes back to
  *      it (a CAS claims a slot of its ring of returned spans, which its next medium malloc
- *      takes), else is kept by this thread (cache.c) when its cache takes it; and pointers
- *      that are not larder's (reported).
+ *      takes), else is kept by this thread (cache.c) when its cache takes it; blocks of the
+ *      fit tier (free_fit: the owner's under its heap's lock, another's onto its region's stack
+ *      with no lock, fit.c); and pointers that are not larder's (reported).
  *
  * realloc: a small block of the thread's own that its class still serves is kept, found as the
  * free fast path finds a block (realloc_keeps), and one it no longer serves moves at once
@@ -380,9 +384,11 @@ static inline bool span_poll_due(heap_t *heap, bool kept) {
 static LD_NOINLINE void *fit_malloc(heap_t *heap, size_t size) {
   void *p = ld_fit_alloc(heap, size);
   if (LD_UNLIKELY(!p) && ld_maintain_reclaim(heap)) p = ld_fit_alloc(heap, size);
-  uint64_t now = ld_os_now_coarse_ns();
-  LD_OWNER_SET(heap->last_slow_ns, now);
-  ld_maintain_poll(heap, now, true);
+  if (span_poll_due(heap, true)) { /* once in 16, as a kept span's call (the clock and the poll were 80 of ~700 instructions a pair) */
+    uint64_t now = ld_os_now_coarse_ns();
+    LD_OWNER_SET(heap->last_slow_ns, now);
+    ld_maintain_poll(heap, now, true);
+  }
   return p;
 }
 
@@ -508,7 +514,7 @@ static LD_NOINLINE void free_checked(heap_t *heap, sb_t *sb, void *p, bool claim
  * stack (fit.c). */
 static LD_NOINLINE void free_fit(heap_t *heap, sb_t *sb, void *p) {
   ld_fit_free(heap, sb, p);
-  if (heap != &ld_heap_empty) {
+  if (heap != &ld_heap_empty && span_poll_due(heap, true)) { /* (once in 16, as fit_malloc) */
     int saved = errno; /* (the purge keeps it too; the clock is the vDSO's) */
     uint64_t now = ld_os_now_coarse_ns();
     LD_OWNER_SET(heap->last_slow_ns, now);

@@ -341,14 +341,12 @@ void ld_fit_free(heap_t *heap, sb_t *r, void *p) {
   if (!is_live_start(r, p)) bad_free(r, p);
   fit_block_t *b = block_of(p);
   heap_t *owner = atomic_load_explicit(&r->owner, memory_order_acquire);
-  if (owner == heap) {
-    int saved = errno; /* a region given back may madvise */
+  if (owner == heap) { /* (nothing here makes a system call: errno stays) */
     ld_lock(&heap->lock);
     claim(r, b, 0, FIT_IN_USE);
     block_release(heap, r, b);
     LD_STAT_INC(heap, fit_frees);
     ld_unlock(&heap->lock);
-    errno = saved;
     return;
   }
   /* another heap's: onto the region's stack, with no lock (seed 002) */
@@ -366,9 +364,7 @@ void ld_fit_free(heap_t *heap, sb_t *r, void *p) {
     __atomic_store_n(&r->pending_next, head, __ATOMIC_RELAXED);
   } while (!atomic_compare_exchange_weak_explicit(&owner->fit.pending, &head, r, memory_order_release, memory_order_relaxed));
   /* a purge within a delay collects it if the owner makes no fit malloc by then */
-  int saved = errno;
   ld_due_note(ld_os_now_coarse_ns());
-  errno = saved;
 }
 
 size_t ld_fit_usable(sb_t *r, const void *p) {

@@ -274,6 +274,8 @@ void ld_global_tidy(void) {
   ld_global_unlock();
 }
 
+static void region_remove(sb_t *r);
+
 sb_t *ld_global_take(heap_t *heap, unsigned cls) {
   ld_global_lock();
   global_tidy_locked(GLOBAL_PENDING_PER_TAKE);
@@ -295,6 +297,10 @@ sb_t *ld_global_take(heap_t *heap, unsigned cls) {
       empty_remove(sb);
       count_superblock(sb, -1); /* (empty, under its old class) */
       ld_sb_format(sb, cls); /* carved again from its start, over the pages it has */
+    } else if ((sb = global.fit_oldest)) {
+      /* an empty region of the fit tier, its pages resident: before a chunk of the segments */
+      region_remove(sb);
+      ld_sb_format(sb, cls);
     }
   }
   if (sb) {
@@ -368,7 +374,7 @@ size_t ld_global_release_empties(uint64_t now, bool all) {
     while (n < RELEASES_PER_TURN && (r = global.fit_oldest) && r->idle_since_ns + age <= now) {
       region_remove(r);
       r->kind = LD_KIND_FREED;
-      r->bump = (char *)r + ld_sb_size; /* (every page may have been written) */
+      r->bump = (char *)r + ld_sb_size; /* (every page may have been written: given back whole) */
       batch[n++] = r;
     }
     ld_global_unlock();
@@ -440,17 +446,29 @@ size_t ld_global_dormant_bytes(void) {
   return bytes;
 }
 
+/* An empty region of the fit tier out of the global heap, to the segments (global lock held). */
+static void region_give_back(sb_t *r) {
+  region_remove(r);
+  r->kind = LD_KIND_FREED;
+  r->bump = (char *)r + ld_sb_size; /* (every page may have been written) */
+  give_back_to_segments(r);
+}
+
 void ld_global_release_for_span(size_t bytes) {
-  if (!empty_classes()) return; /* a relaxed look first: none, the common case */
+  /* a relaxed look first: none, the common case */
+  if (!empty_classes() && !__atomic_load_n(&global.fit_waiting, __ATOMIC_RELAXED)) return;
   ld_global_lock();
   size_t released = 0;
   /* at most bytes / S + 1 superblocks, each the oldest of the lowest class that has one (the
-   * oldest of all would mean a look at every class's for each) */
+   * oldest of all would mean a look at every class's for each); then empty regions of the fit
+   * tier, oldest first (sqlite's trace replayed twice: its second pass's medium spans took new
+   * pages while the first's regions waited here) */
   for (ld_class_set_t classes; released < bytes && (classes = empty_classes());) {
     unsigned c = ld_class_set_first(classes);
     give_back(global.empty_oldest[c]);
     released += ld_sb_size;
   }
+  for (; released < bytes && global.fit_oldest; released += ld_sb_size) region_give_back(global.fit_oldest);
   ld_global_unlock();
 }
 
