@@ -84,10 +84,15 @@ static inline size_t granule_of(const sb_t *r, const void *user) { return (size_
 static inline bool bit_get(sb_t *r, size_t g) {
   return (atomic_load_explicit(&region_bitmap(r)[g >> 6], memory_order_relaxed) >> (g & 63)) & 1;
 }
-/* set and cleared by the owner only, under its lock; read by any freer */
-static inline void bit_set(sb_t *r, size_t g) { atomic_fetch_or_explicit(&region_bitmap(r)[g >> 6], (uint64_t)1 << (g & 63), memory_order_relaxed); }
+/* Set and cleared by the owner only, under its lock, and read by any freer: a load and a store,
+ * no locked read-modify-write (two of a pair's seven). */
+static inline void bit_set(sb_t *r, size_t g) {
+  _Atomic uint64_t *w = &region_bitmap(r)[g >> 6];
+  atomic_store_explicit(w, atomic_load_explicit(w, memory_order_relaxed) | (uint64_t)1 << (g & 63), memory_order_relaxed);
+}
 static inline void bit_clear(sb_t *r, size_t g) {
-  atomic_fetch_and_explicit(&region_bitmap(r)[g >> 6], ~((uint64_t)1 << (g & 63)), memory_order_relaxed);
+  _Atomic uint64_t *w = &region_bitmap(r)[g >> 6];
+  atomic_store_explicit(w, atomic_load_explicit(w, memory_order_relaxed) & ~((uint64_t)1 << (g & 63)), memory_order_relaxed);
 }
 
 /* ---- bins: exact (16-byte steps) below 512 B, then 8 per doubling ---- */
