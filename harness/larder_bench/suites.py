@@ -367,8 +367,8 @@ SUITE_PROFILES: dict[str, list[Profile]] = {
                 "nearest to the CPUProfile: keep empty memory and large spans"),
         Profile("larder-memory", "larder", {"LARDER_PURGE_DELAY_MS": "0", "LARDER_LARGE_CACHE_MB": "0"},
                 "nearest to the MemoryProfile: return empty memory at once, cache no large spans"),
-        Profile("larder-fit", "larder", {"LARDER_FIT_ABOVE": "1024"},
-                "blocks above 1 KiB from the fit tier: best fit with coalescing, for small heaps whose sizes shift"),
+        Profile("larder-fit", "larder", {"LARDER_FIT_ABOVE": "128", "LARDER_MEDIUM_CACHE_KB": "0"},
+                "small heaps whose sizes shift: blocks above 128 B from the fit tier (best fit with coalescing), no kept medium spans"),
     ],
 }
 
