@@ -532,6 +532,18 @@ static void list_validate(const sb_list_t *list, int kind, int cls, int64_t *cla
 
 void ld_global_validate(int *violations) {
   ld_global_lock();
+  { /* the fit tier's empty regions: newest first, each an empty region the global heap holds */
+    size_t n = 0;
+    const sb_t *last = NULL;
+    for (const sb_t *r = global.fit_regions.head; r && n <= global.fit_regions.count; last = r, r = r->next, n++) {
+      if (r->magic != LD_SB_MAGIC || r->kind != LD_KIND_FIT || r->used != 0 || atomic_load_explicit(&r->owner, memory_order_relaxed) != &ld_global_heap)
+        VIOLATION("global heap: %p on the list of empty regions is not an empty region (kind %u, %d used)\n", (void *)r, r->kind, r->used);
+      if (last && last->idle_since_ns < r->idle_since_ns) VIOLATION("global heap: the list of empty regions is out of order at %p\n", (void *)r);
+    }
+    if (n != global.fit_regions.count || last != global.fit_oldest)
+      VIOLATION("global heap: %zu empty regions listed, %zu counted (oldest %p, last %p)\n", n, global.fit_regions.count,
+                (void *)global.fit_oldest, (void *)last);
+  }
   int64_t class_u[LD_CLASS_COUNT] = {0}, class_superblocks[LD_CLASS_COUNT] = {0}, class_carved[LD_CLASS_COUNT] = {0};
   size_t dormant = 0;
   for (int c = 0; c < LD_CLASS_COUNT; c++) {
