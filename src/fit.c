@@ -39,7 +39,8 @@
  * Regions are not made from other classes' empty superblocks, nor given to the segments at
  * once: a chunk that changes use keeps the pages of both uses resident (64 threads recycled 20
  * times: RSS x3.5). Free pages inside a region in use stay resident (not purged: glibc's heap
- * keeps them too).
+ * keeps them too) until the thread stops calling for a purge delay, or malloc_trim: then the
+ * pages inside its free blocks go back (purge_free_pages).
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -51,6 +52,7 @@
 #define FIT_IN_USE    ((size_t)1)
 #define FIT_PREV_FREE ((size_t)2)  /* the block before this one is free (its size: prev_size) */
 #define FIT_REMOTE    ((size_t)4)  /* freed by another thread, waiting on its region's stack */
+#define FIT_PURGED    ((size_t)8)  /* free, and its whole pages given back (purge_free_pages) */
 #define FIT_FLAGS     ((size_t)15)
 #define FIT_HEADER    ((size_t)16)
 #define FIT_MIN       ((size_t)32) /* a header and the two links of a free block */
@@ -379,12 +381,40 @@ size_t ld_fit_usable(sb_t *r, const void *p) {
   return (h & ~FIT_FLAGS) - FIT_HEADER;
 }
 
+/* The whole pages inside the heap's free blocks go back to the OS (a free block's first 32
+ * bytes, its header and links, stay; the next block's header is past its end), each block once
+ * (FIT_PURGED, which a malloc or a merge of the block clears). For a heap that stopped calling
+ * and for malloc_trim: a region with one live block keeps only the pages its live blocks and
+ * headers lie on, as a superblock's free pages go back in the global heap (global.c). The
+ * pages read as zero when a block is handed out there again (calloc clears every block anyway).
+ * Walks every free block of the heap: the purge's, never an allocation's. Heap lock held. */
+static size_t purge_free_pages(heap_t *heap) {
+  ld_fit_heap_t *f = &heap->fit;
+  size_t page = ld_os_page_size(), bytes = 0;
+  for (unsigned i = bin_of(2 * page); i < LD_FIT_BINS; i++) {
+    for (fit_block_t *b = f->bins[i]; b; b = b->next) {
+      size_t h = head_load(b);
+      if (h & FIT_PURGED) continue;
+      uintptr_t from = ld_round_up((uintptr_t)b + FIT_MIN, page), to = ((uintptr_t)b + (h & ~FIT_FLAGS)) & ~(page - 1);
+      if (to <= from) continue;
+      if (ld_os_purge((void *)from, to - from) == 0) bytes += to - from;
+      head_store(b, h | FIT_PURGED);
+    }
+  }
+  return bytes;
+}
+
 bool ld_fit_tidy(heap_t *heap, bool mine, bool idle, bool all) {
   ld_fit_heap_t *f = &heap->fit;
   if (!LD_READ(f->regions_held) && !atomic_load_explicit(&f->pending, memory_order_relaxed)) return true;
   if (mine) ld_lock(&heap->lock);
   else if (!ld_trylock(&heap->lock)) return false;
   collect(heap, UINT32_MAX);
+  if (idle || all) {
+    int saved = errno; /* (madvise: the purge keeps errno for the calls it runs inside) */
+    purge_free_pages(heap);
+    errno = saved;
+  }
   if (f->empty_region) {
     /* a heap no thread uses (idle: parked) gives it up at once; the global heap keeps it a delay
      * more for another heap's tier */

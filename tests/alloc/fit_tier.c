@@ -11,6 +11,8 @@
  *     by its next malloc and by the purge for an owner that stopped calling; the statistics'
  *     bytes in use fall to zero and the regions go back;
  *   - realloc keeps the bytes, calloc zeroes a reused block;
+ *   - malloc_trim, and 8 purge delays without a call, give back the pages inside free blocks of
+ *     regions still in use;
  *   - bad frees stop the program naming the address: double, interior, remote double, and a
  *     remote free racing the owner's. */
 #include <malloc.h>
@@ -201,6 +203,43 @@ static void check_remote(int by_malloc) {
   printf("fit_tier remote: %d blocks freed by another thread, collected by the %s\n", HANDED, by_malloc ? "owner's malloc" : "purge");
 }
 
+/* ---- pages inside free blocks go back at malloc_trim (and for a thread that stops calling) ---- */
+static void check_free_pages(int idle) {
+  enum { N = 2000 };
+  static char *v[N];
+  for (int i = 0; i < N; i++) {
+    v[i] = must(12000);
+    memset(v[i], 0x3c, 12000); /* every page resident */
+  }
+  /* every other block freed: the regions stay partly used, their free blocks kept apart */
+  for (int i = 0; i < N; i += 2) free(v[i]);
+  size_t before = alloc_rss_bytes();
+  if (idle) { /* no call at all for 8 purge delays of 100 ms: the purge thread's runs */
+    CHECK(api.option_set("purge_delay_ms", "100") == 0);
+    alloc_sleep_ms(800);
+  } else {
+    CHECK(api.trim(0) >= 0);
+  }
+  size_t after = alloc_rss_bytes();
+  if (idle) CHECK(api.option_set("purge_delay_ms", "1000") == 0);
+  size_t freed = (size_t)N / 2 * 12000;
+  CHECK_MSG(before > after && before - after >= freed / 2, "%s gave back %zu KiB of the %zu KiB freed inside regions in use",
+            idle ? "idling" : "malloc_trim", before > after ? (before - after) >> 10 : 0, freed >> 10);
+  /* the blocks still live keep their bytes; the purged ones serve mallocs again, zero or not */
+  size_t bad = 0;
+  for (int i = 1; i < N; i += 2)
+    for (int k = 0; k < 12000; k += 997) bad += v[i][k] != 0x3c;
+  CHECK_MSG(bad == 0, "%zu bytes of live blocks changed by the purge", bad);
+  for (int i = 0; i < N; i += 2) {
+    v[i] = must(12000);
+    memset(v[i], 0x3c, 12000);
+  }
+  CHECK(api.validate() == 0);
+  for (int i = 0; i < N; i++) free(v[i]);
+  printf("fit_tier free pages: %s gave back %zu KiB of %zu KiB freed inside regions in use\n", idle ? "8 idle delays" : "malloc_trim",
+         before > after ? (before - after) >> 10 : 0, freed >> 10);
+}
+
 /* ---- realloc and calloc ---- */
 static void check_realloc_calloc(void) {
   char *p = must(1500);
@@ -298,6 +337,8 @@ int main(int argc, char **argv) {
   check_remote(1);
   check_remote(0);
   check_realloc_calloc();
+  check_free_pages(0);
+  check_free_pages(1);
   run_bad("double", "double free");
   run_bad("interior", "invalid free");
   run_bad("remote-double", "double free");
