@@ -1,7 +1,8 @@
 /* The fit tier (LARDER_FIT_ABOVE, src/fit.c): blocks above the option's size, up to three
  * quarters of a superblock, come from a best-fit, coalescing allocator of the thread's heap.
  * Registered with LARDER_FIT_ABOVE=1024 (and LARDER_DEBUG=1 once). Checks:
- *   - the tier serves the sizes it should, and the classes the rest (the statistics' fit_allocs);
+ *   - the tier serves the sizes it should, and the classes the rest (the statistics' fit_allocs),
+ *     and follows the option's changes at run time;
  *   - a freed block serves a request of another size (best fit), and neighbours merge: a
  *     region whose blocks are all freed serves one block of most of its size;
  *   - server scale: 20,000 live blocks of 1-48 KiB, freed in random order and replaced, each
@@ -47,6 +48,24 @@ static void check_routing(void) {
   free(top);
   larder_stats_t c = alloc_stats(&api);
   CHECK_MSG(c.fit_bytes_in_use == 0, "fit bytes in use %zu after every fit block was freed", c.fit_bytes_in_use);
+}
+
+/* The option changes at run time (last: blocks of the classes' bins filled meanwhile stay). Off,
+ * a 2,000-byte block is a class's; on again, a 3,000-byte one is the tier's (the 2,000-byte
+ * class's bin, filled while the tier was off, serves that size until it empties). */
+static void check_option_change(void) {
+  larder_stats_t c = alloc_stats(&api);
+  CHECK(api.option_set("fit_above", "0") == 0);
+  void *off = must(2000);
+  larder_stats_t d = alloc_stats(&api);
+  CHECK(api.option_set("fit_above", "1024") == 0);
+  void *on = must(3000);
+  larder_stats_t e = alloc_stats(&api);
+  CHECK_MSG(d.fit_allocs == c.fit_allocs && e.fit_allocs == c.fit_allocs + 1, "fit_allocs %zu, %zu, %zu: the option's change was not followed",
+            c.fit_allocs, d.fit_allocs, e.fit_allocs);
+  CHECK(api.option_set("fit_above", "20000") != 0); /* above the largest class: refused */
+  free(off);
+  free(on);
 }
 
 /* ---- best fit and merging ---- */
@@ -339,6 +358,7 @@ int main(int argc, char **argv) {
   check_realloc_calloc();
   check_free_pages(0);
   check_free_pages(1);
+  check_option_change();
   run_bad("double", "double free");
   run_bad("interior", "invalid free");
   run_bad("remote-double", "double free");
