@@ -38,6 +38,7 @@ size_t ld_medium_cache_bytes = (size_t)1024 << 10; /* (the same) */
 size_t ld_bin_growth_bytes = (size_t)256 << 10;    /* (the same) */
 unsigned ld_learned_classes_max = 8;             /* (the same) */
 size_t ld_fit_above = 0;                         /* (the same) */
+size_t ld_grow_purge_bytes = 0;                  /* (the same) */
 
 /* The words kept equal to an option (options.h), from its value now. */
 static void option_mirrors_update(void) {
@@ -46,6 +47,7 @@ static void option_mirrors_update(void) {
   __atomic_store_n(&ld_bin_growth_bytes, (size_t)ld_option_load(&ld_options.bin_growth_kb) << 10, __ATOMIC_RELAXED);
   __atomic_store_n(&ld_learned_classes_max, (unsigned)ld_option_load(&ld_options.learned_classes), __ATOMIC_RELAXED);
   __atomic_store_n(&ld_fit_above, (size_t)ld_option_load(&ld_options.fit_above), __ATOMIC_RELAXED);
+  __atomic_store_n(&ld_grow_purge_bytes, (size_t)ld_option_load(&ld_options.grow_purge_kb) << 10, __ATOMIC_RELAXED);
 }
 
 static int options_frozen;

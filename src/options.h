@@ -26,6 +26,7 @@
   X(medium_cache_max_kb, 4096, 0,  1e6,   1, 0, "a thread's medium cache grows to this, in KiB, while its bound pushes out spans its next mallocs miss; all threads' growth together at most 4 times this") \
   X(learned_classes, 8,     0,    8,     1, 0, "size classes learned at run time for one size that dominates a class's refills and packs 1/16 more blocks into a superblock (at most 8); 0: the fixed classes only") \
   X(fit_above,       0,     0,    16384, 1, 0, "blocks above this many bytes, up to the largest class (16 KiB), come from a best-fit, coalescing tier per thread instead of size classes: less memory on small heaps whose sizes shift, slower; 0: off (docs/allocator.md, the fit tier)") \
+  X(grow_purge_kb,   0,     0,    1e7,   1, 0, "a run of clean chunks handed out while free dirty ones wait that none fits (a large span among freed superblocks) gives back as much of the oldest, up to this many KiB per purge run: RSS does not grow over fragments; 0: off (costs page faults under churn of medium blocks)") \
   X(huge_pages,      0,     0,    1,     1, 0, "segments mapped from now on are backed by 2 MiB transparent huge pages where the kernel allows: fewer TLB misses on large heaps, RSS in 2 MiB steps") \
   X(remote_free_check, 1,   0,    1,     1, 0, "a free of another thread's block marks it, so a double free by two threads is caught; 0: no mark (faster remote frees; such a double free may hand the block out twice)") \
   X(stats,           0,     0,    2,     1, 0, "print statistics at exit: 1 table, 2 JSON")             \
@@ -66,6 +67,9 @@ extern size_t ld_bin_growth_bytes;
 extern unsigned ld_learned_classes_max;
 #define LD_LEARNED_CLASSES_MAX() __atomic_load_n(&ld_learned_classes_max, __ATOMIC_RELAXED)
 
+/* grow_purge_kb in bytes, for the segments' allocation (0: off); kept equal by the setter. */
+extern size_t ld_grow_purge_bytes;
+#define LD_GROW_PURGE_BYTES() __atomic_load_n(&ld_grow_purge_bytes, __ATOMIC_RELAXED)
 /* fit_above in bytes, for malloc's slow path (0: the tier is off); kept equal by the setter. */
 extern size_t ld_fit_above;
 #define LD_FIT_ABOVE() __atomic_load_n(&ld_fit_above, __ATOMIC_RELAXED)

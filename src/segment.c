@@ -105,6 +105,16 @@ typedef struct segment_s {
 #define PURGE_WINDOWS 4
 _Static_assert(PURGE_WINDOWS >= 2, "the current window and at least one before it");
 
+/* Growth over fragments (LARDER_GROW_PURGE_KB, off by default): a run handed out clean while
+ * dirty runs wait (none of them long enough: a medium span of many chunks among freed
+ * superblocks) purges as many bytes of the oldest dirty runs, so that the process's resident
+ * memory does not grow with memory it holds free already: sqlite's trace replayed twice, where
+ * a second pass's doubling array of 1-2 MB found the first pass's memory freed in single
+ * chunks (with the fit tier at 128 B: 28.6% -> 6.3% fragmentation). At most the option's
+ * bytes per purge run, and off by default: under a server's churn of medium blocks
+ * (server-mix, 1% of 100 KiB-2 MiB) every such span purged pages that the next superblocks
+ * faulted back, 1.4-2.6 GB in 8 s against 12-19 MB with no bound (23-38 MB with 4 MiB). */
+
 /* The two kinds of free run, each with bins of its own. */
 enum { KIND_CLEAN = 0, KIND_DIRTY = 1 };
 
@@ -125,6 +135,10 @@ static struct {
   uint64_t window_start_ns;
   size_t window_min_dirty;
   size_t past_min_dirty[PURGE_WINDOWS - 1];
+  /* Bytes of dirty runs that clean runs handed out may still purge before the next purge run
+   * (ld_segment_alloc, "growth over fragments"); refilled by each purge run. */
+  size_t grow_purge_budget;
+  bool grow_purge_started;           /* the budget was set once (at the first clean run) */
 } seg = {.lock = LD_LOCK_INIT};
 
 void ld_segment_lock(void) { ld_lock_shared(&seg.lock); }
@@ -394,6 +408,26 @@ static void segment_unmap(segment_t *s) {
   ld_os_unmap(s, s->bytes);
 }
 
+static size_t run_purge_tail(chunk_t *c, size_t chunks);
+
+/* Growth over fragments (above): up to `chunks` chunks of the oldest dirty runs purged, within
+ * the budget. Segment lock held. */
+static void grow_purge(size_t chunks) {
+  if (!seg.grow_purge_started) { /* (before the first purge run refills it) */
+    seg.grow_purge_started = true;
+    seg.grow_purge_budget = LD_GROW_PURGE_BYTES();
+  }
+  size_t left = chunks, budget = seg.grow_purge_budget / ld_sb_size;
+  if (left > budget) left = budget;
+  size_t refused = seg.purges_refused;
+  while (left && seg.dirty_tail && seg.purges_refused == refused) {
+    size_t n = seg.dirty_tail->run < left ? seg.dirty_tail->run : left;
+    seg.bytes_purged += run_purge_tail(seg.dirty_tail, n);
+    left -= n;
+    seg.grow_purge_budget -= n * ld_sb_size;
+  }
+}
+
 void *ld_segment_alloc(size_t chunks, size_t touch, unsigned flags, bool *clean) {
   uint64_t listed_ns = 0;
   ld_segment_lock();
@@ -414,6 +448,7 @@ void *ld_segment_alloc(size_t chunks, size_t touch, unsigned flags, bool *clean)
   if (purged && !dirty) seg.bytes_refaulted += chunks * ld_sb_size;
   if (dirty) window_note();
   c->resident = (uint32_t)(reach > touch ? reach : touch);
+  if (!dirty && seg.dirty_tail && LD_GROW_PURGE_BYTES()) grow_purge(chunks);
   if ((flags & LD_SEGMENT_TAIL) && reach > touch + touch / 2) {
     listed_ns = ld_os_now_coarse_ns();
     tail_push(c, touch, listed_ns);
@@ -751,6 +786,8 @@ size_t ld_segment_purge(uint64_t now, bool all) {
   size_t released = 0;
   unsigned steps = 0;
   ld_segment_lock();
+  seg.grow_purge_budget = LD_GROW_PURGE_BYTES();
+  seg.grow_purge_started = true;
   /* a refused purge (run_purge_and_file) ends the loops: the run is filed again as new, and
    * the next oldest would most likely be refused too (every page locked) */
   size_t refused = seg.purges_refused;

@@ -367,8 +367,9 @@ SUITE_PROFILES: dict[str, list[Profile]] = {
                 "nearest to the CPUProfile: keep empty memory and large spans"),
         Profile("larder-memory", "larder", {"LARDER_PURGE_DELAY_MS": "0", "LARDER_LARGE_CACHE_MB": "0"},
                 "nearest to the MemoryProfile: return empty memory at once, cache no large spans"),
-        Profile("larder-fit", "larder", {"LARDER_FIT_ABOVE": "128", "LARDER_MEDIUM_CACHE_KB": "0"},
-                "small heaps whose sizes shift: blocks above 128 B from the fit tier (best fit with coalescing), no kept medium spans"),
+        Profile("larder-fit", "larder", {"LARDER_FIT_ABOVE": "128", "LARDER_MEDIUM_CACHE_KB": "0", "LARDER_GROW_PURGE_KB": "65536"},
+                "small heaps whose sizes shift: blocks above 128 B from the fit tier (best fit with coalescing), no kept "
+                "medium spans, growth over fragments gives back as much"),
     ],
 }
 

@@ -244,3 +244,16 @@ if(ALLOC_HAVE_LARDER)
   set_tests_properties(alloc_fit_tier.debug PROPERTIES ENVIRONMENT "LARDER_FIT_ABOVE=1024;LARDER_DEBUG=1"
     SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 180)
 endif()
+
+# Growth over fragments (LARDER_GROW_PURGE_KB, src/segment.c): a run of clean chunks handed out
+# while free dirty runs wait that none fits gives back as much of the oldest, within the budget;
+# off, nothing is given back.
+alloc_test(alloc_grow_purge SOURCES alloc/grow_purge.c PRELOAD TIMEOUT 60 ENV LARDER_MEDIUM_CACHE_KB=0 LARDER_GROW_PURGE_KB=65536)
+if(ALLOC_HAVE_LARDER)
+  add_test(NAME alloc_grow_purge.off COMMAND alloc_grow_purge)
+  set_tests_properties(alloc_grow_purge.off PROPERTIES ENVIRONMENT "LARDER_MEDIUM_CACHE_KB=0"
+    SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 60)
+  add_test(NAME alloc_grow_purge.budget COMMAND alloc_grow_purge)
+  set_tests_properties(alloc_grow_purge.budget PROPERTIES ENVIRONMENT "LARDER_MEDIUM_CACHE_KB=0;LARDER_GROW_PURGE_KB=128"
+    SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 60)
+endif()
