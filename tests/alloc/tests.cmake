@@ -168,6 +168,13 @@ alloc_test(alloc_options_env SOURCES alloc/options_env.c PRELOAD TIMEOUT 60)
 alloc_test(alloc_options_secure SOURCES alloc/options_secure.c TIMEOUT 60)
 alloc_test(alloc_early_late  SOURCES alloc/early_late.c  PRELOAD TIMEOUT 60)
 alloc_test(alloc_blowup_idle SOURCES alloc/blowup_idle.c PRELOAD TIMEOUT 120)
+# ... and with the fit tier serving its 256-byte blocks (src/fit.c): freers collect for the idle
+# owners, or each would keep its 32 MiB
+if(ALLOC_HAVE_LARDER)
+  add_test(NAME alloc_blowup_idle.fit COMMAND alloc_blowup_idle)
+  set_tests_properties(alloc_blowup_idle.fit PROPERTIES ENVIRONMENT "LARDER_FIT_ABOVE=128"
+    SKIP_RETURN_CODE 77 LABELS alloc TIMEOUT 120)
+endif()
 
 # The stress load again under other settings, read from the environment at start: debug
 # checks on; and memory purged at once from 16 KiB superblocks with no large span cache,
