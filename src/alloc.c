@@ -379,6 +379,13 @@ static inline bool span_poll_due(heap_t *heap, bool kept) {
   return !kept || ++heap->span_calls % LD_SPAN_POLL_EVERY == 0;
 }
 
+/* The fit tier serves this request size (LARDER_FIT_ABOVE set, and the size above it and within
+ * a region's three quarters). */
+static inline bool fit_serves(size_t size) {
+  size_t fit_above = LD_FIT_ABOVE();
+  return LD_UNLIKELY(fit_above != 0) && size > fit_above && size <= LD_FIT_MAX();
+}
+
 /* A block of the fit tier (fit.c; LARDER_FIT_ABOVE): its bins are never filled for these sizes,
  * so every such malloc comes here. */
 static LD_NOINLINE void *fit_malloc(heap_t *heap, size_t size) {
@@ -397,8 +404,7 @@ static LD_NOINLINE void *malloc_slow(size_t size) {
   if (!ld_request_ok(size, 0)) return api_result(NULL, saved);
   heap_t *heap = thread_heap();
   if (!heap) return api_result(NULL, saved);
-  size_t fit_above = LD_FIT_ABOVE();
-  if (LD_UNLIKELY(fit_above != 0) && size > fit_above && size <= LD_FIT_MAX()) return api_result(fit_malloc(heap, size), saved);
+  if (fit_serves(size)) return api_result(fit_malloc(heap, size), saved);
   if (size <= ld_small_max) {
     size_t g = (size + 15) >> 4;
     return api_result(malloc_class(heap, ld_granule_class(g), g), saved);
@@ -749,8 +755,7 @@ static LD_NOINLINE void *calloc_slow(size_t count, size_t size) {
   size_t bytes;
   int saved = errno;
   if (mul_overflows(count, size, &bytes) || !ld_request_ok(bytes, 0)) return api_result(NULL, saved);
-  size_t fit_above = LD_FIT_ABOVE();
-  if (LD_UNLIKELY(fit_above != 0) && bytes > fit_above && bytes <= LD_FIT_MAX()) {
+  if (fit_serves(bytes)) {
     heap_t *heap = thread_heap();
     void *p = heap ? fit_malloc(heap, bytes) : NULL;
     if (p) memset(p, 0, ld_fit_usable(ld_sb_of(p), p)); /* (a region's memory may be reused) */

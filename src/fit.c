@@ -317,22 +317,29 @@ void *ld_fit_alloc(heap_t *heap, size_t size) {
   return user_of(b);
 }
 
+/* A user pointer's offset in its region could start a block: 16-aligned, past the first block's
+ * header, before the last header. */
+static inline bool offset_may_start(uintptr_t offset) {
+  return !(offset & 15) && offset >= data_offset() + FIT_HEADER && offset < ld_sb_size - FIT_HEADER;
+}
+/* A header of a block the program holds: in use, and not claimed by another thread's free. */
+static inline bool head_live(size_t h) { return (h & FIT_IN_USE) && !(h & FIT_REMOTE); }
+
 /* p is not a live block: a double free when a free block's header is there, else a pointer
  * that never started a block. */
 static LD_NORETURN void bad_free(sb_t *r, void *p) {
   uintptr_t offset = (uintptr_t)p - (uintptr_t)r;
-  if (!(offset & 15) && offset >= data_offset() + FIT_HEADER && offset < ld_sb_size - FIT_HEADER) {
+  if (offset_may_start(offset)) {
     size_t h = head_load(block_of(p));
     size_t size = h & ~FIT_FLAGS;
-    if ((!(h & FIT_IN_USE) || (h & FIT_REMOTE)) && size >= FIT_MIN && size <= ld_sb_size - offset)
-      ld_fatal_bad_free("double free", p);
+    if (!head_live(h) && size >= FIT_MIN && size <= ld_sb_size - offset) ld_fatal_bad_free("double free", p);
   }
   ld_fatal_bad_free("invalid free (not the start of a block)", p);
 }
 
 static inline bool is_live_start(sb_t *r, const void *p) {
   uintptr_t offset = (uintptr_t)p - (uintptr_t)r;
-  return !(offset & 15) && offset >= data_offset() + FIT_HEADER && offset < ld_sb_size - FIT_HEADER && bit_get(r, offset >> 4);
+  return offset_may_start(offset) && bit_get(r, offset >> 4);
 }
 
 /* Claims b for this free: in use and not claimed by another free, and then `set` (FIT_REMOTE)
@@ -340,7 +347,7 @@ static inline bool is_live_start(sb_t *r, const void *p) {
 static void claim(sb_t *r, fit_block_t *b, size_t set, size_t clear) {
   size_t h = head_load(b);
   for (;;) {
-    if (!(h & FIT_IN_USE) || (h & FIT_REMOTE)) bad_free(r, user_of(b));
+    if (!head_live(h)) bad_free(r, user_of(b));
     if (__atomic_compare_exchange_n(&b->head, &h, (h | set) & ~clear, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) return;
   }
 }
@@ -389,8 +396,7 @@ void ld_fit_free(heap_t *heap, sb_t *r, void *p) {
 size_t ld_fit_usable(sb_t *r, const void *p) {
   if (!is_live_start(r, p)) return 0;
   size_t h = head_load(block_of(p));
-  if (!(h & FIT_IN_USE) || (h & FIT_REMOTE)) return 0;
-  return (h & ~FIT_FLAGS) - FIT_HEADER;
+  return head_live(h) ? (h & ~FIT_FLAGS) - FIT_HEADER : 0;
 }
 
 /* The whole pages inside the heap's free blocks go back to the OS (a free block's first 32

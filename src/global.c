@@ -337,6 +337,15 @@ static void region_remove(sb_t *r) {
   __atomic_store_n(&global.fit_waiting, global.fit_regions.count, __ATOMIC_RELAXED);
 }
 
+/* An empty region out of the global heap on its way back to the segments (global lock held),
+ * as give_back_detach is for a superblock: given back whole, every page of it may have been
+ * written. */
+static void region_detach(sb_t *r) {
+  region_remove(r);
+  r->kind = LD_KIND_FREED;
+  r->bump = (char *)r + ld_sb_size;
+}
+
 sb_t *ld_global_take_region(void) {
   if (!__atomic_load_n(&global.fit_waiting, __ATOMIC_RELAXED)) return NULL; /* a look first: none, the common case */
   ld_global_lock();
@@ -372,9 +381,7 @@ size_t ld_global_release_empties(uint64_t now, bool all) {
     }
     sb_t *r;
     while (n < RELEASES_PER_TURN && (r = global.fit_oldest) && r->idle_since_ns + age <= now) {
-      region_remove(r);
-      r->kind = LD_KIND_FREED;
-      r->bump = (char *)r + ld_sb_size; /* (every page may have been written: given back whole) */
+      region_detach(r);
       batch[n++] = r;
     }
     ld_global_unlock();
@@ -446,14 +453,6 @@ size_t ld_global_dormant_bytes(void) {
   return bytes;
 }
 
-/* An empty region of the fit tier out of the global heap, to the segments (global lock held). */
-static void region_give_back(sb_t *r) {
-  region_remove(r);
-  r->kind = LD_KIND_FREED;
-  r->bump = (char *)r + ld_sb_size; /* (every page may have been written) */
-  give_back_to_segments(r);
-}
-
 void ld_global_release_for_span(size_t bytes) {
   /* a relaxed look first: none, the common case */
   if (!empty_classes() && !__atomic_load_n(&global.fit_waiting, __ATOMIC_RELAXED)) return;
@@ -468,7 +467,11 @@ void ld_global_release_for_span(size_t bytes) {
     give_back(global.empty_oldest[c]);
     released += ld_sb_size;
   }
-  for (; released < bytes && global.fit_oldest; released += ld_sb_size) region_give_back(global.fit_oldest);
+  for (; released < bytes && global.fit_oldest; released += ld_sb_size) {
+    sb_t *r = global.fit_oldest;
+    region_detach(r);
+    give_back_to_segments(r);
+  }
   ld_global_unlock();
 }
 

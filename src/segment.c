@@ -135,10 +135,9 @@ static struct {
   uint64_t window_start_ns;
   size_t window_min_dirty;
   size_t past_min_dirty[PURGE_WINDOWS - 1];
-  /* Bytes of dirty runs that clean runs handed out may still purge before the next purge run
-   * (ld_segment_alloc, "growth over fragments"); refilled by each purge run. */
-  size_t grow_purge_budget;
-  bool grow_purge_started;           /* the budget was set once (at the first clean run) */
+  /* Bytes of dirty runs that clean runs handed out purged since the last purge run
+   * (ld_segment_alloc, "growth over fragments"): at most LARDER_GROW_PURGE_KB */
+  size_t grow_purged;
 } seg = {.lock = LD_LOCK_INIT};
 
 void ld_segment_lock(void) { ld_lock_shared(&seg.lock); }
@@ -413,18 +412,15 @@ static size_t run_purge_tail(chunk_t *c, size_t chunks);
 /* Growth over fragments (above): up to `chunks` chunks of the oldest dirty runs purged, within
  * the budget. Segment lock held. */
 static void grow_purge(size_t chunks) {
-  if (!seg.grow_purge_started) { /* (before the first purge run refills it) */
-    seg.grow_purge_started = true;
-    seg.grow_purge_budget = LD_GROW_PURGE_BYTES();
-  }
-  size_t left = chunks, budget = seg.grow_purge_budget / ld_sb_size;
+  size_t limit = LD_GROW_PURGE_BYTES();
+  size_t left = chunks, budget = seg.grow_purged < limit ? (limit - seg.grow_purged) / ld_sb_size : 0;
   if (left > budget) left = budget;
   size_t refused = seg.purges_refused;
   while (left && seg.dirty_tail && seg.purges_refused == refused) {
     size_t n = seg.dirty_tail->run < left ? seg.dirty_tail->run : left;
     seg.bytes_purged += run_purge_tail(seg.dirty_tail, n);
     left -= n;
-    seg.grow_purge_budget -= n * ld_sb_size;
+    seg.grow_purged += n * ld_sb_size;
   }
 }
 
@@ -786,8 +782,7 @@ size_t ld_segment_purge(uint64_t now, bool all) {
   size_t released = 0;
   unsigned steps = 0;
   ld_segment_lock();
-  seg.grow_purge_budget = LD_GROW_PURGE_BYTES();
-  seg.grow_purge_started = true;
+  seg.grow_purged = 0; /* (growth over fragments: the budget starts again) */
   /* a refused purge (run_purge_and_file) ends the loops: the run is filed again as new, and
    * the next oldest would most likely be refused too (every page locked) */
   size_t refused = seg.purges_refused;

@@ -345,8 +345,7 @@ static int rp_split_op(const struct ltr_event *o, void *in, size_t size, void **
       if (!p) break; /* as a failed realloc: the old block was already counted out; it stays leaked */
       size_t old = rp.tr.obj_size[o->obj_in];
       memcpy(p, block, old < size ? old : size);
-      if (in_libc) rp.libc_free(block);
-      else free(block);
+      rp_split_free(in);
     }
     break;
   default:
