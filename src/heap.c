@@ -514,6 +514,19 @@ static sb_t *heap_take_from_global(heap_t *heap, unsigned cls) {
   return sb;
 }
 
+/* The free fast path takes a block equal to the slot above its bin's top (the block malloc
+ * popped last) without the uncarved check (alloc.c, larder_free), so no slot above the top may
+ * point into the uncarved blocks of the class's current superblock. Within one superblock's
+ * life the uncarved range only shrinks, so no slot can come to point into it; a range that is
+ * not within the last one (a new current superblock, or one formatted anew, whose blocks a
+ * pointer from its earlier life may name) has the slots above the top that point into it
+ * turned to the bin's own address, which no free equals. At most LD_BIN_SLOTS slots, only as
+ * a class changes superblocks. Owner, under its lock. */
+static LD_NOINLINE void bin_scrub_uncarved(ld_bin_t *bin, uintptr_t start, uintptr_t len) {
+  for (uint32_t i = bin->count; i < bin->limit; i++)
+    if ((uintptr_t)bin->slots[i] - start < len) bin->slots[i] = bin;
+}
+
 unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
   ld_bin_t *bin = &heap->bins[cls];
   heap_lock(heap);
@@ -567,6 +580,8 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
     start = (uintptr_t)cur->bump;
     len = (uintptr_t)(cur->data + (size_t)cur->capacity * cur->block_size) - start;
   }
+  if (len && (start < bin->uncarved_start || start + len > bin->uncarved_start + bin->uncarved_len))
+    bin_scrub_uncarved(bin, start, len);
   LD_OWNER_SET(bin->uncarved_start, start);
   LD_OWNER_SET(bin->uncarved_len, len);
   heap_unlock(heap);
@@ -1258,6 +1273,12 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
     if (heap->bins[c].limit == 0 ? heap->bins[c].count != 0 || heap->bins[c].slots[0] != NULL /* not set up */
                                  : heap->bins[c].count > heap->bins[c].limit || heap->bins[c].slots[heap->bins[c].limit] != LD_BIN_FULL)
       VIOLATION("heap %p class %u: %u blocks cached, limit %u, or its end mark lost\n", (void *)heap, c, heap->bins[c].count, heap->bins[c].limit);
+    /* no slot above the top names an uncarved block (bin_scrub_uncarved: the free fast path
+     * takes a block equal to the slot above the top without the uncarved check) */
+    for (uint32_t i = heap->bins[c].count; i < heap->bins[c].limit && i < LD_BIN_SLOTS; i++)
+      if ((uintptr_t)heap->bins[c].slots[i] - heap->bins[c].uncarved_start < heap->bins[c].uncarved_len)
+        VIOLATION("heap %p class %u: slot %u above the bin's top names uncarved block %p\n", (void *)heap, c, i,
+                  heap->bins[c].slots[i]);
     bool set_up = ld_class_set_has(ld_class_words_read(&heap->bins_set_up), c);
     if (set_up != (heap->bins[c].limit != 0))
       VIOLATION("heap %p class %u: bins_set_up says %s, limit %u\n", (void *)heap, c, set_up ? "set up" : "not", heap->bins[c].limit);

@@ -116,6 +116,7 @@ alloc_test(alloc_invariant SOURCES alloc/invariant.c PRELOAD TIMEOUT 180)
 
 # ---- bad frees stop the program naming the address ----
 alloc_test(alloc_bad_free SOURCES alloc/bad_free.c PRELOAD TIMEOUT 60)
+alloc_test(alloc_bin_stale_slots SOURCES alloc/bin_stale_slots.c PRELOAD TIMEOUT 120 LIBS Threads::Threads)
 alloc_test(alloc_double_free_random SOURCES alloc/double_free_random.c PRELOAD TIMEOUT 120)
 # ... and a live block whose tag word was copied from reused free memory is no bad free
 alloc_test(alloc_stale_tag SOURCES alloc/stale_tag.c PRELOAD TIMEOUT 120)
