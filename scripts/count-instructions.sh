@@ -20,6 +20,9 @@
 #               move 8 at a time: the refills' and flushes' fixed work shows (10 against 20);
 #   remote-mix  as remote, with sizes drawn from 16 B-1 KiB (remote-free's mix: 64 classes,
 #               so the freer's batches are many and short).
+#   medium      a medium block replaced in a loop: 8 kept, each free followed by a malloc of
+#               20-48 KiB (20,000 bytes plus 0-7 pages), the thread's kept medium spans
+#               serving them: a malloc and a free (100,000 against 200,000 replacements).
 # Needs valgrind (scripts/install-deps.sh installs it) and a C compiler; builds nothing of
 # larder's: run `make build` first. Takes about 35 s per library here.
 set -euo pipefail
@@ -106,7 +109,24 @@ int main(int argc, char **argv) {
   return 0;
 }
 EOF
+cat > "$work/medium.c" <<'EOF'
+#include <stdlib.h>
+int main(int argc, char **argv) {
+  long n = atol(argv[1]);
+  char *keep[8];
+  for (int k = 0; k < 8; k++) keep[k] = malloc(20000 + (size_t)k * 4096);
+  for (long i = 0; i < n; i++) {
+    int k = (int)(i & 7);
+    free(keep[k]);
+    keep[k] = malloc(20000 + (size_t)((i * 7) & 7) * 4096);
+    keep[k][0] = 1;
+  }
+  for (int k = 0; k < 8; k++) free(keep[k]);
+  return 0;
+}
+EOF
 "$cc" -O2 -o "$work/pair" "$work/pair.c"
+"$cc" -O2 -o "$work/medium" "$work/medium.c"
 "$cc" -O2 -pthread -o "$work/remote" "$work/remote.c"
 
 # Instructions of one run of "$@" under lib $1, all processes summed.
@@ -122,7 +142,7 @@ count() {
 # (instructions of the larger run - of the smaller) / extra operations, one decimal
 per_op() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN {printf "%.1f", (b - a) / n}'; }
 
-printf '%-40s %10s %10s %12s %10s %12s\n' library pair remote threadtest tt-1000 remote-mix
+printf '%-40s %10s %10s %12s %10s %12s %10s\n' library pair remote threadtest tt-1000 remote-mix medium
 for lib in "${libs[@]}"; do
   pair=$(per_op "$(count "$lib" "$work/pair" 1000000)" "$(count "$lib" "$work/pair" 2000000)" 1000000)
   remote=$(per_op "$(count "$lib" "$work/remote" 5)" "$(count "$lib" "$work/remote" 10)" 1000000)
@@ -131,5 +151,6 @@ for lib in "${libs[@]}"; do
   tt1k=$(per_op "$(count "$lib" "$threadtest" -t 1 --iterations 10 --objects 20000 --size 1000)" \
                 "$(count "$lib" "$threadtest" -t 1 --iterations 20 --objects 20000 --size 1000)" 200000)
   mix=$(per_op "$(count "$lib" "$work/remote" 5 mix)" "$(count "$lib" "$work/remote" 10 mix)" 1000000)
-  printf '%-40s %10s %10s %12s %10s %12s\n' "$lib" "$pair" "$remote" "$tt" "$tt1k" "$mix"
+  medium=$(per_op "$(count "$lib" "$work/medium" 100000)" "$(count "$lib" "$work/medium" 200000)" 100000)
+  printf '%-40s %10s %10s %12s %10s %12s %10s\n' "$lib" "$pair" "$remote" "$tt" "$tt1k" "$mix" "$medium"
 done

@@ -27,12 +27,14 @@ def test_counts_larder(bench_build):
     r = run()
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
-    assert lines[0].split() == ["library", "pair", "remote", "threadtest", "tt-1000", "remote-mix"]
-    pair, remote, threadtest, tt_1000, remote_mix = (float(x) for x in lines[1].split()[1:])
+    assert lines[0].split() == ["library", "pair", "remote", "threadtest", "tt-1000", "remote-mix", "medium"]
+    pair, remote, threadtest, tt_1000, remote_mix, medium = (float(x) for x in lines[1].split()[1:])
     # A malloc(32)+free pair, loop included, takes tens of instructions on larder's fast paths
-    # (74 at this writing); a malloc and its remote free, or a pair that goes through the
+    # (70 at this writing); a malloc and its remote free, or a pair that goes through the
     # superblocks (threadtest), takes more; bins of 1,000-byte blocks move 8 blocks at a time,
     # so their refills and flushes cost more per pair than 8-byte ones (61 at a time).
     assert 20 <= pair <= 150
     assert remote > pair and threadtest > pair
     assert tt_1000 > threadtest and remote_mix > pair
+    # a medium block's malloc and free go through the slow paths and the kept spans (about 400)
+    assert medium > pair
