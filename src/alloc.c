@@ -180,7 +180,7 @@ LD_ALIGNED_HOT void larder_free(void *p) {
     ld_block_t *b = p;
     void **slot = &bin->slots[bin->count];
     if (LD_LIKELY(*slot != LD_BIN_FULL && offset < LD_FAST_READ(bin->span) && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
-                  (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len && b->tag != ld_tag(b))) {
+                  !ld_bin_uncarved(bin, p) && b->tag != ld_tag(b))) {
       b->tag = ld_tag(b);
       ld_bin_seal(b);
       *slot = b;
@@ -219,7 +219,7 @@ LD_ALIGNED_HOT void larder_free(void *p) {
         }
       }
       /* carved, and the start of a block of the class */
-      if (LD_LIKELY((uintptr_t)p - bin->uncarved_start >= bin->uncarved_len &&
+      if (LD_LIKELY(!ld_bin_uncarved(bin, p) &&
                     (uint64_t)offset * bin->divisor_magic < bin->divisor_magic)) {
         ld_prefetch_for_write(p);
         uintptr_t at = heap->deferred_at;
@@ -847,7 +847,7 @@ static inline bool realloc_keeps(heap_t *heap, void *p, size_t size, size_t *own
   uint32_t offset = (uint32_t)((uintptr_t)p - sb) - bin->first;
   size_t usable = ld_class_size[owned_class >> LD_OWNED_CLASS_SHIFT];
   if (!(offset < LD_FAST_READ(bin->span) && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
-        (uintptr_t)p - bin->uncarved_start >= bin->uncarved_len && !ld_heap_deferred_is(heap, p) &&
+        !ld_bin_uncarved(bin, p) && !ld_heap_deferred_is(heap, p) &&
         !ld_block_is_free((const ld_block_t *)p)))
     return false;
   if (size <= usable && size >= usable / 2) return true;

@@ -522,9 +522,9 @@ static sb_t *heap_take_from_global(heap_t *heap, unsigned cls) {
  * pointer from its earlier life may name) has the slots above the top that point into it
  * turned to the bin's own address, which no free equals. At most LD_BIN_SLOTS slots, only as
  * a class changes superblocks. Owner, under its lock. */
-static LD_NOINLINE void bin_scrub_uncarved(ld_bin_t *bin, uintptr_t start, uintptr_t len) {
+static LD_NOINLINE void bin_scrub_uncarved(ld_bin_t *bin) {
   for (uint32_t i = bin->count; i < bin->limit; i++)
-    if ((uintptr_t)bin->slots[i] - start < len) bin->slots[i] = bin;
+    if (ld_bin_uncarved(bin, bin->slots[i])) bin->slots[i] = bin;
 }
 
 unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
@@ -580,10 +580,10 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
     start = (uintptr_t)cur->bump;
     len = (uintptr_t)(cur->data + (size_t)cur->capacity * cur->block_size) - start;
   }
-  if (len && (start < bin->uncarved_start || start + len > bin->uncarved_start + bin->uncarved_len))
-    bin_scrub_uncarved(bin, start, len);
+  bool moved = len && (start < bin->uncarved_start || start + len > bin->uncarved_start + bin->uncarved_len);
   LD_OWNER_SET(bin->uncarved_start, start);
   LD_OWNER_SET(bin->uncarved_len, len);
+  if (moved) bin_scrub_uncarved(bin);
   heap_unlock(heap);
   if (n + arrived == 0) errno = ENOMEM;
   return n + arrived;
@@ -1276,7 +1276,7 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
     /* no slot above the top names an uncarved block (bin_scrub_uncarved: the free fast path
      * takes a block equal to the slot above the top without the uncarved check) */
     for (uint32_t i = heap->bins[c].count; i < heap->bins[c].limit && i < LD_BIN_SLOTS; i++)
-      if ((uintptr_t)heap->bins[c].slots[i] - heap->bins[c].uncarved_start < heap->bins[c].uncarved_len)
+      if (ld_bin_uncarved(&heap->bins[c], heap->bins[c].slots[i]))
         VIOLATION("heap %p class %u: slot %u above the bin's top names uncarved block %p\n", (void *)heap, c, i,
                   heap->bins[c].slots[i]);
     bool set_up = ld_class_set_has(ld_class_words_read(&heap->bins_set_up), c);

@@ -584,6 +584,12 @@ typedef struct ld_bin_s {
   void *slots[LD_BIN_SLOTS];
 } ld_bin_t;
 _Static_assert(sizeof(ld_bin_t) == 1024, "a bin is 1 KiB, so its address is a shift");
+/* p lies among the blocks of the class's current superblock not carved yet (a free of it is of
+ * a block never handed out; no slot above the bin's top may name one: heap.c,
+ * bin_scrub_uncarved). One compare: below uncarved_start wraps to above uncarved_len. */
+static inline bool ld_bin_uncarved(const ld_bin_t *bin, const void *p) {
+  return (uintptr_t)p - bin->uncarved_start < bin->uncarved_len;
+}
 /* A free the thread's fast path deferred (heap_t, deferred): the block and its bin. */
 typedef struct ld_deferred_s {
   ld_block_t *block;
