@@ -267,6 +267,14 @@ void *ld_large_alloc(size_t size, size_t align, size_t *dirty, heap_t *owner) {
   return user;
 }
 
+/* A CAS even for the span's owner, though it is the medium free's dearest instruction: a
+ * locked instruction waits for every store before it to reach the cache, and a program writes
+ * the blocks it just got (20-60 KiB churn, each block's ends written: 64% of the CPU samples on
+ * it; 0.73x the CPU with a load and a store instead). With the owner's load and store, a
+ * double free by the owner and another thread at once passes both when the other's CAS comes
+ * between them, and the owner's store, which may come any time later (a preemption), then
+ * overwrites whatever the other thread's entry made of the span since: given back to its
+ * segment, handed out. Tried (docs/results.md, fifty-first session), not kept. */
 void ld_medium_retire(sb_t *span) {
   uint8_t kind = LD_KIND_MEDIUM;
   if (!__atomic_compare_exchange_n(&span->kind, &kind, LD_KIND_FREED, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))

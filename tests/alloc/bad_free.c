@@ -59,7 +59,12 @@
  * and for a 40,000-byte medium span:
  *   medium-double - freed twice while the thread keeps it (cache.c, medium spans);
  *   medium-double-late - freed again after twelve other spans pushed it back to its segment;
- *   medium-double-remote - freed again by another thread, while the first thread keeps it.
+ *   medium-double-remote - freed again by another thread, while the first thread keeps it;
+ *   medium-double-race - freed by its owner and another thread at once (both let go by one
+ *              flag): one of the two frees finds it freed (the span is marked with a CAS:
+ *              large.c, ld_medium_retire), whichever comes first, and the next mallocs of its
+ *              size must never hand it out twice; -trim: malloc_trim gives every kept span
+ *              back to its segment before those mallocs (each run 20 times more).
  * The child says which address it frees ("addr=0x..."), then frees it. The parent checks the
  * child died of SIGABRT and that what it wrote after that line names the address in hex.
  * glibc names no address, so without larder the test is skipped. */
@@ -82,6 +87,15 @@ static void report_handed_twice(void *const *got, int n) {
 
 static void *free_in_thread(void *p) {
   alloc_announce(p);
+  free(p);
+  return NULL;
+}
+
+/* medium-double-race: the other thread frees p as main does, both let go by one flag. */
+static atomic_int race_go;
+static void *free_at_go_in_thread(void *p) {
+  while (!atomic_load(&race_go)) {
+  }
   free(p);
   return NULL;
 }
@@ -498,6 +512,23 @@ static int child(const char *mode) {
     pthread_join(t, NULL);
     return 0;
   }
+  if (strcmp(mode, "medium-double-race") == 0 || strcmp(mode, "medium-double-race-trim") == 0) {
+    char *p = malloc(40000);
+    memset(p, 1, 40000);
+    pthread_t t;
+    if (pthread_create(&t, NULL, free_at_go_in_thread, p) != 0) return 93;
+    alloc_announce(p);
+    atomic_store(&race_go, 1);
+    free(p);
+    pthread_join(t, NULL);
+    /* (-trim: every kept span back to its segment first, so that the entry left finds p gone) */
+    if (strcmp(mode, "medium-double-race-trim") == 0) malloc_trim(0);
+    /* both frees passed (at once): the second of these to take p finds it handed out */
+    void *got[3];
+    for (int i = 0; i < 3; i++) got[i] = malloc(40000);
+    report_handed_twice(got, 3);
+    return 0;
+  }
   if (strcmp(mode, "large-interior") == 0) free_inside(100000, 4096);
   return 92;
 }
@@ -553,9 +584,12 @@ int main(int argc, char **argv) {
                          "double-between-3", "double-between-4", "double-between-5", "double-between-8", "double-remote",
                          "remote-double", "remote-double-late", "remote-double-batched", "remote-into-bin-double", "race-owner-first",
                          "race-remote-first", "race-remote-first-batched", "idle-double", "large-double", "large-interior",
-                         "medium-double", "medium-double-late", "medium-double-remote"};
+                         "medium-double", "medium-double-late", "medium-double-remote", "medium-double-race",
+                         "medium-double-race-trim"};
   for (int debug = 0; debug <= 1; debug++)
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) run_case(modes[m], debug);
+  /* the frees at once meet in a window of nanoseconds: more tries, every one reported */
+  for (int i = 0; i < 40; i++) run_case(i % 2 ? "medium-double-race-trim" : "medium-double-race", 0);
   /* LARDER_REMOTE_FREE_CHECK=0 leaves the ring's mark out (faster remote frees), and then the
    * race with the other thread first goes unreported, as the option says: the option is real. */
   {
