@@ -23,6 +23,10 @@
 #   medium      a medium block replaced in a loop: 8 kept, each free followed by a malloc of
 #               20-48 KiB (20,000 bytes plus 0-7 pages), the thread's kept medium spans
 #               serving them: a malloc and a free (100,000 against 200,000 replacements).
+#   thread      a thread's whole life, as larson's threads live: started, it frees the 100
+#               blocks of 16 B-1 KiB its predecessor left (another heap's, unless the same one
+#               was reused), mallocs 100 of its own for its successor, and exits; one at a time
+#               (200 against 400 threads; thread creation and exit in libc included).
 # Needs valgrind (scripts/install-deps.sh installs it) and a C compiler; builds nothing of
 # larder's: run `make build` first. Takes about 35 s per library here.
 set -euo pipefail
@@ -109,6 +113,28 @@ int main(int argc, char **argv) {
   return 0;
 }
 EOF
+cat > "$work/thread.c" <<'EOF'
+#include <pthread.h>
+#include <stdlib.h>
+enum { BLOCKS = 100 };
+static void *left[BLOCKS];
+static void *life(void *arg) {
+  (void)arg;
+  for (int i = 0; i < BLOCKS; i++) free(left[i]);
+  for (int i = 0; i < BLOCKS; i++) left[i] = malloc(16 + (size_t)i * 10);
+  return NULL;
+}
+int main(int argc, char **argv) {
+  int n = atoi(argv[1]);
+  for (int i = 0; i < BLOCKS; i++) left[i] = malloc(16 + (size_t)i * 10);
+  for (int t = 0; t < n; t++) {
+    pthread_t th;
+    if (pthread_create(&th, NULL, life, NULL) || pthread_join(th, NULL)) return 1;
+  }
+  for (int i = 0; i < BLOCKS; i++) free(left[i]);
+  return 0;
+}
+EOF
 cat > "$work/medium.c" <<'EOF'
 #include <stdlib.h>
 int main(int argc, char **argv) {
@@ -128,6 +154,7 @@ EOF
 "$cc" -O2 -o "$work/pair" "$work/pair.c"
 "$cc" -O2 -o "$work/medium" "$work/medium.c"
 "$cc" -O2 -pthread -o "$work/remote" "$work/remote.c"
+"$cc" -O2 -pthread -o "$work/thread" "$work/thread.c"
 
 # Instructions of one run of "$@" under lib $1, all processes summed.
 count() {
@@ -140,9 +167,14 @@ count() {
   grep -h '^summary:' "$work"/cg.* | awk '{s += $2} END {print s}'
 }
 # (instructions of the larger run - of the smaller) / extra operations, one decimal
-per_op() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN {printf "%.1f", (b - a) / n}'; }
+# ("failed" when either run failed: count printed its log and nothing on stdout; snmalloc, for
+# one, cannot start under valgrind)
+per_op() {
+  if [ -z "$1" ] || [ -z "$2" ]; then echo failed; return; fi
+  awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN {printf "%.1f", (b - a) / n}'
+}
 
-printf '%-40s %10s %10s %12s %10s %12s %10s\n' library pair remote threadtest tt-1000 remote-mix medium
+printf '%-40s %10s %10s %12s %10s %12s %10s %10s\n' library pair remote threadtest tt-1000 remote-mix medium thread
 for lib in "${libs[@]}"; do
   pair=$(per_op "$(count "$lib" "$work/pair" 1000000)" "$(count "$lib" "$work/pair" 2000000)" 1000000)
   remote=$(per_op "$(count "$lib" "$work/remote" 5)" "$(count "$lib" "$work/remote" 10)" 1000000)
@@ -152,5 +184,6 @@ for lib in "${libs[@]}"; do
                 "$(count "$lib" "$threadtest" -t 1 --iterations 20 --objects 20000 --size 1000)" 200000)
   mix=$(per_op "$(count "$lib" "$work/remote" 5 mix)" "$(count "$lib" "$work/remote" 10 mix)" 1000000)
   medium=$(per_op "$(count "$lib" "$work/medium" 100000)" "$(count "$lib" "$work/medium" 200000)" 100000)
-  printf '%-40s %10s %10s %12s %10s %12s %10s\n' "$lib" "$pair" "$remote" "$tt" "$tt1k" "$mix" "$medium"
+  thread=$(per_op "$(count "$lib" "$work/thread" 200)" "$(count "$lib" "$work/thread" 400)" 200)
+  printf '%-40s %10s %10s %12s %10s %12s %10s %10s\n' "$lib" "$pair" "$remote" "$tt" "$tt1k" "$mix" "$medium" "$thread"
 done

@@ -27,8 +27,8 @@ def test_counts_larder(bench_build):
     r = run()
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
-    assert lines[0].split() == ["library", "pair", "remote", "threadtest", "tt-1000", "remote-mix", "medium"]
-    pair, remote, threadtest, tt_1000, remote_mix, medium = (float(x) for x in lines[1].split()[1:])
+    assert lines[0].split() == ["library", "pair", "remote", "threadtest", "tt-1000", "remote-mix", "medium", "thread"]
+    pair, remote, threadtest, tt_1000, remote_mix, medium, thread = (float(x) for x in lines[1].split()[1:])
     # A malloc(32)+free pair, loop included, takes tens of instructions on larder's fast paths
     # (70 at this writing); a malloc and its remote free, or a pair that goes through the
     # superblocks (threadtest), takes more; bins of 1,000-byte blocks move 8 blocks at a time,
@@ -38,3 +38,22 @@ def test_counts_larder(bench_build):
     assert tt_1000 > threadtest and remote_mix > pair
     # a medium block's malloc and free go through the slow paths and the kept spans (about 400)
     assert medium > pair
+    # a thread's life: libc's thread start and exit, 100 frees and 100 mallocs, the heap taken
+    # and parked (about 20,600 at this writing; glibc alone about 16,600)
+    assert thread > 200 * pair
+
+
+def test_failed_run_says_so(bench_build, tmp_path):
+    """A library whose programs fail under valgrind is reported as failed, not as 0.0."""
+    if shutil.which("valgrind") is None:
+        pytest.fail("valgrind is missing: scripts/install-deps.sh installs it (make test runs it)")
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    src = tmp_path / "abort.c"
+    src.write_text("#include <stdlib.h>\n__attribute__((constructor)) static void die(void) { abort(); }\n")
+    lib = tmp_path / "libabort.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    r = run(str(lib))
+    assert r.returncode == 0, r.stderr
+    row = r.stdout.strip().splitlines()[1].split()
+    assert row[1:] == ["failed"] * 7, r.stdout
