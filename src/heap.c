@@ -187,15 +187,17 @@ static void heap_regroup(heap_t *heap, sb_t *sb) {
 
 /* ---- Hoard's threshold ---- */
 
-static void heap_recompute_threshold(heap_t *heap, unsigned c) {
+static int64_t heap_threshold(const heap_t *heap, unsigned c) {
   double f = LD_OPTION(empty_fraction);
   int64_t k = (int64_t)LD_OPTION(k) + heap->boost[c];
   int64_t by_k = heap->a[c] - k * ld_class_capacity_bytes[c];
   int64_t by_f = (int64_t)((1.0 - f) * (double)heap->a[c]);
   /* The invariant fails only when both hold: u < a - K*S and u < (1-f)*a (Hoard §3.1);
    * rounding by_f down keeps u == (1-f)*a on the legal side. */
-  heap->u_release[c] = by_k < by_f ? by_k : by_f;
+  return by_k < by_f ? by_k : by_f;
 }
+/* After every change of a[c], boost[c] or the options (the validation walk checks it). */
+static void heap_recompute_threshold(heap_t *heap, unsigned c) { heap->u_release[c] = heap_threshold(heap, c); }
 
 static void heap_release_while_below(heap_t *heap, unsigned c);
 
@@ -767,7 +769,9 @@ static void heap_give_empty_locked(heap_t *heap, bool idle) {
         LD_STAT_INC(heap, superblocks_to_global);
         if (++given % GIVES_PER_TURN == 0) ld_global_let_waiters_in();
       }
-    heap_recompute_threshold(heap, c);
+    /* (no threshold to recompute: every change of a[c] or boost[c] recomputes it, and
+     * heap_check_options above any option's; once per class here was a third of this walk's
+     * cost at each thread's exit, with 60 classes held) */
   }
   ld_global_unlock();
 }
@@ -1221,6 +1225,12 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
   size_t held = 0;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     int64_t k_slack = ((int64_t)LD_OPTION(k) + heap->boost[c]) * ld_class_capacity_bytes[c];
+    /* (an option changed since this heap's last look is applied at its next; a heap that holds
+     * nothing of the class has no threshold to keep) */
+    if (heap->a[c] && heap->options_epoch == atomic_load_explicit(&ld_options_epoch, memory_order_relaxed) &&
+        heap->u_release[c] != heap_threshold(heap, c))
+      VIOLATION("heap %p class %u: threshold %lld, %lld by a, K and f\n", (void *)heap, c, (long long)heap->u_release[c],
+                (long long)heap_threshold(heap, c));
     int64_t u = 0, a = 0, carved = 0;
     sb_t *cur = heap->current[c];
     if (cur != &ld_sb_none) {
