@@ -521,12 +521,15 @@ static sb_t *heap_take_from_global(heap_t *heap, unsigned cls) {
  * point into the uncarved blocks of the class's current superblock. Within one superblock's
  * life the uncarved range only shrinks, so no slot can come to point into it; a range that is
  * not within the last one (a new current superblock, or one formatted anew, whose blocks a
- * pointer from its earlier life may name) has the slots above the top that point into it
- * turned to the bin's own address, which no free equals. At most LD_BIN_SLOTS slots, only as
- * a class changes superblocks. Owner, under its lock. */
+ * pointer from its earlier life may name) has every slot above the top turned to the bin's
+ * own address, which no free equals. Those slots hold nothing the fast paths want: the fill has
+ * just set the top, so the slot above it holds no block malloc popped last. All of them, not
+ * only those that point into the range: a store per slot, which the compiler makes two slots a
+ * store, against a load, a compare and a branch (a class that takes a new superblock at every
+ * refill: threadtest of 1,000 B blocks, 159.9 -> 155.7 instructions a pair). At most
+ * LD_BIN_SLOTS slots, only as a class changes superblocks. Owner, under its lock. */
 static LD_NOINLINE void bin_scrub_uncarved(ld_bin_t *bin) {
-  for (uint32_t i = bin->count; i < bin->limit; i++)
-    if (ld_bin_uncarved(bin, bin->slots[i])) bin->slots[i] = bin;
+  for (uint32_t i = bin->count; i < bin->limit; i++) bin->slots[i] = bin;
 }
 
 unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
