@@ -308,7 +308,7 @@ static inline void class_vote(heap_t *heap, unsigned cls, size_t g) {
 /* A small block of class cls from the thread's bin, refilled when empty; g, the request's
  * granule, votes for a learned class at a refill (0: no vote). */
 static void *malloc_class(heap_t *heap, unsigned cls, size_t g) {
-  ld_bin_t *bin = &heap->bins[cls];
+  ld_bin_t *bin = ld_heap_bin(heap, cls);
   ld_cache_enter(heap);
   /* before a refill (they may be this class's blocks), and before the heap takes a superblock
    * whose block may wait in the ring: it would then reach the fast path unchecked */
@@ -477,7 +477,7 @@ static LD_NOINLINE void free_small_own(heap_t *heap, sb_t *sb, ld_block_t *b, bo
    * purge that drains this thread's bins meanwhile may give sb to the global heap, and its next
    * owner carve; bump only grows while b is live, so either value judges b alike.) */
   if ((char *)b >= LD_READ(sb->bump)) ld_fatal_bad_free("invalid free (block was never allocated)", b);
-  ld_bin_t *bin = &heap->bins[sb->size_class];
+  ld_bin_t *bin = ld_heap_bin(heap, sb->size_class);
   ld_cache_enter(heap);
   ld_cache_settle_deferred(heap); /* a double free of the deferred block is caught there */
   if (claimed) b->tag = ld_tag(b);
@@ -845,7 +845,7 @@ static inline bool realloc_keeps(heap_t *heap, void *p, size_t size, size_t *own
   if (owned_class >= LD_OWNED_NONE) return false;
   const ld_bin_t *bin = ld_heap_owned_bin(heap, owned_class);
   uint32_t offset = (uint32_t)((uintptr_t)p - sb) - bin->first;
-  size_t usable = ld_class_size[owned_class >> LD_OWNED_CLASS_SHIFT];
+  size_t usable = ld_class_size[ld_heap_place_class(heap, owned_class >> LD_OWNED_CLASS_SHIFT)];
   if (!(offset < LD_FAST_READ(bin->span) && (uint64_t)offset * bin->divisor_magic < bin->divisor_magic &&
         !ld_bin_uncarved(bin, p) && !ld_heap_deferred_is(heap, p) &&
         !ld_block_is_free((const ld_block_t *)p)))

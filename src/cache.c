@@ -42,7 +42,7 @@ static uint32_t bin_span(unsigned c) { return ld_class_shape[c].span; }
 static void bin_of_set(heap_t *heap) {
   unsigned learned = __atomic_load_n(&ld_classes_learned, __ATOMIC_ACQUIRE); /* (those the table has now, at least) */
   for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++)
-    __atomic_store_n(&heap->bin_of[g], ld_bin_offset(ld_granule_class(g)), __ATOMIC_RELAXED);
+    __atomic_store_n(&heap->bin_of[g], ld_bin_offset(ld_heap_bin_place(heap, ld_granule_class(g))), __ATOMIC_RELAXED);
   heap->classes_synced = learned;
 }
 /* (A purge may be turning the bins away meanwhile, writing the same entries: it then flushes
@@ -65,7 +65,7 @@ static uint32_t bin_first_limit(unsigned c) {
  * the new limit; what it may hold past its first limit is counted in bins_grown_bytes (a bin
  * not set up, limit 0, had nothing past it). The owner, in its cache. */
 static void bin_set_limit(heap_t *heap, unsigned c, uint32_t limit) {
-  ld_bin_t *bin = &heap->bins[c];
+  ld_bin_t *bin = ld_heap_bin(heap, c);
   uint32_t old = bin->limit, first = bin_first_limit(c);
   for (uint32_t i = old; i < limit; i++) bin->slots[i] = bin;
   bin->slots[limit] = LD_BIN_FULL;
@@ -78,7 +78,13 @@ static void bin_set_limit(heap_t *heap, unsigned c, uint32_t limit) {
  * heap's bins look at those only, never at the pages of bins its thread did not use. */
 static inline ld_class_set_t bins_set_up(const heap_t *heap) { return ld_class_words_read(&heap->bins_set_up); }
 static void bin_setup(heap_t *heap, unsigned c) {
-  ld_bin_t *bin = &heap->bins[c];
+  if (!heap->bin_place[c]) { /* the class's first refill in this heap: the next place (one a class: at most LD_CLASS_COUNT) */
+    unsigned place = heap->places_used++;
+    heap->place_class[place] = (uint8_t)c;
+    __atomic_store_n(&heap->bin_place[c], (uint8_t)(place + 1), __ATOMIC_RELAXED);
+    bin_of_set(heap); /* (once a class in a heap's life) */
+  }
+  ld_bin_t *bin = ld_heap_bin(heap, c);
   bin->refilled = 0;
   bin->first = ld_class_shape[c].first;
   __atomic_store_n(&bin->span, bin_span(c), __ATOMIC_RELAXED); /* (a drain stores it too) */
@@ -110,7 +116,7 @@ static inline bool bin_is_set_up(const ld_bin_t *bin) { return bin->limit != 0; 
 /* Doubles bin c's limit, within LD_BIN_SLOTS - 1 and the thread's growth bound; false if it
  * cannot grow. */
 static bool bin_grow(heap_t *heap, unsigned c) {
-  ld_bin_t *bin = &heap->bins[c];
+  ld_bin_t *bin = ld_heap_bin(heap, c);
   size_t size = ld_class_size[c], bound = LD_BIN_GROWTH_BYTES();
   size_t room = bound > heap->bins_grown_bytes ? bound - heap->bins_grown_bytes : 0;
   uint32_t limit = bin->limit, grown = 2 * limit;
@@ -141,7 +147,7 @@ int64_t ld_cache_bytes(const heap_t *heap) {
   int64_t bytes = 0;
   for (ld_class_set_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
     unsigned c = ld_class_set_first(set_up);
-    bytes += (int64_t)LD_READ(heap->bins[c].count) * ld_class_size[c];
+    bytes += (int64_t)LD_READ(ld_heap_bin_const(heap, c)->count) * ld_class_size[c];
   }
   return bytes;
 }
@@ -531,7 +537,7 @@ void ld_cache_validate(heap_t *heap, int *violations) {
   size_t grown = 0;
   for (ld_class_set_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
     unsigned c = ld_class_set_first(set_up);
-    uint32_t limit = heap->bins[c].limit, first = bin_first_limit(c);
+    uint32_t limit = ld_heap_bin(heap, c)->limit, first = bin_first_limit(c);
     if (limit < first || limit > LD_BIN_SLOTS - 1) {
       ld_message("larder: validate: heap %p: bin of class %u has limit %u (first %u, at most %d)\n", (void *)heap, c, limit,
                  first, LD_BIN_SLOTS - 1);
@@ -724,7 +730,7 @@ static bool bin_turns(ld_bin_t *bin) {
  * older half goes back. Not by the purge, which empties an idle thread's bins and leaves
  * their limits alone. */
 static void bin_make_room(heap_t *heap, unsigned c, bool by_purge) {
-  ld_bin_t *bin = &heap->bins[c];
+  ld_bin_t *bin = ld_heap_bin(heap, c);
   if (!by_purge) {
     bool turn = (bin->refilled & (BIN_REFILLED | BIN_FLUSHED_LAST)) == BIN_REFILLED;
     bin->refilled |= BIN_FLUSHED_LAST;
@@ -733,7 +739,7 @@ static void bin_make_room(heap_t *heap, unsigned c, bool by_purge) {
   bin_flush_blocks(heap, c, (bin->count + 1u) / 2, by_purge);
 }
 static void bin_flush_blocks(heap_t *heap, unsigned cls, unsigned n, bool by_purge) {
-  ld_bin_t *bin = &heap->bins[cls];
+  ld_bin_t *bin = ld_heap_bin(heap, cls);
   if (n > bin->count) n = bin->count;
   if (!n) return;
   /* (the purge's: the deferred frees were settled first, or they are none of this bin's) */
@@ -750,8 +756,11 @@ static void bin_flush_blocks(heap_t *heap, unsigned cls, unsigned n, bool by_pur
 }
 
 void *ld_cache_refill(heap_t *heap, unsigned cls) {
-  ld_bin_t *bin = &heap->bins[cls];
-  if (LD_UNLIKELY(!bin_is_set_up(bin))) bin_setup(heap, cls);
+  ld_bin_t *bin = ld_heap_bin(heap, cls);
+  if (LD_UNLIKELY(!bin_is_set_up(bin))) {
+    bin_setup(heap, cls);
+    bin = ld_heap_bin(heap, cls); /* (the sentinel's until then) */
+  }
   /* The fast path found the bin empty: `fill` blocks come in, twice as many next time, up to
    * half of what the bin may hold. */
   /* emptied since its last flush: a turn, and it grows if it cycles (bin_turns, bin_grow) */
@@ -775,7 +784,7 @@ void *ld_cache_refill(heap_t *heap, unsigned cls) {
 }
 
 bool ld_cache_free_owned(heap_t *heap, sb_t *sb, ld_block_t *b) {
-  ld_bin_t *bin = &heap->bins[sb->size_class];
+  ld_bin_t *bin = ld_heap_bin(heap, sb->size_class);
   bool full = bin->count >= bin->limit;
   if (full) bin_make_room(heap, sb->size_class, false);
   ld_bin_seal(b);
@@ -859,7 +868,7 @@ static bool settle_deferred_at(heap_t *heap, unsigned place, ld_block_t *block, 
   ld_block_t *b = heap->deferred[place].block;
   ld_bin_t *bin = heap->deferred[place].bin;
   if (ld_block_is_free(b)) ld_fatal_bad_free("double free", b);
-  unsigned cls = (unsigned)(bin - heap->bins);
+  unsigned cls = ld_heap_bin_class(heap, bin);
   bool full = bin->count >= bin->limit;
   /* (before b's tag: the flush looks for free tags on the deferred frees, b among them) */
   if (full) bin_make_room(heap, cls, by_purge);
@@ -908,7 +917,7 @@ void ld_cache_settle_deferred_now(heap_t *heap) {
 /* Bin c's limit lowered to `limit` (bin_grow's growth given back), its oldest blocks past it
  * flushed first. In the cache. */
 static void bin_shrink(heap_t *heap, unsigned c, uint32_t limit) {
-  ld_bin_t *bin = &heap->bins[c];
+  ld_bin_t *bin = ld_heap_bin(heap, c);
   if (bin->count > limit) bin_flush(heap, c, bin->count - limit);
   bin_set_limit(heap, c, limit);
 }
@@ -933,7 +942,7 @@ void ld_cache_trim(heap_t *heap) {
   }
   for (ld_class_set_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
     unsigned c = ld_class_set_first(set_up);
-    ld_bin_t *bin = &heap->bins[c];
+    ld_bin_t *bin = ld_heap_bin(heap, c);
     uint32_t first = bin_first_limit(c);
     if (!(bin->refilled & BIN_REFILLED)) {
       /* three quarters go back, and what a grown bin holds past its first limit: one flush */
@@ -1696,7 +1705,7 @@ void ld_cache_wait_for_purge(heap_t *heap) {
 static void bins_turn_away(heap_t *heap, ld_class_set_t classes) {
   for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++) __atomic_store_n(&heap->bin_of[g], ld_bin_offset(LD_CLASS_LARGE), __ATOMIC_RELAXED);
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
-    if (ld_class_set_has(classes, c)) __atomic_store_n(&heap->bins[c].span, 0, __ATOMIC_RELAXED);
+    if (ld_class_set_has(classes, c)) __atomic_store_n(&ld_heap_bin(heap, c)->span, 0, __ATOMIC_RELAXED);
 }
 /* Whether the turn away still holds, read once the owner was seen out of its bins after the
  * fence. The owner writes the same entries in its slow paths: it turns its bins back
@@ -1714,7 +1723,7 @@ static bool bins_still_turned_away(const heap_t *heap, ld_class_set_t classes) {
   for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++)
     if (__atomic_load_n(&heap->bin_of[g], __ATOMIC_RELAXED) != away) return false;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
-    if (ld_class_set_has(classes, c) && __atomic_load_n(&heap->bins[c].span, __ATOMIC_RELAXED) != 0) return false;
+    if (ld_class_set_has(classes, c) && __atomic_load_n(&ld_heap_bin_const(heap, c)->span, __ATOMIC_RELAXED) != 0) return false;
   return true;
 }
 /* The owner's: its own fast paths read what it writes here in order. Every bin set up gets
@@ -1724,7 +1733,7 @@ static bool bins_still_turned_away(const heap_t *heap, ld_class_set_t classes) {
 static void bins_turn_back(heap_t *heap) {
   for (ld_class_set_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
     unsigned c = ld_class_set_first(set_up);
-    __atomic_store_n(&heap->bins[c].span, bin_span(c), __ATOMIC_RELAXED);
+    __atomic_store_n(&ld_heap_bin(heap, c)->span, bin_span(c), __ATOMIC_RELAXED);
   }
   bin_of_set(heap);
 }
@@ -1736,7 +1745,7 @@ bool ld_cache_holds(const heap_t *heap) {
   if (!__atomic_load_n(&heap->bins_ready, __ATOMIC_ACQUIRE)) return false;
   if (deferred_waiting(heap)) return true;
   for (ld_class_set_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1)
-    if (LD_READ(heap->bins[ld_class_set_first(set_up)].count)) return true;
+    if (LD_READ(ld_heap_bin_const(heap, ld_class_set_first(set_up))->count)) return true;
   return false;
 }
 
@@ -1755,7 +1764,7 @@ int ld_cache_drain_idle(heap_t *heap) {
   ld_class_set_t set_up = bins_set_up(heap), classes = 0; /* the bins set up; those holding blocks */
   for (ld_class_set_t left = set_up; left; left &= left - 1) {
     unsigned c = ld_class_set_first(left);
-    if (LD_READ(heap->bins[c].count)) classes |= LD_CLASS_BIT(c);
+    if (LD_READ(ld_heap_bin(heap, c)->count)) classes |= LD_CLASS_BIT(c);
   }
   bool deferred = deferred_waiting(heap);
   if (!classes && !deferred) return 0;
@@ -1779,7 +1788,7 @@ int ld_cache_drain_idle(heap_t *heap) {
      * moment: the places are the purge's only when every bin is turned away. */
     if (!(set_up & ~classes)) settle_deferred(heap, true);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
-      if (ld_class_set_has(classes, c)) bin_flush_blocks(heap, c, heap->bins[c].count, true);
+      if (ld_class_set_has(classes, c)) bin_flush_blocks(heap, c, ld_heap_bin(heap, c)->count, true);
     drained = 1;
   }
   __atomic_store_n(&heap->bins_draining, LD_BINS_TURNED_AWAY, __ATOMIC_RELEASE);
@@ -1793,7 +1802,7 @@ void ld_cache_drain(heap_t *heap) {
   ld_heap_return_bins(heap);
   for (ld_class_set_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
     unsigned c = ld_class_set_first(set_up);
-    ld_bin_t *bin = &heap->bins[c];
+    ld_bin_t *bin = ld_heap_bin(heap, c);
     send_foreign(heap, bin->slots, bin->count, false);
     LD_OWNER_SET(bin->count, 0);
     bin->refilled = 0;

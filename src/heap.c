@@ -133,11 +133,11 @@ static void heap_unlock(heap_t *heap) { ld_unlock(&heap->lock); }
 static void heap_own(heap_t *heap, sb_t *sb) {
   LD_OWNER_SET(heap->table_purged, false); /* (heap lock held, as by ld_heap_purge_parked_table) */
   for (uintptr_t a = (uintptr_t)sb; a < (uintptr_t)sb + ld_sb_size; a += (uintptr_t)1 << 16)
-    LD_OWNER_SET(heap->owned[ld_owned_slot(a)], ld_owned_entry(sb));
+    LD_OWNER_SET(heap->owned[ld_owned_slot(a)], ld_owned_entry(heap, sb));
 }
 static void heap_disown(heap_t *heap, sb_t *sb) {
   for (uintptr_t a = (uintptr_t)sb; a < (uintptr_t)sb + ld_sb_size; a += (uintptr_t)1 << 16)
-    if (heap->owned[ld_owned_slot(a)] == ld_owned_entry(sb)) LD_OWNER_SET(heap->owned[ld_owned_slot(a)], 0);
+    if (heap->owned[ld_owned_slot(a)] == ld_owned_entry(heap, sb)) LD_OWNER_SET(heap->owned[ld_owned_slot(a)], 0);
 }
 
 /* ---- fullness groups ---- */
@@ -383,7 +383,7 @@ static bool inbox_to_bin(heap_t *heap, const ld_message_t *m) {
   uintptr_t sb = (uintptr_t)ld_sb_of(m->head);
   uintptr_t owned_class = ld_heap_owned_class(heap, sb, sb);
   if (owned_class >= LD_OWNED_NONE) return false; /* not the heap's now */
-  unsigned cls = (unsigned)(owned_class >> LD_OWNED_CLASS_SHIFT);
+  unsigned cls = ld_heap_place_class(heap, owned_class >> LD_OWNED_CLASS_SHIFT);
   ld_bin_t *bin = ld_heap_owned_bin(heap, owned_class);
   if (bin->count + k > bin->limit) return false; /* full (or not set up: limit 0) */
   bin->slots[bin->count] = m->head;
@@ -533,7 +533,7 @@ static LD_NOINLINE void bin_scrub_uncarved(ld_bin_t *bin) {
 }
 
 unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
-  ld_bin_t *bin = &heap->bins[cls];
+  ld_bin_t *bin = ld_heap_bin(heap, cls);
   heap_lock(heap);
   LD_STAT_INC(heap, refills);
   heap_check_options(heap);
@@ -606,7 +606,7 @@ static ld_class_set_t heap_return_locked(heap_t *heap, ld_bin_t *bin, void **blo
   LD_STAT_INC(heap, flushes);
   /* A bin holds one class, and its blocks often come in runs of one superblock (a thread that
    * frees what it allocated): u falls once, and a superblock is regrouped once per run. */
-  unsigned cls = (unsigned)(bin - heap->bins);
+  unsigned cls = ld_heap_bin_class(heap, bin);
   /* A run's blocks are linked to each other as they come, each in front of the one before
    * (the order one push at a time would give), and the chain goes on the superblock's free
    * list once, with its count: the inner loop stores one link a block and leaves the
@@ -691,7 +691,7 @@ void ld_heap_return_bins(heap_t *heap) {
   heap_check_options(heap);
   ld_class_set_t classes = 0;
   for (ld_class_set_t set_up = ld_class_words_read(&heap->bins_set_up); set_up; set_up &= set_up - 1) { /* (the others are empty) */
-    ld_bin_t *bin = &heap->bins[ld_class_set_first(set_up)];
+    ld_bin_t *bin = ld_heap_bin(heap, ld_class_set_first(set_up));
     unsigned foreign;
     if (!bin->count) continue;
     classes |= heap_return_locked(heap, bin, bin->slots, bin->count, &foreign);
@@ -1191,7 +1191,7 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures, ld_class_figure
     figures->medium_cached += LD_READ(h->medium_cached_bytes) + (int64_t)ld_heap_medium_returned_bytes(h);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
       int64_t u = LD_READ(h->u[c]), superblocks = LD_READ(h->a[c]) / ld_class_capacity_bytes[c];
-      int64_t blocks = LD_READ(h->bins[c].count);
+      int64_t blocks = LD_READ(ld_heap_bin(h, c)->count);
       figures->in_use += u;
       figures->held += superblocks * (int64_t)ld_sb_size;
       figures->cached_blocks += blocks;
@@ -1208,10 +1208,11 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures, ld_class_figure
      * NULL places (the statistics during start-up: misuse_stats_during_start) */
     for (unsigned i = 0; i < LD_DEFERRED; i++) {
       ld_bin_t *deferred_bin = LD_READ(h->deferred[i].bin);
-      if (deferred_bin >= h->bins && deferred_bin < h->bins + LD_CLASS_COUNT) {
+      if (deferred_bin >= h->bins && deferred_bin < h->bins + h->places_used) {
+        unsigned c = ld_heap_bin_class(h, deferred_bin);
         figures->cached_blocks += 1;
-        figures->cached += ld_class_size[deferred_bin - h->bins];
-        if (classes) classes->cached[deferred_bin - h->bins] += ld_class_size[deferred_bin - h->bins];
+        figures->cached += ld_class_size[c];
+        if (classes) classes->cached[c] += ld_class_size[c];
       }
     }
     heap_unlock(h);
@@ -1226,6 +1227,7 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures, ld_class_figure
 static void heap_validate_locked(heap_t *heap, int *violations) {
   double f = LD_OPTION(empty_fraction);
   size_t held = 0;
+  unsigned places = 0;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     int64_t k_slack = ((int64_t)LD_OPTION(k) + heap->boost[c]) * ld_class_capacity_bytes[c];
     /* (an option changed since this heap's last look is applied at its next; a heap that holds
@@ -1271,8 +1273,8 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
      * still owns are part of its u (a superblock given away while some of its blocks were
      * cached counts them in its new owner's u, until the bin's next flush sends them there). */
     int64_t cached_owned = 0;
-    for (uint32_t i = 0; i < heap->bins[c].count && i < LD_BIN_SLOTS; i++) {
-      ld_block_t *b = heap->bins[c].slots[i];
+    for (uint32_t i = 0; i < ld_heap_bin(heap, c)->count && i < LD_BIN_SLOTS; i++) {
+      ld_block_t *b = ld_heap_bin(heap, c)->slots[i];
       sb_t *sb = ld_sb_of(b);
       if (!ld_addrmap_contains_header(b) || sb->magic != LD_SB_MAGIC || sb->size_class != c || !ld_sb_is_block_start(sb, b) ||
           !ld_block_is_free(b)) {
@@ -1283,18 +1285,24 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
     }
     if (cached_owned > heap->u[c])
       VIOLATION("heap %p class %u: %lld bytes cached but u is %lld\n", (void *)heap, c, (long long)cached_owned, (long long)heap->u[c]);
-    if (heap->bins[c].limit == 0 ? heap->bins[c].count != 0 || heap->bins[c].slots[0] != NULL /* not set up */
-                                 : heap->bins[c].count > heap->bins[c].limit || heap->bins[c].slots[heap->bins[c].limit] != LD_BIN_FULL)
-      VIOLATION("heap %p class %u: %u blocks cached, limit %u, or its end mark lost\n", (void *)heap, c, heap->bins[c].count, heap->bins[c].limit);
+    const ld_bin_t *bin = ld_heap_bin_const(heap, c); /* (the sentinel's, for a class with no place) */
+    if (bin->limit == 0 ? bin->count != 0 || bin->slots[0] != NULL /* not set up */
+                        : bin->count > bin->limit || bin->slots[bin->limit] != LD_BIN_FULL)
+      VIOLATION("heap %p class %u: %u blocks cached, limit %u, or its end mark lost\n", (void *)heap, c, bin->count, bin->limit);
     /* no slot above the top names an uncarved block (bin_scrub_uncarved: the free fast path
      * takes a block equal to the slot above the top without the uncarved check) */
-    for (uint32_t i = heap->bins[c].count; i < heap->bins[c].limit && i < LD_BIN_SLOTS; i++)
-      if (ld_bin_uncarved(&heap->bins[c], heap->bins[c].slots[i]))
-        VIOLATION("heap %p class %u: slot %u above the bin's top names uncarved block %p\n", (void *)heap, c, i,
-                  heap->bins[c].slots[i]);
+    for (uint32_t i = bin->count; i < bin->limit && i < LD_BIN_SLOTS; i++)
+      if (ld_bin_uncarved(bin, bin->slots[i]))
+        VIOLATION("heap %p class %u: slot %u above the bin's top names uncarved block %p\n", (void *)heap, c, i, bin->slots[i]);
     bool set_up = ld_class_set_has(ld_class_words_read(&heap->bins_set_up), c);
-    if (set_up != (heap->bins[c].limit != 0))
-      VIOLATION("heap %p class %u: bins_set_up says %s, limit %u\n", (void *)heap, c, set_up ? "set up" : "not", heap->bins[c].limit);
+    if (set_up != (bin->limit != 0))
+      VIOLATION("heap %p class %u: bins_set_up says %s, limit %u\n", (void *)heap, c, set_up ? "set up" : "not", bin->limit);
+    /* a bin's place: one for each class set up, in the order met, and only theirs */
+    unsigned place = heap->bin_place[c];
+    if (set_up != (place != 0) || (place && (place > heap->places_used || heap->place_class[place - 1] != c)))
+      VIOLATION("heap %p class %u: its bin's place is %u (%u used; that place's class %u), set up: %d\n", (void *)heap, c, place,
+                heap->places_used, place ? heap->place_class[place - 1] : 0, (int)set_up);
+    places += place != 0;
     /* Hoard's invariant (seed 004 §3.1), per size class as its proof has it (§4.1), with K
      * raised by at most LD_BOOST_MAX for classes that ping-pong: the bound stays O(1). */
     if (!(heap->u[c] >= heap->a[c] - k_slack || (double)heap->u[c] >= (1.0 - f) * (double)heap->a[c]))
@@ -1305,13 +1313,15 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
     uintptr_t e = heap->owned[i];
     if (!e) continue;
     sb_t *sb = (sb_t *)(e & ld_sb_mask);
-    unsigned cls = (unsigned)((e & ~ld_sb_mask) >> LD_OWNED_CLASS_SHIFT);
+    unsigned place = (unsigned)((e & ~ld_sb_mask) >> LD_OWNED_CLASS_SHIFT);
+    unsigned cls = place < heap->places_used ? ld_heap_place_class(heap, place) : LD_CLASS_LARGE;
     if (((i - ld_owned_slot((uintptr_t)sb)) & (LD_OWNED_SLOTS - 1)) >= (ld_sb_size >> 16 ? ld_sb_size >> 16 : 1) ||
         !ld_addrmap_contains(sb) || sb->magic != LD_SB_MAGIC ||
         atomic_load_explicit(&sb->owner, memory_order_relaxed) != heap || sb->size_class != cls)
       VIOLATION("heap %p: owned-table slot %u names %p, not a class-%u superblock of this heap\n", (void *)heap, i, (void *)sb, cls);
   }
   if (held != heap->superblocks_held) VIOLATION("heap %p: holds %zu superblocks, counted %zu\n", (void *)heap, held, heap->superblocks_held);
+  if (places != heap->places_used) VIOLATION("heap %p: %u bins have places, %u counted\n", (void *)heap, places, heap->places_used);
   if (ld_inbox_waiting(heap) > LD_INBOX_SLOTS)
     VIOLATION("heap %p: inbox holds %u messages, more than its %d slots\n", (void *)heap, ld_inbox_waiting(heap), LD_INBOX_SLOTS);
 }
@@ -1352,7 +1362,7 @@ void ld_heap_validate(heap_t *mine, int *violations) {
     if (h->superblocks_held) { /* parked */
       heap_validate_locked(h, violations);
       for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
-        if (h->bins[c].count) VIOLATION("parked heap %p keeps %u blocks cached in class %u\n", (void *)h, h->bins[c].count, c);
+        if (ld_heap_bin(h, c)->count) VIOLATION("parked heap %p keeps %u blocks cached in class %u\n", (void *)h, ld_heap_bin(h, c)->count, c);
       heap_unlock(h);
       continue;
     }

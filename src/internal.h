@@ -604,7 +604,8 @@ typedef struct ld_deferred_s {
  * entry and goes to the slow path, which asks the ownership map first: addrmap.h). Indexing by
  * address, not by a hash, gives every superblock of a 1 GiB span a slot of its own (segments
  * are contiguous), and costs a shift and a mask; the table's pages become resident only where
- * the heap has superblocks. class << 7 is the bin's offset in the heap divided by 8, an x86
+ * the heap has superblocks. The bin's place << 7 (heap_t, bin_place: bins are laid out in the
+ * order the heap meets their classes) is the bin's offset in the heap divided by 8, an x86
  * scaled index, and stays below the smallest S (16 KiB). Two superblocks may want one slot (a
  * heap spread over more than 1 GiB, or S = 16 or 32 KiB); the later one wins, and the other's
  * frees take the slow path, which finds the same answer from the header. */
@@ -612,9 +613,6 @@ typedef struct ld_deferred_s {
 #define LD_OWNED_SLOTS (1u << LD_OWNED_BITS)
 #define LD_OWNED_CLASS_SHIFT 7
 static inline uintptr_t ld_owned_slot(uintptr_t sb) { return (sb >> 16) & (LD_OWNED_SLOTS - 1); }
-static inline uintptr_t ld_owned_entry(const sb_t *sb) {
-  return (uintptr_t)sb | ((uintptr_t)sb->size_class << LD_OWNED_CLASS_SHIFT);
-}
 
 /* Frees of blocks other heaps own wait in a small buffer, one batch per superblock, and are
  * handed over with one CAS per batch (small ones of one owner: 16 to a CAS), as a message in
@@ -823,10 +821,12 @@ typedef struct ld_fit_heap_s {
 
 typedef struct heap_s {
   /* ---- the front end: owner only, no lock (alloc.c's fast paths, cache.c) ---- */
-  ld_bin_t bins[LD_CLASS_COUNT + 1];   /* first in the heap (ld_owned_entry); [LD_CLASS_LARGE]
-                                          stays empty, limit 0 */
+  ld_bin_t bins[LD_CLASS_COUNT + 1];   /* first in the heap (ld_owned_entry), in the order their
+                                          classes are met (bin_place); [LD_CLASS_LARGE] stays
+                                          empty, limit 0: every class's until it has a place */
   uintptr_t owned[LD_OWNED_SLOTS];     /* ld_owned_entry(sb); written under the heap lock */
-  /* (size + 15) / 16 -> its class's bin, as the bin's offset in the heap (ld_bin_offset). An
+  /* (size + 15) / 16 -> its class's bin, as the bin's offset in the heap (ld_bin_offset; the
+   * sentinel's for a class with no place yet). An
    * offset, not a pointer, so that a zero table is valid: the empty heap's sends every malloc
    * to bins[0], which it never fills, and the empty heap can be zero-initialised (.bss): with
    * pointers it needed an initialiser, which put its 256 KB in the library's .data. */
@@ -912,6 +912,16 @@ typedef struct heap_s {
    * look at these only: a walk of all 64 read 64 KiB, 16 pages a thread that uses a few
    * classes never touched (a one-object program: 15 of its 127 page faults at its exit). */
   ld_class_words_t bins_set_up;
+  /* Bins are laid out in the order the heap meets their classes, so that a thread that uses a
+   * few classes touches a few pages of bins (four bins to a page; at their classes' places, a
+   * thread that used six sizes had six pages of bins resident). bin_place[c]: 1 + the place of
+   * class c's bin in bins[], 0 until its first refill (cache.c, bin_setup); place_class[i]: the
+   * class at place i. Places only grow, and keep their classes for the heap's life; the
+   * sentinel LD_CLASS_LARGE keeps its own place (0 in bin_place: every class's until it has
+   * one). Written by the owner before bins_set_up says the class is set up. */
+  uint8_t bin_place[LD_CLASS_COUNT + 1];
+  uint8_t place_class[LD_CLASS_COUNT + 1];
+  uint8_t places_used;
   /* What the bins grown past their first limits may hold in all, in bytes: the sum over the
    * bins of (limit - first limit) * block size, at most bin_growth_kb as it was when they grew
    * (lowered at run time, it stops growth; trims give the rest back: cache.c, bin_grow). */
@@ -1018,18 +1028,34 @@ typedef struct heap_s {
   ld_outbox_t outboxes[LD_OUTBOXES];   /* (17 KiB, its pages touched as owners are met) */
 } heap_t;
 
-/* bin_of's entry for bin c */
-#define ld_bin_offset(c) ((uint32_t)(offsetof(heap_t, bins) + (size_t)(c) * sizeof(ld_bin_t)))
-/* What heap's table of owned superblocks says of p, whose superblock is sb (p masked): p's class
- * << LD_OWNED_CLASS_SHIFT when the heap owns sb, else a value at or past LD_OWNED_NONE, so one
- * compare tells (the free fast path's; a relaxed load, a plain one: the purge may clear an
- * entry). */
+/* bin_of's entry for the bin at place i (heap_t, bin_place) */
+#define ld_bin_offset(i) ((uint32_t)(offsetof(heap_t, bins) + (size_t)(i) * sizeof(ld_bin_t)))
+/* Class c's bin; until the class's first refill gives it a place (cache.c, bin_setup), the
+ * sentinel's, which is empty and not set up (limit 0), as a bin not set up was. */
+static inline unsigned ld_heap_bin_place(const heap_t *heap, unsigned c) {
+  unsigned place = __atomic_load_n(&heap->bin_place[c], __ATOMIC_RELAXED);
+  return place ? place - 1 : LD_CLASS_LARGE;
+}
+static inline ld_bin_t *ld_heap_bin(heap_t *heap, unsigned c) { return &heap->bins[ld_heap_bin_place(heap, c)]; }
+static inline const ld_bin_t *ld_heap_bin_const(const heap_t *heap, unsigned c) { return &heap->bins[ld_heap_bin_place(heap, c)]; }
+/* The owned table's entry for sb, whose class's bin is set up. */
+static inline uintptr_t ld_owned_entry(const heap_t *heap, const sb_t *sb) {
+  return (uintptr_t)sb | ((uintptr_t)(heap->bin_place[sb->size_class] - 1) << LD_OWNED_CLASS_SHIFT);
+}
+/* The class of an owned table's place (ld_heap_owned_class's value >> LD_OWNED_CLASS_SHIFT). */
+static inline unsigned ld_heap_place_class(const heap_t *heap, uintptr_t place) { return heap->place_class[place]; }
+/* The class of a bin that has a place (not the sentinel's). */
+static inline unsigned ld_heap_bin_class(const heap_t *heap, const ld_bin_t *bin) { return heap->place_class[bin - heap->bins]; }
+/* What heap's table of owned superblocks says of p, whose superblock is sb (p masked): the
+ * place of its class's bin << LD_OWNED_CLASS_SHIFT when the heap owns sb (ld_heap_place_class
+ * gives the class), else a value at or past LD_OWNED_NONE, so one compare tells (the free fast
+ * path's; a relaxed load, a plain one: the purge may clear an entry). */
 #define LD_OWNED_NONE ((uintptr_t)LD_CLASS_COUNT << LD_OWNED_CLASS_SHIFT)
 static inline uintptr_t ld_heap_owned_class(const heap_t *heap, uintptr_t p, uintptr_t sb) {
   const uintptr_t *owned = heap->owned; /* (indexed so, the table's offset folds into the load) */
   return LD_READ(owned[ld_owned_slot(p)]) - sb;
 }
-/* The bin of such a class: a multiply by a power of two (a bin is 1 KiB, the bins first). */
+/* The bin at such a place: a multiply by a power of two (a bin is 1 KiB, the bins first). */
 _Static_assert(offsetof(heap_t, bins) == 0, "a bin's address is the heap's plus a shift");
 static inline ld_bin_t *ld_heap_owned_bin(const heap_t *heap, uintptr_t owned_class) {
   return (ld_bin_t *)((char *)heap + owned_class * (sizeof(ld_bin_t) >> LD_OWNED_CLASS_SHIFT));

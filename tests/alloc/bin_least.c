@@ -22,7 +22,7 @@ int main(void) {
       p[0] = 1;
       free(p);
     }
-    const ld_bin_t *bin = &ld_heap_tls->bins[c];
+    const ld_bin_t *bin = ld_heap_bin(ld_heap_tls, c);
     CHECK_MSG(bin->limit >= LD_BIN_LEAST, "class %u (%zu B): a bin of %u blocks", c, size, (unsigned)bin->limit);
     int empty = 0;
     for (int i = 0; i < 100; i++) {

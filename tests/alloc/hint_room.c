@@ -50,7 +50,7 @@ static void *free_some(void *arg) {
 static sb_t *set_up(const char *name, size_t size, int n, int most, int freed, ld_bin_t **bin_out) {
   for (made = 0; made < n; made++) REQUIRE((blocks[made] = malloc(size)) != NULL);
   sb_t *sb = ld_sb_of(blocks[0]);
-  ld_bin_t *bin = &ld_heap_tls->bins[sb->size_class];
+  ld_bin_t *bin = ld_heap_bin(ld_heap_tls, sb->size_class);
   const volatile uint32_t *count = &bin->count; /* read after every malloc */
   while (*count && made < most) REQUIRE((blocks[made++] = malloc(size)) != NULL); /* its leftovers, held */
   for (int i = 1; i < made; i++)
