@@ -79,9 +79,11 @@ static void bin_set_limit(heap_t *heap, unsigned c, uint32_t limit) {
 static inline ld_class_set_t bins_set_up(const heap_t *heap) { return ld_class_words_read(&heap->bins_set_up); }
 static void bin_setup(heap_t *heap, unsigned c) {
   if (!heap->bin_place[c]) { /* the class's first refill in this heap: the next place (one a class: at most LD_CLASS_COUNT) */
-    unsigned place = heap->places_used++;
-    heap->place_class[place] = (uint8_t)c;
+    /* (the statistics read the map from other threads: places_used last, with release) */
+    unsigned place = heap->places_used;
+    __atomic_store_n(&heap->place_class[place], (uint8_t)c, __ATOMIC_RELAXED);
     __atomic_store_n(&heap->bin_place[c], (uint8_t)(place + 1), __ATOMIC_RELAXED);
+    __atomic_store_n(&heap->places_used, (uint8_t)(place + 1), __ATOMIC_RELEASE);
     bin_of_set(heap); /* (once a class in a heap's life) */
   }
   ld_bin_t *bin = ld_heap_bin(heap, c);

@@ -1208,7 +1208,7 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures, ld_class_figure
      * NULL places (the statistics during start-up: misuse_stats_during_start) */
     for (unsigned i = 0; i < LD_DEFERRED; i++) {
       ld_bin_t *deferred_bin = LD_READ(h->deferred[i].bin);
-      if (deferred_bin >= h->bins && deferred_bin < h->bins + h->places_used) {
+      if (deferred_bin >= h->bins && deferred_bin < h->bins + __atomic_load_n(&h->places_used, __ATOMIC_ACQUIRE)) {
         unsigned c = ld_heap_bin_class(h, deferred_bin);
         figures->cached_blocks += 1;
         figures->cached += ld_class_size[c];

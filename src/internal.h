@@ -1043,9 +1043,13 @@ static inline uintptr_t ld_owned_entry(const heap_t *heap, const sb_t *sb) {
   return (uintptr_t)sb | ((uintptr_t)(heap->bin_place[sb->size_class] - 1) << LD_OWNED_CLASS_SHIFT);
 }
 /* The class of an owned table's place (ld_heap_owned_class's value >> LD_OWNED_CLASS_SHIFT). */
-static inline unsigned ld_heap_place_class(const heap_t *heap, uintptr_t place) { return heap->place_class[place]; }
+static inline unsigned ld_heap_place_class(const heap_t *heap, uintptr_t place) {
+  return __atomic_load_n(&heap->place_class[place], __ATOMIC_RELAXED);
+}
 /* The class of a bin that has a place (not the sentinel's). */
-static inline unsigned ld_heap_bin_class(const heap_t *heap, const ld_bin_t *bin) { return heap->place_class[bin - heap->bins]; }
+static inline unsigned ld_heap_bin_class(const heap_t *heap, const ld_bin_t *bin) {
+  return ld_heap_place_class(heap, (uintptr_t)(bin - heap->bins));
+}
 /* What heap's table of owned superblocks says of p, whose superblock is sb (p masked): the
  * place of its class's bin << LD_OWNED_CLASS_SHIFT when the heap owns sb (ld_heap_place_class
  * gives the class), else a value at or past LD_OWNED_NONE, so one compare tells (the free fast
