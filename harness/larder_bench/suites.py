@@ -286,6 +286,9 @@ SUITES += [
               Variant("loop-keep", {"--shape": "loop", "--threads": 4, "--keep-fraction": 0.003}),
               Variant("pool-keep", {"--shape": "pool", "--threads": 4, "--keep-fraction": 0.003})),
           kind="compare", repeats=3, timeout=120, rss_plot=True),
+    Entry(_SV, "thread-rest", "thread-rest", "200 threads with 64 KiB stacks each hold one block of K sizes "
+          "(16 B-4 KiB) and wait, as a thread-per-connection server's idle connections: resident KiB per thread",
+          {"--threads": 200}, axis="--classes", values=(1, 6, 30), kind="compare", repeats=3),
     Entry(_SV, "remote-free", "remote-free", "issue 17: producers pinned to one half of the CPUs malloc 16 B-1 KiB, "
           "consumers on the other half free; CPU ns per block (malloc + remote free), waiting excluded",
           {"--seconds": 3}, axis="--pairs", values=(1, 2, 4, 8), kind="compare", work=("--seconds",), repeats=3),

@@ -59,6 +59,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("tail-latency", "worst_call_us", False, "--workers",
              "Workers run a server's mix of calls (more threads than cores by default), every call timed: "
              "the worst call and the calls over 1, 10 and 100 ms"),
+    Workload("thread-rest", "kib_per_thread", False, "--threads",
+             "N threads hold blocks of K sizes and wait (a thread-per-connection server's idle connections): "
+             "resident set per thread"),
     Workload("latency", "malloc_p99_ns", False, "--threads",
              "Per-operation latency percentiles of malloc, free and realloc, one thread (bench/latency)"),
 ]}

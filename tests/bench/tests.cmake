@@ -392,3 +392,14 @@ bench_check(tail-latency tail-latency
          "--expr=f['worst_call_us'] == max(f['worst_malloc_us'], f['worst_free_us'])"
   ARGS -w 3 --seconds 0.6 --slots 2000 --phase-s 0.2)
 bench_bad(tail-latency -- --workers 0 -- --seconds 0 -- --slots 0 -- --phase-s 0 -- --seed x -- --workers 2000)
+
+# ---- thread-rest: threads that hold a few blocks and wait; the growth per thread adds up ----
+bench_check(thread-rest thread-rest
+  CHECKS --params threads,classes,stack_kib
+         --figures kib_per_thread,mapped_kib_per_thread,rss_before_kib,rss_resting_kib,rss_after_exit_kib,start_s
+         --param threads=20 --param classes=6 --param stack_kib=64
+         --positive kib_per_thread,rss_before_kib,rss_resting_kib
+         "--expr=abs(f['kib_per_thread'] * p['threads'] - (f['rss_resting_kib'] - f['rss_before_kib'])) <= 0.01 * p['threads']"
+         "--expr=f['rss_resting_kib'] > f['rss_before_kib']"
+  ARGS --threads 20 --classes 6)
+bench_bad(thread-rest -- --classes 0 -- --classes 65 -- --stack-kib 8 -- --threads 5000 -- --classes x)
