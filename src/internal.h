@@ -1038,9 +1038,10 @@ static inline unsigned ld_heap_bin_place(const heap_t *heap, unsigned c) {
 }
 static inline ld_bin_t *ld_heap_bin(heap_t *heap, unsigned c) { return &heap->bins[ld_heap_bin_place(heap, c)]; }
 static inline const ld_bin_t *ld_heap_bin_const(const heap_t *heap, unsigned c) { return &heap->bins[ld_heap_bin_place(heap, c)]; }
-/* The owned table's entry for sb, whose class's bin is set up. */
+/* The owned table's entry for sb, whose class's bin is set up (one that is not would read as
+ * the sentinel's place, at LD_OWNED_NONE: not owned). */
 static inline uintptr_t ld_owned_entry(const heap_t *heap, const sb_t *sb) {
-  return (uintptr_t)sb | ((uintptr_t)(heap->bin_place[sb->size_class] - 1) << LD_OWNED_CLASS_SHIFT);
+  return (uintptr_t)sb | ((uintptr_t)ld_heap_bin_place(heap, sb->size_class) << LD_OWNED_CLASS_SHIFT);
 }
 /* The class of an owned table's place (ld_heap_owned_class's value >> LD_OWNED_CLASS_SHIFT). */
 static inline unsigned ld_heap_place_class(const heap_t *heap, uintptr_t place) {
