@@ -1445,7 +1445,10 @@ void    ld_segment_stats(ld_segment_stats_t *out);
  * zero); calloc clears those only. owner: the heap a medium span goes back to when another
  * thread frees it (cache.c, "medium spans"; NULL: none); large spans have none. */
 void   *ld_large_alloc(size_t size, size_t align, size_t *dirty, heap_t *owner);
+/* A large span freed (cached or unmapped); a medium span freed back to its segment, not kept.
+ * Each claims the span with a CAS of its kind: the second of two frees at once is reported. */
 void    ld_large_free(sb_t *span);
+void    ld_medium_free(sb_t *span);
 /* Resizes a span in place (medium: neighbouring chunks; large: mremap); NULL if it cannot. */
 void   *ld_large_realloc_in_place(sb_t *span, size_t size);
 /* A large span moved to a bigger mapping without copying (mremap); NULL if it cannot. */

@@ -299,26 +299,31 @@ void *ld_medium_reuse(sb_t *span, size_t bytes, size_t reach, size_t touch, heap
   return (char *)span + offset;
 }
 
+void ld_medium_free(sb_t *span) {
+  ld_medium_retire(span);
+  ld_medium_release(span);
+}
+
+/* The CAS claims the span, as ld_medium_retire does a medium one: of two threads that free it at
+ * once, one unmaps or caches it and the other is told of the double free (bad_free
+ * large-double-race), where both read kind LARGE and both unmapped it, or linked it into the
+ * cache twice. */
 void ld_large_free(sb_t *span) {
   size_t bytes = span->map_bytes;
-  if (span->kind == LD_KIND_MEDIUM) {
-    ld_medium_retire(span);
-    ld_medium_release(span);
-    return;
-  }
+  uint8_t kind = LD_KIND_LARGE;
+  if (!__atomic_compare_exchange_n(&span->kind, &kind, LD_KIND_LARGE_CACHED, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    ld_fatal_bad_free("double free", span->data);
   large_in_use_sub(bytes);
   atomic_fetch_sub_explicit(&large_spans, 1, memory_order_relaxed);
   size_t limit = (size_t)LD_OPTION(large_cache_mb) << 20;
   /* A span no bigger than the medium limit (one cut for an alignment above S) could
    * never serve a large request: cached, it would only push out spans that can. */
   if (bytes > limit || bytes <= ld_medium_max) {
-    span->kind = LD_KIND_LARGE_CACHED;
     span_unmap(span, bytes);
     return;
   }
   uint64_t now = ld_os_now_ns();
   ld_large_lock();
-  span->kind = LD_KIND_LARGE_CACHED;
   span->idle_since_ns = now;
   span->purged = 0;
   span->prev = NULL;
