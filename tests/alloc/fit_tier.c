@@ -14,8 +14,8 @@
  *   - realloc keeps the bytes, calloc zeroes a reused block;
  *   - malloc_trim, and 8 purge delays without a call, give back the pages inside free blocks of
  *     regions still in use;
- *   - bad frees stop the program naming the address: double, interior, remote double, and a
- *     remote free racing the owner's. */
+ *   - bad frees stop the program naming the address: double, interior, remote double, a
+ *     remote free and then the owner's, and the owner's and another thread's at once (race). */
 #include <malloc.h>
 #include <sys/mman.h>
 
@@ -296,6 +296,14 @@ static void *free_arg(void *p) {
   free(p);
   return NULL;
 }
+/* race: the owner and another thread free p at once, both let go by one flag */
+static atomic_int race_go;
+static void *free_at_go(void *p) {
+  while (!atomic_load(&race_go)) {
+  }
+  free(p);
+  return NULL;
+}
 static int child(const char *mode) {
   char *p = must(3000);
   char *keep = must(3000); /* so that p's region stays */
@@ -320,6 +328,15 @@ static int child(const char *mode) {
     REQUIRE(pthread_join(t, NULL) == 0);
     alloc_announce(p);
     free(p); /* still on its region's stack: the owner's free finds it claimed */
+  } else if (strcmp(mode, "race") == 0) {
+    /* one of the two claims the block (a CAS of its header); the other finds it claimed or
+     * already merged into a free neighbour: reported, as a double or as an invalid free */
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, free_at_go, p) == 0);
+    alloc_announce(p);
+    atomic_store(&race_go, 1);
+    free(p);
+    REQUIRE(pthread_join(t, NULL) == 0);
   } else if (strcmp(mode, "realloc-after-free") == 0) {
     free(p);
     alloc_announce(p);
@@ -364,6 +381,7 @@ int main(int argc, char **argv) {
   run_bad("remote-double", "double free");
   run_bad("remote-then-owner", "double free");
   run_bad("realloc-after-free", "realloc after free");
+  run_bad("race", " free");
   CHECK(api.validate() == 0);
   return check_done();
 }
