@@ -64,7 +64,8 @@
  *              flag): one of the two frees finds it freed (the span is marked with a CAS:
  *              large.c, ld_medium_retire), whichever comes first, and the next mallocs of its
  *              size must never hand it out twice; -trim: malloc_trim gives every kept span
- *              back to its segment before those mallocs. (A second read of the span's kind
+ *              back to its segment before those mallocs (the race modes run 10 times more
+ *              each). (A second read of the span's kind
  *              once sent the later free down the large path, which unmapped the chunks the
  *              other free kept: SIGSEGV at the next malloc, about 1 run in 1,500 under load;
  *              alloc.c, free_span, reads it once.)
@@ -609,6 +610,9 @@ int main(int argc, char **argv) {
                          "medium-double-race-trim", "large-double-race"};
   for (int debug = 0; debug <= 1; debug++)
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) run_case(modes[m], debug);
+  /* the frees at once meet in a window of nanoseconds: more tries, every one reported */
+  const char *races[] = {"medium-double-race", "medium-double-race-trim", "large-double-race"};
+  for (int i = 0; i < 30; i++) run_case(races[i % 3], 0);
   /* LARDER_REMOTE_FREE_CHECK=0 leaves the ring's mark out (faster remote frees), and then the
    * race with the other thread first goes unreported, as the option says: the option is real. */
   {
