@@ -940,16 +940,6 @@ typedef struct heap_s {
   unsigned options_epoch;
   sb_t *groups[LD_CLASS_COUNT][LD_GROUP_COUNT];
   size_t superblocks_held;
-  /* Medium spans this thread freed, kept to serve its next medium requests without the segment
-   * lock (cache.c, "medium spans"): oldest first, at most LD_MEDIUM_CACHE_SPANS and
-   * medium_cache_kb of chunks. The owner's, within its busy mark (remote_enter); the purge
-   * empties an idle thread's while that mark is clear. */
-  ld_medium_kept_t medium_cache[LD_MEDIUM_CACHE_SPANS];
-  /* Spans in use the cache handed out with old pages past half as far again as their blocks
-   * (marked so in their segments), oldest first: listed on the segments' list of tails late,
-   * as one batch, by the owner or, for an idle owner, the purge (cache.c, medium_late_list).
-   * An entry whose span was freed since is skipped then. Under the busy mark too. */
-  sb_t *medium_late[LD_MEDIUM_LATE];
   uint32_t medium_late_count;
   uint32_t medium_hit_faults;          /* bytes past their spans' resident pages the cache's hits
                                           touched, on average over the last 32 (cache.c) */
@@ -1001,7 +991,6 @@ typedef struct heap_s {
   /* The ring's reader side: the next position to take (high half) and the chunks taken (low
    * half), written by a reader's CAS, read by the freers for the room left. */
   _Alignas(LD_CACHE_LINE) _Atomic(uint64_t) medium_returned_taken;
-  _Alignas(LD_CACHE_LINE) ld_medium_slot_t medium_returned_slots[LD_MEDIUM_RETURN_SLOTS];
   /* Guards the heap proper: taken by the owner in its slow paths (uncontended), and with
    * trylock by another thread that tidies an idle heap. */
   _Alignas(LD_CACHE_LINE) ld_lock_t lock;
@@ -1015,17 +1004,33 @@ typedef struct heap_s {
   bool kept_current;                   /* parked with its classes' current superblocks (heap.c) */
   bool table_purged;                   /* parked with nothing: owned[]'s pages given back (heap.c) */
   bool orphan_queued;                  /* in the queue of orphan heaps (heaps.lock) */
-  /* the fit tier (fit.c; LARDER_FIT_ABOVE): under `lock`, its pending list aside */
-  _Alignas(LD_CACHE_LINE) ld_fit_heap_t fit;
-  /* The remote buffer's slots (cache.c), last: 42 KB whose pages are touched only as slots
-   * are used, kept out from between the fields every heap writes (the size table, the
-   * counters, the heap proper), which then share 3 pages instead of 5.
+  /* The remote buffer's slots (cache.c), near the end: 42 KB whose pages are touched only as
+   * slots are used, kept out from between the fields every heap writes (the size table, the
+   * counters, the per-class arrays, the heap proper), which then share 4 pages
+   * (tests/alloc/heap_pages.c).
    * Each slot's superblock (NULL: the slot is empty), apart from the slots so that a free
    * finds its batch reading one line, a set's four superblocks. */
   _Alignas(64) ld_message_t inbox[LD_INBOX_SLOTS]; /* batches of other threads' frees */
   _Alignas(64) sb_t *remote_sb[LD_REMOTE_SLOTS];
   ld_remote_slot_t remote[LD_REMOTE_SLOTS];
   ld_outbox_t outboxes[LD_OUTBOXES];   /* (17 KiB, its pages touched as owners are met) */
+  /* ---- last, the arrays of the medium spans and the fit tier, only a thread that uses those
+   * touches (5 KiB: between the fields every heap writes, they made those 5 pages instead of
+   * 4; tests/alloc/heap_pages.c) ---- */
+  /* Medium spans this thread freed, kept to serve its next medium requests without the segment
+   * lock (cache.c, "medium spans"): oldest first, at most LD_MEDIUM_CACHE_SPANS and
+   * medium_cache_kb of chunks. The owner's, within its busy mark (remote_enter); the purge
+   * empties an idle thread's while that mark is clear. */
+  ld_medium_kept_t medium_cache[LD_MEDIUM_CACHE_SPANS];
+  /* Spans in use the cache handed out with old pages past half as far again as their blocks
+   * (marked so in their segments), oldest first: listed on the segments' list of tails late,
+   * as one batch, by the owner or, for an idle owner, the purge (cache.c, medium_late_list).
+   * An entry whose span was freed since is skipped then. Under the busy mark too. */
+  sb_t *medium_late[LD_MEDIUM_LATE];
+  /* The ring of returned spans' slots (medium_returned, above, says which are written) */
+  _Alignas(LD_CACHE_LINE) ld_medium_slot_t medium_returned_slots[LD_MEDIUM_RETURN_SLOTS];
+  /* the fit tier (fit.c; LARDER_FIT_ABOVE): under `lock`, its pending list aside */
+  _Alignas(LD_CACHE_LINE) ld_fit_heap_t fit;
 } heap_t;
 
 /* bin_of's entry for the bin at place i (heap_t, bin_place) */
