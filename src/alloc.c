@@ -446,7 +446,7 @@ static LD_NOINLINE void *malloc_slow(size_t size) {
  * Each path claims the span with one CAS of its kind, which the second free fails and reports. */
 static LD_NOINLINE void free_span(heap_t *heap, sb_t *sb, void *p) {
   uint8_t kind = __atomic_load_n(&sb->kind, __ATOMIC_RELAXED);
-  if (kind == LD_KIND_LARGE_CACHED || kind == LD_KIND_FREED) ld_fatal_bad_free("double free", p);
+  if (kind == LD_KIND_LARGE_CACHED || kind == LD_KIND_FREED || kind == LD_KIND_RESIZING) ld_fatal_bad_free("double free", p);
   if ((kind != LD_KIND_LARGE && kind != LD_KIND_MEDIUM) || p != sb->data)
     ld_fatal_bad_free("invalid free (not the start of a block)", p);
   ld_stat_count(heap, offsetof(ld_stats_t, frees_other));
@@ -804,7 +804,7 @@ static void *realloc_block(void *p, size_t size) {
   size_t usable = larder_usable_size(p);
   if (usable == 0) {
     sb_t *sb = ld_sb_of(p);
-    if (sb->magic == LD_SB_MAGIC && (sb->kind == LD_KIND_LARGE_CACHED || sb->kind == LD_KIND_FREED))
+    if (sb->magic == LD_SB_MAGIC && (sb->kind == LD_KIND_LARGE_CACHED || sb->kind == LD_KIND_FREED || sb->kind == LD_KIND_RESIZING))
       ld_fatal_bad_free("realloc after free (use after free or double free)", p);
     if (sb->magic == LD_SB_MAGIC && sb->kind == LD_KIND_FIT)
       ld_fatal_bad_free("realloc after free (use after free or double free), or of a pointer that starts no block", p);
@@ -819,11 +819,20 @@ static void *realloc_block(void *p, size_t size) {
   /* Before any path looks at the size: an impossible one must not wrap in a sum below. */
   if (!ld_request_ok(size, 0)) return NULL;
   if (size <= usable && size >= usable / 2) return p;
-  if (sb->kind != LD_KIND_SMALL && size > ld_small_max && p == sb->data) {
+  uint8_t kind = __atomic_load_n(&sb->kind, __ATOMIC_RELAXED);
+  if ((kind == LD_KIND_MEDIUM || kind == LD_KIND_LARGE) && size > ld_small_max && p == sb->data) {
+    /* The span is claimed (a CAS of its kind) while it is resized or moved: a free of it by
+     * another thread meanwhile, or before (its CAS then won), is a double free, reported, where
+     * it gave back chunks or a mapping whose size was changing (as free_span's reads of the
+     * kind, found in bad_free medium-double-race). The header keeps the claim when it moves
+     * with the span's first page, and the kind is given back where it now is. */
+    if (!__atomic_compare_exchange_n(&sb->kind, &kind, LD_KIND_RESIZING, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+      ld_fatal_bad_free("realloc of a block freed meanwhile (double free or use after free)", p);
     /* growing: a cached span with its pages first, else in place, else a new mapping */
-    void *q = size > usable ? ld_large_realloc_cached(sb, size) : NULL;
-    if (!q) q = ld_large_realloc_in_place(sb, size);
-    if (!q && size > usable) q = ld_large_realloc_move(sb, size);
+    void *q = size > usable ? ld_large_realloc_cached(sb, size, kind) : NULL;
+    if (!q) q = ld_large_realloc_in_place(sb, size, kind);
+    if (!q && size > usable) q = ld_large_realloc_move(sb, size, kind);
+    __atomic_store_n(&ld_sb_of(q ? q : p)->kind, kind, __ATOMIC_RELEASE);
     if (q) {
       if (heap != &ld_heap_empty) LD_STAT_INC(heap, reallocs);
       return q;

@@ -176,7 +176,11 @@ typedef struct ld_block_s {
 
 extern uintptr_t ld_free_key;
 
-enum { LD_KIND_SMALL = 1, LD_KIND_LARGE = 2, LD_KIND_LARGE_CACHED = 3, LD_KIND_MEDIUM = 4, LD_KIND_FREED = 5, LD_KIND_FIT = 6 };
+/* LD_KIND_RESIZING: a medium or large span that realloc is resizing or moving, claimed with a
+ * CAS of its kind (alloc.c, realloc_block): a free of it meanwhile is a double free, and fails
+ * its own CAS instead of giving back chunks whose count is changing. */
+enum { LD_KIND_SMALL = 1, LD_KIND_LARGE = 2, LD_KIND_LARGE_CACHED = 3, LD_KIND_MEDIUM = 4, LD_KIND_FREED = 5, LD_KIND_FIT = 6,
+       LD_KIND_RESIZING = 7 };
 
 /* Fullness groups (Hoard §3.1), with one boundary at Hoard's (1-f) mark so that a superblock
  * that may be given back is always at the head of group 0, 1 or 2 (no search):
@@ -1455,14 +1459,14 @@ void   *ld_large_alloc(size_t size, size_t align, size_t *dirty, heap_t *owner);
 void    ld_large_free(sb_t *span);
 void    ld_medium_free(sb_t *span);
 /* Resizes a span in place (medium: neighbouring chunks; large: mremap); NULL if it cannot. */
-void   *ld_large_realloc_in_place(sb_t *span, size_t size);
+void   *ld_large_realloc_in_place(sb_t *span, size_t size, int kind);
 /* A large span moved to a bigger mapping without copying (mremap); NULL if it cannot. */
-void   *ld_large_realloc_move(sb_t *span, size_t size);
+void   *ld_large_realloc_move(sb_t *span, size_t size, int kind);
 /* A growing large span moved (mremap) onto the start of a cached span that holds the new
  * size and still has its pages, whose pages past the moved ones are reused as they are
  * (a buffer that doubles to 16 MiB again and again faulted every page of every round);
  * NULL if the cache holds none. */
-void   *ld_large_realloc_cached(sb_t *span, size_t size);
+void   *ld_large_realloc_cached(sb_t *span, size_t size, int kind);
 size_t  ld_large_purge(uint64_t now, bool all);
 uint64_t ld_large_next_expiry(void);
 size_t  ld_large_bytes_in_use(void);

@@ -345,9 +345,9 @@ void ld_large_free(sb_t *span) {
 /* size <= LD_REQUEST_MAX (larder_realloc checks it first): offset + size cannot wrap, so an
  * impossible size never reads as a small one here (issue 16: a medium span "resized" to
  * SIZE_MAX shrank to 64 KiB and returned success). */
-void *ld_large_realloc_in_place(sb_t *span, size_t size) {
+void *ld_large_realloc_in_place(sb_t *span, size_t size, int kind) {
   size_t offset = (size_t)(span->data - (char *)span);
-  if (span->kind == LD_KIND_MEDIUM) {
+  if (kind == LD_KIND_MEDIUM) {
     if (offset + size > ld_medium_max) return NULL;
     size_t chunks = span->map_bytes >> ld_sb_shift, want = chunks_for(offset + size);
     size_t need = ld_round_up(offset + size, ld_os_page_size());
@@ -358,7 +358,7 @@ void *ld_large_realloc_in_place(sb_t *span, size_t size) {
     span->usable = need - offset;
     return span->data;
   }
-  if (span->kind != LD_KIND_LARGE || offset + size <= ld_medium_max) return NULL;
+  if (kind != LD_KIND_LARGE || offset + size <= ld_medium_max) return NULL;
   size_t bytes = ld_round_up(offset + size, ld_os_page_size());
   void *out;
   size_t old_bytes = span->map_bytes;
@@ -403,9 +403,9 @@ static void *span_move_onto(sb_t *span, void *dest, size_t dest_bytes) {
   return moved->data;
 }
 
-void *ld_large_realloc_cached(sb_t *span, size_t size) {
+void *ld_large_realloc_cached(sb_t *span, size_t size, int kind) {
   size_t offset = (size_t)(span->data - (char *)span);
-  if (span->kind != LD_KIND_LARGE || LD_OPTION(large_cache_mb) <= 0) return NULL;
+  if (kind != LD_KIND_LARGE || LD_OPTION(large_cache_mb) <= 0) return NULL;
   size_t bytes = ld_round_up(offset + size, ld_os_page_size());
   if (bytes <= span->map_bytes) return NULL;
   /* at most twice the new size: realloc gives back the tail of a span more than twice the
@@ -420,9 +420,9 @@ void *ld_large_realloc_cached(sb_t *span, size_t size) {
   return p;
 }
 
-void *ld_large_realloc_move(sb_t *span, size_t size) {
+void *ld_large_realloc_move(sb_t *span, size_t size, int kind) {
   size_t offset = (size_t)(span->data - (char *)span);
-  if (span->kind != LD_KIND_LARGE || offset + size <= ld_medium_max) return NULL;
+  if (kind != LD_KIND_LARGE || offset + size <= ld_medium_max) return NULL;
   size_t bytes = ld_round_up(offset + size, ld_os_page_size());
   if (bytes <= span->map_bytes) return NULL;
   void *dest;
