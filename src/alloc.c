@@ -547,11 +547,14 @@ static LD_NOINLINE void free_fit(heap_t *heap, sb_t *sb, void *p) {
 
 static LD_NOINLINE void free_mapped(heap_t *heap, sb_t *sb, void *p, bool claimed) {
   if (sb->magic != LD_SB_MAGIC) ld_fatal_bad_free("invalid free (not a block from larder)", p);
-  if (LD_UNLIKELY(sb->kind == LD_KIND_FIT)) {
+  /* The kind read once: a span another thread frees or resizes meanwhile changes it, and two
+   * reads could send p down two paths' halves (free_span, which claims spans with a CAS) */
+  uint8_t kind = __atomic_load_n(&sb->kind, __ATOMIC_RELAXED);
+  if (LD_UNLIKELY(kind == LD_KIND_FIT)) {
     free_fit(heap, sb, p);
     return;
   }
-  if (LD_UNLIKELY(sb->kind != LD_KIND_SMALL)) {
+  if (LD_UNLIKELY(kind != LD_KIND_SMALL)) {
     free_span(heap, sb, p);
     return;
   }
