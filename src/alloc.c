@@ -444,11 +444,15 @@ static LD_NOINLINE void *malloc_slow(size_t size) {
  * path, which unmapped its chunks in the middle of their segment while the other free kept it
  * (bad_free medium-double-race: a SIGSEGV at the next malloc, about 1 run in 1,500 under load).
  * Each path claims the span with one CAS of its kind, which the second free fails and reports. */
+static LD_NORETURN LD_NOINLINE void free_span_bad(uint8_t kind, void *p) {
+  if (kind == LD_KIND_LARGE_CACHED || kind == LD_KIND_FREED || kind == LD_KIND_RESIZING) ld_fatal_bad_free("double free", p);
+  ld_fatal_bad_free("invalid free (not the start of a block)", p);
+}
+
 static LD_NOINLINE void free_span(heap_t *heap, sb_t *sb, void *p) {
   uint8_t kind = __atomic_load_n(&sb->kind, __ATOMIC_RELAXED);
-  if (kind == LD_KIND_LARGE_CACHED || kind == LD_KIND_FREED || kind == LD_KIND_RESIZING) ld_fatal_bad_free("double free", p);
-  if ((kind != LD_KIND_LARGE && kind != LD_KIND_MEDIUM) || p != sb->data)
-    ld_fatal_bad_free("invalid free (not the start of a block)", p);
+  /* (one test on the way: which fault it was is the report's to say) */
+  if (LD_UNLIKELY((kind != LD_KIND_LARGE && kind != LD_KIND_MEDIUM) || p != sb->data)) free_span_bad(kind, p);
   ld_stat_count(heap, offsetof(ld_stats_t, frees_other));
   int saved = errno; /* munmap, madvise and mremap must not show through free */
   bool by_cache = false;
