@@ -445,7 +445,7 @@ static LD_NOINLINE void *malloc_slow(size_t size) {
  * (bad_free medium-double-race: a SIGSEGV at the next malloc, about 1 run in 1,500 under load).
  * Each path claims the span with one CAS of its kind, which the second free fails and reports. */
 static LD_NORETURN LD_NOINLINE void free_span_bad(uint8_t kind, void *p) {
-  if (kind == LD_KIND_LARGE_CACHED || kind == LD_KIND_FREED || kind == LD_KIND_RESIZING) ld_fatal_bad_free("double free", p);
+  if (ld_kind_not_live(kind)) ld_fatal_bad_free("double free", p);
   ld_fatal_bad_free("invalid free (not the start of a block)", p);
 }
 
@@ -811,7 +811,7 @@ static void *realloc_block(void *p, size_t size) {
   size_t usable = larder_usable_size(p);
   if (usable == 0) {
     sb_t *sb = ld_sb_of(p);
-    if (sb->magic == LD_SB_MAGIC && (sb->kind == LD_KIND_LARGE_CACHED || sb->kind == LD_KIND_FREED || sb->kind == LD_KIND_RESIZING))
+    if (sb->magic == LD_SB_MAGIC && ld_kind_not_live(sb->kind))
       ld_fatal_bad_free("realloc after free (use after free or double free)", p);
     if (sb->magic == LD_SB_MAGIC && sb->kind == LD_KIND_FIT)
       ld_fatal_bad_free("realloc after free (use after free or double free), or of a pointer that starts no block", p);

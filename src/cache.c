@@ -683,7 +683,7 @@ static void settle_slow_free(heap_t *heap, void *p, bool by_purge) {
   sb_t *sb = ld_sb_of(p);
   if (sb->magic != LD_SB_MAGIC) ld_fatal_bad_free("invalid free (not a block from larder)", p);
   if (sb->kind != LD_KIND_SMALL)
-    ld_fatal_bad_free(sb->kind == LD_KIND_LARGE_CACHED || sb->kind == LD_KIND_FREED ? "double free" : "invalid free (not the start of a block)", p);
+    ld_fatal_bad_free(ld_kind_not_live(sb->kind) ? "double free" : "invalid free (not the start of a block)", p);
   ld_block_t *b = p;
   if (!by_purge && atomic_load_explicit(&sb->owner, memory_order_relaxed) == heap) {
     if ((char *)b >= LD_READ(sb->bump)) ld_fatal_bad_free("invalid free (block was never allocated)", b);

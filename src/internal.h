@@ -181,6 +181,11 @@ extern uintptr_t ld_free_key;
  * its own CAS instead of giving back chunks whose count is changing. */
 enum { LD_KIND_SMALL = 1, LD_KIND_LARGE = 2, LD_KIND_LARGE_CACHED = 3, LD_KIND_MEDIUM = 4, LD_KIND_FREED = 5, LD_KIND_FIT = 6,
        LD_KIND_RESIZING = 7 };
+/* Whether a span's kind says its block is not the program's to free: freed (kept, cached,
+ * given back) or claimed by a realloc; a free of it is a double free (the reports' wording). */
+static inline bool ld_kind_not_live(unsigned kind) {
+  return kind == LD_KIND_LARGE_CACHED || kind == LD_KIND_FREED || kind == LD_KIND_RESIZING;
+}
 
 /* Fullness groups (Hoard §3.1), with one boundary at Hoard's (1-f) mark so that a superblock
  * that may be given back is always at the head of group 0, 1 or 2 (no search):
