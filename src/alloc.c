@@ -109,6 +109,13 @@ static inline void *api_result(void *p, int saved) {
   errno = p ? saved : ENOMEM;
   return p;
 }
+/* The calling thread's errno, through its heap where it has one (heap_t, errno_at: a load, not
+ * a call), and api_result through it. */
+static inline int *errno_of(const heap_t *heap) { return LD_LIKELY(heap != &ld_heap_empty) ? heap->errno_at : &errno; }
+static inline void *api_result_at(int *err, void *p, int saved) {
+  *err = p ? saved : ENOMEM;
+  return p;
+}
 
 static LD_NOINLINE void *malloc_slow(size_t size);
 static LD_NOINLINE void free_slow(void *p, heap_t *heap);
@@ -405,14 +412,14 @@ static LD_NOINLINE void *fit_malloc(heap_t *heap, size_t size) {
 }
 
 static LD_NOINLINE void *malloc_slow(size_t size) {
-  int saved = errno;
-  if (!ld_request_ok(size, 0)) return api_result(NULL, saved);
-  heap_t *heap = thread_heap();
-  if (!heap) return api_result(NULL, saved);
-  if (fit_serves(size)) return api_result(fit_malloc(heap, size), saved);
+  heap_t *heap = ld_heap_tls;
+  int *err = errno_of(heap), saved = *err;
+  if (!ld_request_ok(size, 0)) return api_result_at(err, NULL, saved);
+  if (LD_UNLIKELY(heap == &ld_heap_empty) && !(heap = thread_heap())) return api_result_at(err, NULL, saved);
+  if (fit_serves(size)) return api_result_at(err, fit_malloc(heap, size), saved);
   if (size <= ld_small_max) {
     size_t g = (size + 15) >> 4;
-    return api_result(malloc_class(heap, ld_granule_class(g), g), saved);
+    return api_result_at(err, malloc_class(heap, ld_granule_class(g), g), saved);
   }
   size_t dirty;
   bool kept;
@@ -423,7 +430,7 @@ static LD_NOINLINE void *malloc_slow(size_t size) {
     LD_OWNER_SET(heap->last_slow_ns, now); /* the thread is not idle: its medium cache stays */
     ld_maintain_poll(heap, now, true);
   }
-  return api_result(p, saved);
+  return api_result_at(err, p, saved);
 }
 
 /* Every free the fast path did not take: a full bin, a block of another heap's superblock
@@ -454,7 +461,7 @@ static LD_NOINLINE void free_span(heap_t *heap, sb_t *sb, void *p) {
   /* (one test on the way: which fault it was is the report's to say) */
   if (LD_UNLIKELY((kind != LD_KIND_LARGE && kind != LD_KIND_MEDIUM) || p != sb->data)) free_span_bad(kind, p);
   ld_stat_count(heap, offsetof(ld_stats_t, frees_other));
-  int saved = errno; /* munmap, madvise and mremap must not show through free */
+  int *err = errno_of(heap), saved = *err; /* munmap, madvise and mremap must not show through free */
   bool by_cache = false;
   if (kind == LD_KIND_MEDIUM) {
     by_cache = ld_cache_medium_free(heap, sb);
@@ -467,7 +474,7 @@ static LD_NOINLINE void free_span(heap_t *heap, sb_t *sb, void *p) {
     LD_OWNER_SET(heap->last_slow_ns, now);
     ld_maintain_poll(heap, now, false);
   }
-  errno = saved;
+  *err = saved;
 }
 
 static LD_NOINLINE void free_remote_sent(heap_t *heap) { ld_maintain_poll(heap, ld_os_now_coarse_ns(), false); }

@@ -911,6 +911,11 @@ typedef struct heap_s {
   uint64_t help_looks;                 /* its `looks` then, */
   uint32_t help_batches;               /* and the batches sent since (ld_heap_help_idle_owner) */
   uint64_t last_maintenance_ns;        /* coarse clock at the last trim of idle bins */
+  /* &errno of the thread that uses the heap, set as the thread takes it (maintain.c,
+   * ld_maintain_thread_heap): the slow paths that keep the caller's errno (alloc.c) read and
+   * write it with a load and a store, where each use of errno is a call into the C library
+   * (__errno_location), two a slow path. */
+  int *errno_at;
   int bins_ready;                      /* bins and bin_of set up (ld_cache_init_bins) */
   unsigned classes_synced;             /* the learned classes bin_of knows (ld_cache_classes_sync) */
   /* Per class, the size its refills were for most (a majority vote over rounds of

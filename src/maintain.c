@@ -152,6 +152,7 @@ heap_t *ld_maintain_thread_heap(void) {
   }
   ld_cache_init_bins(heap);
   heap->last_maintenance_ns = ld_os_now_coarse_ns();
+  heap->errno_at = &errno; /* (a parked heap taken again: the new thread's) */
   ld_heap_tls = heap;
   /* (the key is one of the first 32, made at start-up: its value goes in the thread's own block) */
   if (atomic_load_explicit(&heap_key_made, memory_order_acquire)) pthread_setspecific(heap_key, heap);

@@ -11,7 +11,8 @@
  * realloc (growing and shrinking, in place and moving), reallocarray, posix_memalign,
  * aligned_alloc, memalign, valloc, pvalloc, free, malloc_usable_size and malloc_trim; in the
  * main thread and in two more threads at once (a second thread starts larder's purge thread),
- * twice over so that freed spans are reused from the caches. Run with LARDER_PURGE_DELAY_MS=0
+ * twice over so that freed spans are reused from the caches; then in two threads one after the
+ * other, which take the heaps the first two left. Run with LARDER_PURGE_DELAY_MS=0
  * too (tests.cmake), so that frees purge and unmap at once. */
 #include <malloc.h>
 #include <pthread.h>
@@ -137,8 +138,15 @@ int main(void) {
   for (int i = 0; i < 2; i++) REQUIRE(pthread_create(&t[i], NULL, worker, NULL) == 0);
   for (size_t i = 0; i < nsizes; i++) one_size(sizes[i]);
   for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  /* Threads that take the heaps the two left (parked at their exit, taken whole by the next
+   * thread): the slow paths reach errno through the heap (heap_t, errno_at), which must be the
+   * new thread's, not the old one's */
+  for (int i = 0; i < 2; i++) {
+    REQUIRE(pthread_create(&t[i], NULL, worker, NULL) == 0);
+    pthread_join(t[i], NULL);
+  }
   KEPT((void)malloc_trim(0), "malloc_trim", 0);
-  printf("errno_kept: %zu sizes 15 B .. 64 MiB + 1, 3 threads, %d calls changed errno, %s\n", nsizes,
+  printf("errno_kept: %zu sizes 15 B .. 64 MiB + 1, 5 threads, %d calls changed errno, %s\n", nsizes,
          atomic_load(&failures), alloc_is_larder() ? "larder" : "glibc");
   return check_done();
 }
