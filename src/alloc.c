@@ -73,7 +73,8 @@
  *      A batch that finds the inbox full reads it for the owner (trylock) or, when the owner's
  *      lock is busy, goes onto its superblock's remote list (a second CAS announces it).
  *      No free waits for a lock (seed 002).
- *   4. Medium and large spans (free_span): a medium span another thread allocated goes back to
+ *   4. Medium and large spans (free_span_start, then free_span with the span's kind read once:
+ *      a pointer a power of two past its header): a medium span another thread allocated goes back to
  *      it (a CAS claims a slot of its ring of returned spans, which its next medium malloc
  *      takes), else is kept by this thread (cache.c) when its cache takes it; blocks of the
  *      fit tier (free_fit: the owner's under its heap's lock, another's onto its region's stack
