@@ -73,10 +73,10 @@
  *      A batch that finds the inbox full reads it for the owner (trylock) or, when the owner's
  *      lock is busy, goes onto its superblock's remote list (a second CAS announces it).
  *      No free waits for a lock (seed 002).
- *   4. Medium and large spans (free_span_start, then free_span with the span's kind read once:
- *      a pointer a power of two past its header): a medium span another thread allocated goes back to
- *      it (a CAS claims a slot of its ring of returned spans, which its next medium malloc
- *      takes), else is kept by this thread (cache.c) when its cache takes it; blocks of the
+ *   4. Medium and large spans (a pointer a power of two past its header: free_span_start, then
+ *      free_span with the span's kind read once): a medium span another thread allocated goes
+ *      back to it (a CAS claims a slot of its ring of returned spans, which its next medium
+ *      malloc takes), else is kept by this thread (cache.c) when its cache takes it; blocks of the
  *      fit tier (free_fit: the owner's under its heap's lock, another's onto its region's stack
  *      with no lock, fit.c); and pointers that are not larder's (reported).
  *
@@ -106,17 +106,14 @@
  * probes, mremap attempts, thread checks and start-up may all set it on their way to a success,
  * so every slow path keeps the caller's value and gives it back when it succeeds; a failure
  * sets ENOMEM (or EINVAL, for a bad alignment). The fast paths call nothing that could set it. */
-static inline void *api_result(void *p, int saved) {
-  errno = p ? saved : ENOMEM;
-  return p;
-}
-/* The calling thread's errno, through its heap where it has one (heap_t, errno_at: a load, not
- * a call), and api_result through it. */
-static inline int *errno_of(const heap_t *heap) { return LD_LIKELY(heap != &ld_heap_empty) ? heap->errno_at : &errno; }
 static inline void *api_result_at(int *err, void *p, int saved) {
   *err = p ? saved : ENOMEM;
   return p;
 }
+static inline void *api_result(void *p, int saved) { return api_result_at(&errno, p, saved); }
+/* The calling thread's errno, through its heap where it has one (heap_t, errno_at: a load, not
+ * a call), for the slow paths that run most (malloc_slow, free_span). */
+static inline int *errno_of(const heap_t *heap) { return LD_LIKELY(heap != &ld_heap_empty) ? heap->errno_at : &errno; }
 
 static LD_NOINLINE void *malloc_slow(size_t size);
 static LD_NOINLINE void free_slow(void *p, heap_t *heap);
