@@ -196,6 +196,12 @@ static int64_t heap_threshold(const heap_t *heap, unsigned c) {
    * rounding by_f down keeps u == (1-f)*a on the legal side. */
   return by_k < by_f ? by_k : by_f;
 }
+/* Class c's boost, and the heap's sum with it (heap lock held; the caller recomputes the
+ * threshold). */
+static void heap_set_boost(heap_t *heap, unsigned c, unsigned boost) {
+  heap->boost_total = (uint16_t)(heap->boost_total - heap->boost[c] + boost);
+  heap->boost[c] = (uint8_t)boost;
+}
 /* After every change of a[c], boost[c] or the options (the validation walk checks it). */
 static void heap_recompute_threshold(heap_t *heap, unsigned c) { heap->u_release[c] = heap_threshold(heap, c); }
 
@@ -309,7 +315,7 @@ static void heap_release_below(heap_t *heap, unsigned c, bool empty_only) {
   if (heap->u[c] >= heap->u_release[c]) return;
   uint64_t now = LD_READ(heap->last_slow_ns); /* the owner's slow path read the clock (alloc.c); (the purge may store it: cache.c, remote_send_at) */
   if (heap->boost[c] && now - heap->last_take_ns[c] > BOOST_DECAY_NS) {
-    heap->boost[c] /= 2;
+    heap_set_boost(heap, c, heap->boost[c] / 2u);
     heap_recompute_threshold(heap, c);
     if (heap->u[c] >= heap->u_release[c]) return;
   }
@@ -507,8 +513,11 @@ static sb_t *heap_take_from_global(heap_t *heap, unsigned cls) {
   uint64_t now = LD_READ(heap->last_slow_ns);
   /* One give-and-take is one event: the release it answers is used up. */
   if (heap->last_release_ns[cls] && now - heap->last_release_ns[cls] < PINGPONG_WINDOW_NS) {
-    if (heap->boost[cls] < LD_BOOST_MAX)
-      heap->boost[cls] = (uint8_t)(heap->boost[cls] * 2 + 1 > LD_BOOST_MAX ? LD_BOOST_MAX : heap->boost[cls] * 2 + 1);
+    /* doubled (plus one), within the class's most and what the heap's budget has left */
+    unsigned boost = heap->boost[cls], grown = 2u * boost + 1u, left = LD_BOOST_BUDGET - heap->boost_total;
+    if (grown > LD_BOOST_MAX) grown = LD_BOOST_MAX;
+    if (grown > boost + left) grown = boost + left;
+    heap_set_boost(heap, cls, grown);
     heap->last_release_ns[cls] = 0;
     heap_recompute_threshold(heap, cls);
   }
@@ -1037,6 +1046,7 @@ heap_t *ld_heap_new(bool after_exit_hook) {
     heap->boost[c] = 0;
     heap->last_release_ns[c] = heap->last_take_ns[c] = 0;
   }
+  heap->boost_total = 0;
   /* The table of owned superblocks is empty: every superblock left it when it was given away
    * (the validation walk checks heaps that wait for a thread). */
   /* No superblock in any group and a = 0: the thresholds are 0, as the options say now. */
@@ -1227,6 +1237,7 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures, ld_class_figure
 static void heap_validate_locked(heap_t *heap, int *violations) {
   double f = LD_OPTION(empty_fraction);
   size_t held = 0;
+  unsigned boosts = 0;
   unsigned places = 0;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     int64_t k_slack = ((int64_t)LD_OPTION(k) + heap->boost[c]) * ld_class_capacity_bytes[c];
@@ -1248,6 +1259,7 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
       held++;
     }
     if (heap->boost[c] > LD_BOOST_MAX) VIOLATION("heap %p class %u: boost %u above %d\n", (void *)heap, c, heap->boost[c], LD_BOOST_MAX);
+    boosts += heap->boost[c];
     for (int g = 0; g < LD_GROUP_COUNT; g++) {
       const sb_t *prev = NULL;
       size_t n = 0;
@@ -1304,11 +1316,14 @@ static void heap_validate_locked(heap_t *heap, int *violations) {
                 heap->places_used, place ? heap->place_class[place - 1] : 0, (int)set_up);
     places += place != 0;
     /* Hoard's invariant (seed 004 §3.1), per size class as its proof has it (§4.1), with K
-     * raised by at most LD_BOOST_MAX for classes that ping-pong: the bound stays O(1). */
+     * raised for classes that ping-pong by at most LD_BOOST_MAX each and LD_BOOST_BUDGET in
+     * all: the bound stays O(1). */
     if (!(heap->u[c] >= heap->a[c] - k_slack || (double)heap->u[c] >= (1.0 - f) * (double)heap->a[c]))
       VIOLATION("heap %p class %u: Hoard's invariant fails: u=%lld a=%lld K*S=%lld f=%.3f\n", (void *)heap, c,
                 (long long)heap->u[c], (long long)heap->a[c], (long long)k_slack, f);
   }
+  if (boosts != heap->boost_total || boosts > LD_BOOST_BUDGET)
+    VIOLATION("heap %p: boosts sum to %u, counted %u, budget %d\n", (void *)heap, boosts, heap->boost_total, LD_BOOST_BUDGET);
   for (unsigned i = 0; i < LD_OWNED_SLOTS; i++) {
     uintptr_t e = heap->owned[i];
     if (!e) continue;

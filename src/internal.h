@@ -789,7 +789,13 @@ static inline unsigned ld_outbox_set(const struct heap_s *owner) {
  * keeps the invariant for K >= 1, which per-heap sums would not. u counts the blocks in the
  * thread's cache as in use (they are the front end's); the cache's bound therefore enters
  * Hoard's blowup bound as a constant per thread (docs/allocator.md). */
-#define LD_BOOST_MAX 16   /* hysteresis: extra superblocks of slack a class may earn */
+/* Hysteresis (heap.c, heap_take_from_global): extra superblocks of slack a class may earn, and
+ * all of a heap's classes together. A class that cycles a few MiB through the global heap each
+ * round (Hoard's threadtest with buffers: 67 superblocks of 4 KiB blocks) needs its whole round;
+ * the budget keeps the heap's sum, and so the blowup bound's constant, at 128 superblocks (8
+ * MiB), where 16 for each of 73 classes allowed 1,168. */
+#define LD_BOOST_MAX 64
+#define LD_BOOST_BUDGET 128
 #define LD_MEDIUM_CACHE_SPANS 64 /* medium spans a thread's cache keeps (heap_t, medium_cache) */
 #define LD_MEDIUM_LATE 256       /* spans in use a thread's heap lists late (heap_t, medium_late) */
 #define LD_MEDIUM_GHOST_CHUNKS 32 /* chunk counts of spans pushed out the cache remembers (heap_t) */
@@ -948,6 +954,7 @@ typedef struct heap_s {
                                           of a superblock was never touched) */
   int64_t u_release[LD_CLASS_COUNT + 1]; /* give a superblock of class c back when u[c] < this */
   uint8_t boost[LD_CLASS_COUNT + 1];   /* extra K earned by ping-pong (hysteresis, heap.c) */
+  uint16_t boost_total;                /* their sum, at most LD_BOOST_BUDGET */
   ld_class_set_t release_due;          /* classes whose own frees left partly used superblocks to give back (heap.c) */
   uint64_t last_release_ns[LD_CLASS_COUNT + 1];
   uint64_t last_take_ns[LD_CLASS_COUNT + 1];
