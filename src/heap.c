@@ -329,6 +329,7 @@ static void heap_release_below(heap_t *heap, unsigned c, bool empty_only) {
       heap_give_to_global(heap, sb);
       LD_STAT_INC(heap, superblocks_to_global);
       heap->last_release_ns[c] = now;
+      heap->released_own = empty_only ? heap->released_own | LD_CLASS_BIT(c) : heap->released_own & ~LD_CLASS_BIT(c);
       heap_recompute_threshold(heap, c);
       /* a class that was due gives up to all its superblocks at once */
       if (++given % GIVES_PER_TURN == 0) ld_global_let_waiters_in();
@@ -513,9 +514,12 @@ static sb_t *heap_take_from_global(heap_t *heap, unsigned cls) {
   uint64_t now = LD_READ(heap->last_slow_ns);
   /* One give-and-take is one event: the release it answers is used up. */
   if (heap->last_release_ns[cls] && now - heap->last_release_ns[cls] < PINGPONG_WINDOW_NS) {
-    /* doubled (plus one), within the class's most and what the heap's budget has left */
+    /* doubled (plus one), within the class's most (what its own frees emptied may earn more
+     * than what other threads' frees did: internal.h) and what the heap's budget has left */
+    unsigned most = ld_class_set_has(heap->released_own, cls) ? LD_BOOST_MAX : LD_BOOST_MAX_COLLECTED;
     unsigned boost = heap->boost[cls], grown = 2u * boost + 1u, left = LD_BOOST_BUDGET - heap->boost_total;
-    if (grown > LD_BOOST_MAX) grown = LD_BOOST_MAX;
+    if (grown > most) grown = most;
+    if (grown < boost) grown = boost; /* (earned under the other most: kept until it decays) */
     if (grown > boost + left) grown = boost + left;
     heap_set_boost(heap, cls, grown);
     heap->last_release_ns[cls] = 0;
@@ -1047,6 +1051,7 @@ heap_t *ld_heap_new(bool after_exit_hook) {
     heap->last_release_ns[c] = heap->last_take_ns[c] = 0;
   }
   heap->boost_total = 0;
+  heap->released_own = 0;
   /* The table of owned superblocks is empty: every superblock left it when it was given away
    * (the validation walk checks heaps that wait for a thread). */
   /* No superblock in any group and a = 0: the thresholds are 0, as the options say now. */
