@@ -3,13 +3,14 @@
  * threadtest with buffers), takes the class below the emptiness threshold at every round's
  * end and gives K superblocks' worth of slack... and the rest to the global heap, which the next
  * round takes back: a round trip of two locks, lists and a format per superblock. A take within
- * 50 ms of a give earns the class more slack (boost), up to LD_BOOST_MAX superblocks, within
+ * 50 ms of a give earns the class more slack (boost): up to LD_BOOST_MAX superblocks when its
+ * own frees emptied what it gave (LD_BOOST_MAX_COLLECTED when other threads' frees did), within
  * the heap's LD_BOOST_BUDGET for all classes together.
  *
  *   one class      1,000 blocks of 4,000 bytes (67 superblocks of 15 blocks) allocated and
  *                  freed in 40 rounds: over the last 30 rounds at most 30 superblocks go to the
- *                  global heap (one a round; with at most 16 superblocks of boost, 41 a round
- *                  went, 1,230 in all);
+ *                  global heap (one a round; with at most 16 superblocks of boost, 40 a round
+ *                  went, 1,200 in all);
  *   the budget     the same rounds in 6 classes at once (1,000, 2,000, 3,000, 4,000, 6,000 and
  *                  8,000 bytes: 4 to 8 MiB each): every class pings, their boosts together stay
  *                  within the budget, which the validation walk checks (boosts summed and
