@@ -118,6 +118,7 @@ typedef struct larder_stats_s {
   size_t fit_allocs;              /* blocks it handed out (in mallocs) */
   size_t fit_bytes_in_use;        /* its live blocks' usable bytes (in bytes_in_use) */
   size_t fit_regions;             /* its regions, one superblock-sized chunk each (in bytes_held) */
+  size_t superblocks_restarted;   /* refills that found every carved block of a superblock free and carved it again from its first block, instead of walking its free list */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);

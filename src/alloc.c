@@ -14,7 +14,8 @@
  *      into its class's bin, unread), then take half a bin of blocks from the superblock the class
  *      draws from: its free list, its batches from the inbox (whole, from their hints, their
  *      blocks unread, when the hints check out: superblock.c), its remote list (taken whole),
- *      untouched blocks;
+ *      untouched blocks (a superblock whose carved blocks are all on its free list is carved
+ *      again from its first block, its list not walked);
  *      else switch to the fullest superblock of that class the heap holds (Hoard §3.1,
  *      fullness groups: the head of a list, no search). Hoard's accounting (u, a, the
  *      threshold) is applied per batch.

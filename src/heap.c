@@ -569,11 +569,12 @@ unsigned ld_heap_fill(heap_t *heap, unsigned cls, unsigned want) {
     LD_STAT_INC(heap, superblocks_examined);
     int32_t before = sb->used;
     char *bump = sb->bump;
-    ld_take_counts_t took = {0, 0, 0, false};
+    ld_take_counts_t took = {0, 0, 0, false, false};
     n += ld_sb_take_blocks(sb, bin->slots + bin->count + n, want - n, bin->limit - bin->count - n, &took);
     LD_OWNER_ADD(heap->carved[cls], sb->bump - bump);
     LD_STAT_ADD(heap, remote_hinted, took.hinted);
     LD_STAT_ADD(heap, remote_hint_taken, took.hint_taken);
+    if (took.restarted) LD_STAT_INC(heap, superblocks_restarted);
     LD_OWNER_ADD(heap->u[cls], (int64_t)(sb->used - before) * sb->block_size);
     if (took.remote_accounted) LD_STAT_ADD(heap, remote_taken_bytes, (size_t)took.remote_accounted * sb->block_size);
     if (took.short_of_room) break; /* sb has more, in a batch the bin had no room for */

@@ -427,12 +427,15 @@ typedef struct ld_take_counts_s {
   uint64_t hinted;          /* blocks whose lines were prefetched from batch hints */
   uint64_t hint_taken;      /* of those, taken in whole batches from their hints, unread */
   bool short_of_room;       /* fewer than asked, with blocks left: the next batch would not fit */
+  bool restarted;           /* every carved block was on the free list: carved again from the first */
 } ld_take_counts_t;
 /* Takes up to `want` free blocks of sb into out[]: its free list, then the batches taken from
  * the owner's inbox (whole batches from their hints where the hints hold, which may bring up
  * to `most`; else walked), then its remote list (taken whole with one exchange: it becomes the
  * free list, no walk), each prefetched from its hints as it becomes the free list, then
- * untouched blocks carved at the bump pointer (a page at a time). Each block read is checked
+ * untouched blocks carved at the bump pointer (a page at a time); a superblock all of whose
+ * carved blocks are on its free list is carved again from its first block instead (no walk).
+ * Each block read is checked
  * (its tag, the list's length). Returns how many; used grows by that many. Owner. */
 unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, unsigned most, ld_take_counts_t *counts);
 /* Puts a chain of n blocks of sb (head..tail, linked, tagged) back on its free list; used
@@ -520,6 +523,7 @@ typedef struct ld_stats_s {
   size_t medium_late_tails;     /* kept spans handed out with old pages to list late (cache.c) */
   size_t medium_cache_grows;    /* a thread's medium cache bound doubled (cache.c, medium_cache_missed) */
   size_t bin_growths;           /* a bin's limit grew past its first (cache.c, bin_grow) */
+  size_t superblocks_restarted; /* refills that carved a wholly free superblock again (superblock.c) */
   size_t refills, flushes, superblocks_examined, free_lock_acquisitions;
   size_t remote_batches, remote_announcements; /* the remote free path's atomic operations */
   size_t remote_sends;          /* claims of slots in owners' inboxes: one CAS for up to LD_OUTBOX batches */

@@ -22,7 +22,8 @@
   X(remote_hinted) X(medium_tails_purged) X(medium_cache_hits) X(medium_bytes_cached) X(remote_inbox_full) X(remote_hint_taken) \
   X(remote_to_bins) X(mark_rings_examined) X(purge_call_runs) X(orphan_heaps_taken) X(bytes_dormant) X(purge_runs_cut) \
   X(lock_sleeps) X(remote_sends) X(idle_medium_emptied) X(medium_late_tails) X(medium_cache_grows) X(medium_cache_extra) X(bin_growths) \
-  X(classes_learned) X(fit_allocs) X(fit_bytes_in_use) X(fit_regions)
+  X(classes_learned) X(fit_allocs) X(fit_bytes_in_use) X(fit_regions) \
+  X(superblocks_restarted)
 
 static size_t positive(int64_t v) { return v > 0 ? (size_t)v : 0; }
 
@@ -127,6 +128,7 @@ static void fill_stats(larder_stats_t *out, const ld_stats_t *counts, const ld_h
   out->medium_late_tails = counts->medium_late_tails;
   out->medium_cache_grows = counts->medium_cache_grows;
   out->bin_growths = counts->bin_growths;
+  out->superblocks_restarted = counts->superblocks_restarted;
   out->classes_learned = __atomic_load_n(&ld_classes_learned, __ATOMIC_ACQUIRE);
   out->medium_cache_extra = ld_cache_medium_extra();
   out->medium_bytes_cached = medium_cached;

@@ -211,6 +211,22 @@ static unsigned sb_carve(sb_t *sb, void **out, unsigned want) {
   return n;
 }
 
+/* A superblock of which every carved block is on its free list (none handed out, in a cache,
+ * deferred, or on its way back from another thread: used counts all of those, and the remote
+ * and inbox lists are empty) starts again from its first block, carved at the bump pointer, so
+ * that the take does not walk its free list, a chain of dependent loads of lines its own frees
+ * wrote long ago (threadtest's rounds: every superblock empties, then refills). Nothing points
+ * at its blocks any more but that list; the blocks keep their tags, so a free of one now is
+ * still caught (above the bump pointer: "never allocated"), and the fill makes the range above
+ * the bump pointer the free fast path's to refuse again (heap.c, ld_heap_fill). The owner,
+ * under its lock. */
+static inline bool sb_restart_if_free(sb_t *sb) {
+  if (sb->used != 0 || sb->free_list == NULL || sb->remote_seen != 0 || sb->inbox_list != NULL) return false;
+  sb->free_list = NULL;
+  LD_OWNER_SET(sb->bump, sb->data);
+  return true;
+}
+
 /* Free blocks the owner may take from its lists: the carved ones not in use. A list longer
  * than that has a block on it twice (two threads freed one block at once) or was overwritten. */
 static inline int32_t sb_listed_blocks(const sb_t *sb) {
@@ -366,6 +382,7 @@ static unsigned take_hinted(sb_t *sb, void **out, unsigned n, unsigned want, uns
 
 unsigned ld_sb_take_blocks(sb_t *sb, void **out, unsigned want, unsigned most, ld_take_counts_t *counts) {
   unsigned n = 0;
+  counts->restarted = sb_restart_if_free(sb);
   for (int pass = 0; pass < 3 && n < want; pass++) {
     int32_t listed = sb_listed_blocks(sb);
     unsigned start = n;

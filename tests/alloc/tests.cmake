@@ -137,6 +137,7 @@ alloc_test(alloc_thread_exit_key SOURCES alloc/thread_exit_key.c PRELOAD TIMEOUT
 alloc_test(alloc_global_free SOURCES alloc/global_free.c PRELOAD TIMEOUT 60)
 alloc_test(alloc_own_frees_due SOURCES alloc/own_frees_due.c PRELOAD TIMEOUT 60)
 alloc_test(alloc_hysteresis_rounds SOURCES alloc/hysteresis_rounds.c PRELOAD TIMEOUT 60)
+alloc_test(alloc_superblock_restart SOURCES alloc/superblock_restart.c PRELOAD TIMEOUT 60)
 # (no purge run may read main's inbox before its fill does: the test counts what the fill reads)
 alloc_test(alloc_pending_bound SOURCES alloc/pending_bound.c PRELOAD TIMEOUT 60 ENV LARDER_PURGE_DELAY_MS=60000)
 alloc_test(alloc_remote_hints SOURCES alloc/remote_hints.c PRELOAD TIMEOUT 60)
