@@ -54,7 +54,9 @@
  *      ld_heap_return), where u falls and Hoard's threshold may give a superblock to the
  *      global heap; or, if the bin cycles (it turned twice between refills and flushes since
  *      the thread's last trim), its limit doubles instead, within the thread's bin_growth_kb
- *      (cache.c, bin_grow). A thread's exit returns every bin under one lock (ld_heap_return_bins).
+ *      (cache.c, bin_grow). A thread's exit returns every bin under one lock (ld_heap_return_bins),
+ *      but for part of each bin that two parked heaps keep for the next thread (heap.c,
+ *      ld_heap_park).
  *   3. A block of another heap's superblock (free_slow): it waits in the thread's ring of 4
  *      slow frees (cache.c) while its line and its header's arrive, the ownership map looked
  *      up first (the pointer is larder's before anything of it is read) unless its

@@ -1797,6 +1797,39 @@ int ld_cache_drain_idle(heap_t *heap) {
   return drained;
 }
 
+/* (ld_heap_park keeps the current superblocks of such a heap: the blocks kept lie there, and
+ * none of them is another heap's; the newest are kept, the slots' top) */
+void ld_cache_drain_keeping_bins(heap_t *heap) {
+  if (heap == &ld_heap_empty) return;
+  settle_slow_frees(heap);
+  settle_deferred(heap, false);
+  for (ld_class_set_t set_up = bins_set_up(heap); set_up; set_up &= set_up - 1) {
+    unsigned c = ld_class_set_first(set_up);
+    ld_bin_t *bin = ld_heap_bin(heap, c);
+    uint32_t first = bin_first_limit(c), keep = first / 2;
+    const sb_t *current = heap->current[c];
+    /* the slots rearranged: those going back first (bin_flush_blocks takes the front), in their
+     * order, then those kept */
+    void *kept[LD_BIN_SLOTS];
+    unsigned k = 0, going = 0, n = bin->count;
+    for (unsigned i = n; i-- > 0;) {
+      void *b = bin->slots[i];
+      if (k < keep && ld_sb_of(b) == current) kept[keep - 1 - k++] = b;
+      else bin->slots[n - 1 - going++] = b;
+    }
+    if (going) {
+      memmove(bin->slots, bin->slots + n - going, going * sizeof(void *));
+      memcpy(bin->slots + going, kept + keep - k, k * sizeof(void *));
+      bin_flush_blocks(heap, c, going, false);
+    }
+    bin->refilled = 0;
+    if (bin->limit != first) bin_set_limit(heap, c, first);
+    bin->fill = (uint8_t)first_fill(bin); /* the next thread starts small */
+  }
+  remote_send_all(heap);
+  medium_cache_drain(heap);
+}
+
 void ld_cache_drain(heap_t *heap) {
   if (heap == &ld_heap_empty) return;
   settle_slow_frees(heap);

@@ -717,6 +717,26 @@ void ld_heap_return_bins(heap_t *heap) {
   heap_unlock(heap);
 }
 
+/* A parked heap's kept bins (ld_heap_park) go back to their superblocks before anything gives
+ * a superblock of the heap away (its tidy, its release, its park's own give-away), so that no
+ * cached block's superblock leaves the heap under it. They hold only the heap's own blocks (its
+ * thread's exit sent the others: cache.c, ld_cache_drain_keeping_bins); one that is not (the
+ * validation walk reports it) stays at the front of its bin for the next thread's flush, as
+ * ld_heap_return_bins leaves such blocks for its caller. Heap lock held; returns the classes
+ * whose u fell. */
+#define CLASSES_ALL (~(ld_class_set_t)0)
+static ld_class_set_t heap_kept_bins_return_locked(heap_t *heap, ld_class_set_t only) {
+  ld_class_set_t classes = 0;
+  for (ld_class_set_t set_up = ld_class_words_read(&heap->bins_set_up) & only; set_up; set_up &= set_up - 1) {
+    ld_bin_t *bin = ld_heap_bin(heap, ld_class_set_first(set_up));
+    unsigned foreign;
+    if (!bin->count) continue;
+    classes |= heap_return_locked(heap, bin, bin->slots, bin->count, &foreign);
+    LD_OWNER_SET(bin->count, foreign);
+  }
+  return classes;
+}
+
 /* ---- maintenance by any thread (maintain.c) ---- */
 
 /* Counts the frees pushed onto the heap's current superblocks (watched: not announced);
@@ -804,7 +824,7 @@ bool ld_heap_tidy(heap_t *heap, bool mine, bool idle) {
    * owner just before) are counted, or forwarded to their superblocks' owners now, not when
    * a new thread takes the heap; a parked heap's classes whose u fell meet Hoard's threshold
    * again (the validation walk checks parked heaps) */
-  else heap_release_classes(heap, heap_process_pending(heap));
+  else heap_release_classes(heap, heap_process_pending(heap) | heap_kept_bins_return_locked(heap, CLASSES_ALL));
   heap_unlock(heap);
   return true;
 }
@@ -814,6 +834,7 @@ bool ld_heap_release_parked(heap_t *heap) {
   /* live is read under the heap's lock: a new thread that took the heap meanwhile finds it
    * either whole or emptied, under the same lock (ld_heap_new) */
   if (!__atomic_load_n(&heap->live, __ATOMIC_ACQUIRE) && heap->superblocks_held) {
+    heap_kept_bins_return_locked(heap, CLASSES_ALL);
     heap_give_all_locked(heap);
     LD_STAT_INC(heap, parked_heaps_released);
   }
@@ -1111,7 +1132,19 @@ static int64_t heap_parked_keep(const heap_t *heap, unsigned c) {
   return heap->a[c] - (int64_t)(LD_OPTION(empty_fraction) / 2 * (double)heap->a[c]);
 }
 
-bool ld_heap_park(heap_t *heap) {
+/* A place among the PARKED_KEEP_CURRENT_MAX parked heaps that keep their current superblocks
+ * and bins, taken by an exiting thread before it empties its cache (maintain.c, thread_exit),
+ * so that it knows whether to keep its bins; ld_heap_park gives it back if the heap ends up
+ * holding nothing. */
+bool ld_heap_keep_reserve(void) {
+  size_t n = atomic_load_explicit(&heaps.parked_keeping, memory_order_relaxed);
+  while (n < PARKED_KEEP_CURRENT_MAX)
+    if (atomic_compare_exchange_weak_explicit(&heaps.parked_keeping, &n, n + 1, memory_order_relaxed, memory_order_relaxed))
+      return true;
+  return false;
+}
+
+bool ld_heap_park(heap_t *heap, bool keeping) {
   ld_lock(&heaps.lock);
   heap_lock(heap);
   heap_give_empty_locked(heap, false);
@@ -1127,8 +1160,20 @@ bool ld_heap_park(heap_t *heap) {
    * heap at that thread's first fill of the class: larson-server's threads, which live for
    * about 100 mallocs, moved 15 superblocks each way per thread (319 -> 279 instructions per
    * operation, alternating callgrind runs; docs/results.md). A heap no thread takes is
-   * emptied by the purge after a delay (ld_heap_release_parked) and by malloc_trim at once. */
-  bool keep_current = atomic_load_explicit(&heaps.parked_keeping, memory_order_relaxed) < PARKED_KEEP_CURRENT_MAX;
+   * emptied by the purge after a delay (ld_heap_release_parked) and by malloc_trim at once.
+   * Such a heap (keeping: its place taken, ld_heap_keep_reserve) keeps its bins too, up to half
+   * their first limits (cache.c, ld_cache_drain_keeping_bins): the next thread's first mallocs
+   * pop them instead of refilling, and its exit did not link them back onto their superblocks'
+   * lists, for that thread's refills to walk (larson-server's threads, about 100 mallocs each
+   * in some 50 classes: a refill every 3.5 mallocs). They are the heap's free blocks, in no
+   * thread's cache: the statistics count them neither in use nor cached (ld_heaps_stats), and
+   * Hoard's bound grows by them, a constant (at most half of each class's first bin, in at most
+   * PARKED_KEEP_CURRENT_MAX heaps). A bin keeps only blocks of its class's current superblock,
+   * which nothing here gives away, so no kept block's superblock leaves the heap. The bins are
+   * not touched here: the thread is out of them, and the purge may be emptying them (cache.c,
+   * ld_cache_drain_idle; a return of bins here raced its flushes, whose counts it took before
+   * this lock: a bin's count went to -1). */
+  bool keep_current = keeping;
   ld_global_lock();
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     sb_t *sb;
@@ -1142,10 +1187,8 @@ bool ld_heap_park(heap_t *heap) {
   ld_global_unlock();
   heap_retire_locked(heap);
   bool holds = heap->superblocks_held != 0;
-  if (holds && keep_current) {
-    heap->kept_current = true;
-    atomic_fetch_add_explicit(&heaps.parked_keeping, 1, memory_order_relaxed);
-  }
+  if (holds && keep_current) heap->kept_current = true;
+  else if (keeping) atomic_fetch_sub_explicit(&heaps.parked_keeping, 1, memory_order_relaxed); /* (its bins are empty: it holds nothing) */
   heap_unlock(heap);
   ld_unlock(&heaps.lock);
   return holds;
@@ -1207,17 +1250,23 @@ void ld_heaps_stats(ld_stats_t *out, ld_heap_figures_t *figures, ld_class_figure
     figures->medium_usable += LD_READ(h->medium_usable);
     /* (the medium cache is the owner's without a lock: cache.c, "medium spans") */
     figures->medium_cached += LD_READ(h->medium_cached_bytes) + (int64_t)ld_heap_medium_returned_bytes(h);
+    /* (live read under the heap's lock, which a new thread takes before it uses the heap) */
+    bool parked = !__atomic_load_n(&h->live, __ATOMIC_ACQUIRE);
     for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
       int64_t u = LD_READ(h->u[c]), superblocks = LD_READ(h->a[c]) / ld_class_capacity_bytes[c];
       int64_t blocks = LD_READ(ld_heap_bin(h, c)->count);
+      /* a parked heap's kept bins (ld_heap_park) are free blocks of its superblocks, in no
+       * thread's cache: out of u, not cached (malloc's count still takes them out) */
+      int64_t cached = parked ? 0 : blocks * ld_class_size[c];
+      if (parked) u -= blocks * ld_class_size[c];
       figures->in_use += u;
       figures->held += superblocks * (int64_t)ld_sb_size;
       figures->cached_blocks += blocks;
-      figures->cached += blocks * ld_class_size[c];
+      figures->cached += cached;
       if (classes) {
         classes->in_use[c] += u;
         classes->superblocks[c] += superblocks;
-        classes->cached[c] += blocks * ld_class_size[c];
+        classes->cached[c] += cached;
         classes->carved[c] += LD_READ(h->carved[c]);
       }
     }
@@ -1384,8 +1433,17 @@ void ld_heap_validate(heap_t *mine, int *violations) {
     if (h->bins_grown_bytes) VIOLATION("heap %p waits for a thread with its bins grown by %zu bytes\n", (void *)h, h->bins_grown_bytes);
     if (h->superblocks_held) { /* parked */
       heap_validate_locked(h, violations);
-      for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
-        if (ld_heap_bin(h, c)->count) VIOLATION("parked heap %p keeps %u blocks cached in class %u\n", (void *)h, ld_heap_bin(h, c)->count, c);
+      /* only a heap that kept its current superblocks keeps bins (ld_heap_park), its own
+       * blocks only, within half their first limits (heap_validate_locked checked each block) */
+      for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
+        const ld_bin_t *bin = ld_heap_bin(h, c);
+        if (bin->count && (!h->kept_current || bin->count > bin->limit / 2))
+          VIOLATION("parked heap %p keeps %u blocks cached in class %u (limit %u, keeping %d)\n", (void *)h, bin->count, c,
+                    bin->limit, (int)h->kept_current);
+        for (uint32_t i = 0; i < bin->count; i++)
+          if (atomic_load_explicit(&ld_sb_of(bin->slots[i])->owner, memory_order_relaxed) != h)
+            VIOLATION("parked heap %p keeps block %p of another heap's superblock in class %u\n", (void *)h, bin->slots[i], c);
+      }
       heap_unlock(h);
       continue;
     }

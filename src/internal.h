@@ -1185,8 +1185,11 @@ void    ld_heap_fraction_changed(void);     /* Hoard's f was set: the groups' bo
  * flush does it for a heap of any size (only one that reaches its heap first, heap.c). */
 void    ld_heaps_options_apply(void);
 /* Thread exit: the heap's empty superblocks go to the global heap, and the heap with the rest
- * waits (parked) for the next new thread; true if it still holds superblocks. */
-bool    ld_heap_park(heap_t *heap);
+ * waits (parked) for the next new thread; true if it still holds superblocks. keeping: a place
+ * among the parked heaps that keep their current superblocks and bins, taken before the cache
+ * was emptied (ld_heap_keep_reserve: false when all are taken). */
+bool    ld_heap_keep_reserve(void);
+bool    ld_heap_park(heap_t *heap, bool keeping);
 /* The purge: a parked heap no thread took within a delay gives everything to the global heap;
  * false if its lock was busy. */
 bool    ld_heap_release_parked(heap_t *heap);
@@ -1351,6 +1354,9 @@ void    ld_cache_trim(heap_t *heap);
 bool    ld_cache_send_idle_batches(heap_t *heap);
 /* Empties every bin and the remote buffer (thread exit, malloc_trim). */
 void    ld_cache_drain(heap_t *heap);
+/* The same at the exit of a thread whose heap will keep its bins (ld_heap_park): each bin keeps
+ * up to half its first limit of blocks of its class's current superblock, the rest goes back. */
+void    ld_cache_drain_keeping_bins(heap_t *heap);
 /* Sets the bins' limits and fast-check figures (a new heap, or changed options). */
 /* The calling thread's cache of medium spans (cache.c, "medium spans"). alloc: a kept span
  * for a malloc of `size` bytes, or NULL. free: true if the span (a medium span in use, checked)

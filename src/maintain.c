@@ -174,9 +174,17 @@ static void thread_exit(void *arg) {
   if (!heap || heap == &ld_heap_empty) return;
   int saved_errno = errno;
   LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns());
-  drain_caches(heap);
+  /* (a place among the parked heaps that keep their bins, taken first: heap.c, ld_heap_park) */
+  bool keeping = ld_heap_keep_reserve();
+  if (keeping) {
+    ld_cache_enter(heap);
+    ld_cache_drain_keeping_bins(heap);
+    ld_cache_leave(heap);
+  } else {
+    drain_caches(heap);
+  }
   ld_heap_tls = &ld_heap_empty;
-  bool parked = ld_heap_park(heap);
+  bool parked = ld_heap_park(heap, keeping);
   uint64_t now = ld_os_now_coarse_ns();
   /* (a heap holding regions of the fit tier: its empty one goes back at the purge's next look) */
   if (parked || LD_READ(heap->fit.regions_held)) ld_due_note(now);
