@@ -1200,8 +1200,10 @@ void ld_heaps_lock_all(void) {
   for (heap_t *h = heaps.heaps; h; h = h->next_heap) ld_lock(&h->lock);
 }
 void ld_heaps_unlock_all(bool reinit) {
+  size_t keeping = 0;
   for (heap_t *h = heaps.heaps; h; h = h->next_heap) {
     if (reinit) {
+      keeping += h->kept_current;
       ld_lock_reset(&h->lock);
       ld_inbox_after_fork(h);
       /* A fork child: the parent's orphans stay as the parent's other threads' heaps stay,
@@ -1220,6 +1222,9 @@ void ld_heaps_unlock_all(bool reinit) {
   if (reinit) {
     heaps.orphans = heaps.orphans_tail = NULL;
     heaps.orphans_queued = 0;
+    /* the places among the keeping parked heaps that the parent's exiting threads had taken
+     * before their park (ld_heap_keep_reserve, outside these locks) are no one's here */
+    atomic_store_explicit(&heaps.parked_keeping, keeping, memory_order_relaxed);
     ld_lock_reset(&heaps.lock);
   } else {
     ld_unlock(&heaps.lock);
