@@ -700,34 +700,12 @@ void ld_heap_settle_deferred(heap_t *heap, unsigned place, ld_block_t *block, ld
   heap_unlock(heap);
 }
 
-void ld_heap_return_bins(heap_t *heap) {
-  heap_lock(heap);
-  heap_check_options(heap);
+/* Every bin's blocks back to their superblocks but those whose superblock is another heap's now,
+ * left at the front of the bin (ld_heap_return_bins' caller sends them). Heap lock held;
+ * returns the classes whose u fell. */
+static ld_class_set_t heap_bins_return_locked(heap_t *heap) {
   ld_class_set_t classes = 0;
   for (ld_class_set_t set_up = ld_class_words_read(&heap->bins_set_up); set_up; set_up &= set_up - 1) { /* (the others are empty) */
-    ld_bin_t *bin = ld_heap_bin(heap, ld_class_set_first(set_up));
-    unsigned foreign;
-    if (!bin->count) continue;
-    classes |= heap_return_locked(heap, bin, bin->slots, bin->count, &foreign);
-    LD_OWNER_SET(bin->count, foreign); /* at the front of the bin: the caller sends them */
-  }
-  LD_OWNER_ADD(heap->looks, 1);
-  classes |= heap_process_pending(heap) | heap->release_due; /* (each bit cleared as released) */
-  heap_release_classes(heap, classes);
-  heap_unlock(heap);
-}
-
-/* A parked heap's kept bins (ld_heap_park) go back to their superblocks before anything gives
- * a superblock of the heap away (its tidy, its release, its park's own give-away), so that no
- * cached block's superblock leaves the heap under it. They hold only the heap's own blocks (its
- * thread's exit sent the others: cache.c, ld_cache_drain_keeping_bins); one that is not (the
- * validation walk reports it) stays at the front of its bin for the next thread's flush, as
- * ld_heap_return_bins leaves such blocks for its caller. Heap lock held; returns the classes
- * whose u fell. */
-#define CLASSES_ALL (~(ld_class_set_t)0)
-static ld_class_set_t heap_kept_bins_return_locked(heap_t *heap, ld_class_set_t only) {
-  ld_class_set_t classes = 0;
-  for (ld_class_set_t set_up = ld_class_words_read(&heap->bins_set_up) & only; set_up; set_up &= set_up - 1) {
     ld_bin_t *bin = ld_heap_bin(heap, ld_class_set_first(set_up));
     unsigned foreign;
     if (!bin->count) continue;
@@ -735,6 +713,16 @@ static ld_class_set_t heap_kept_bins_return_locked(heap_t *heap, ld_class_set_t 
     LD_OWNER_SET(bin->count, foreign);
   }
   return classes;
+}
+
+void ld_heap_return_bins(heap_t *heap) {
+  heap_lock(heap);
+  heap_check_options(heap);
+  ld_class_set_t classes = heap_bins_return_locked(heap);
+  LD_OWNER_ADD(heap->looks, 1);
+  classes |= heap_process_pending(heap) | heap->release_due; /* (each bit cleared as released) */
+  heap_release_classes(heap, classes);
+  heap_unlock(heap);
 }
 
 /* ---- maintenance by any thread (maintain.c) ---- */
@@ -824,7 +812,11 @@ bool ld_heap_tidy(heap_t *heap, bool mine, bool idle) {
    * owner just before) are counted, or forwarded to their superblocks' owners now, not when
    * a new thread takes the heap; a parked heap's classes whose u fell meet Hoard's threshold
    * again (the validation walk checks parked heaps) */
-  else heap_release_classes(heap, heap_process_pending(heap) | heap_kept_bins_return_locked(heap, CLASSES_ALL));
+  /* A parked heap's kept bins (ld_heap_park) go back to their superblocks before anything gives
+   * one away here or in its release, so that no kept block's superblock leaves the heap under it
+   * (they hold its own blocks only: cache.c, bin_keep_current; one that is not, which the
+   * validation walk reports, stays in its bin for the next thread's flush). */
+  else heap_release_classes(heap, heap_process_pending(heap) | heap_bins_return_locked(heap));
   heap_unlock(heap);
   return true;
 }
@@ -834,7 +826,7 @@ bool ld_heap_release_parked(heap_t *heap) {
   /* live is read under the heap's lock: a new thread that took the heap meanwhile finds it
    * either whole or emptied, under the same lock (ld_heap_new) */
   if (!__atomic_load_n(&heap->live, __ATOMIC_ACQUIRE) && heap->superblocks_held) {
-    heap_kept_bins_return_locked(heap, CLASSES_ALL);
+    heap_bins_return_locked(heap); /* (its kept bins: ld_heap_tidy) */
     heap_give_all_locked(heap);
     LD_STAT_INC(heap, parked_heaps_released);
   }
@@ -1162,7 +1154,7 @@ bool ld_heap_park(heap_t *heap, bool keeping) {
    * operation, alternating callgrind runs; docs/results.md). A heap no thread takes is
    * emptied by the purge after a delay (ld_heap_release_parked) and by malloc_trim at once.
    * Such a heap (keeping: its place taken, ld_heap_keep_reserve) keeps its bins too, up to half
-   * their first limits (cache.c, ld_cache_drain_keeping_bins): the next thread's first mallocs
+   * their first limits (cache.c, bin_keep_current): the next thread's first mallocs
    * pop them instead of refilling, and its exit did not link them back onto their superblocks'
    * lists, for that thread's refills to walk (larson-server's threads, about 100 mallocs each
    * in some 50 classes: a refill every 3.5 mallocs). They are the heap's free blocks, in no
@@ -1173,13 +1165,12 @@ bool ld_heap_park(heap_t *heap, bool keeping) {
    * not touched here: the thread is out of them, and the purge may be emptying them (cache.c,
    * ld_cache_drain_idle; a return of bins here raced its flushes, whose counts it took before
    * this lock: a bin's count went to -1). */
-  bool keep_current = keeping;
   ld_global_lock();
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++) {
     sb_t *sb;
     if (!heap->a[c]) continue; /* (holds nothing of that class: the threshold's floating point
                                   for all 73 classes was 250 instructions of every thread's exit) */
-    while (heap->u[c] < heap_parked_keep(heap, c) && (sb = heap_find_releasable(heap, c, !keep_current, false))) {
+    while (heap->u[c] < heap_parked_keep(heap, c) && (sb = heap_find_releasable(heap, c, !keeping, false))) {
       heap_give_to_global(heap, sb);
       LD_STAT_INC(heap, superblocks_to_global);
     }
@@ -1187,7 +1178,7 @@ bool ld_heap_park(heap_t *heap, bool keeping) {
   ld_global_unlock();
   heap_retire_locked(heap);
   bool holds = heap->superblocks_held != 0;
-  if (holds && keep_current) heap->kept_current = true;
+  if (holds && keeping) heap->kept_current = true;
   else if (keeping) atomic_fetch_sub_explicit(&heaps.parked_keeping, 1, memory_order_relaxed); /* (its bins are empty: it holds nothing) */
   heap_unlock(heap);
   ld_unlock(&heaps.lock);

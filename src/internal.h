@@ -1352,11 +1352,10 @@ void    ld_cache_trim(heap_t *heap);
 /* The purge sends the batches in the remote buffer of a heap whose thread stopped calling:
  * false when it could not because the owner was at work in it (try again later). */
 bool    ld_cache_send_idle_batches(heap_t *heap);
-/* Empties every bin and the remote buffer (thread exit, malloc_trim). */
-void    ld_cache_drain(heap_t *heap);
-/* The same at the exit of a thread whose heap will keep its bins (ld_heap_park): each bin keeps
- * up to half its first limit of blocks of its class's current superblock, the rest goes back. */
-void    ld_cache_drain_keeping_bins(heap_t *heap);
+/* Empties every bin and the remote buffer (thread exit, malloc_trim). keep_bins: the exit of a
+ * thread whose heap will keep its bins (ld_heap_park): each bin keeps up to half its first limit
+ * of blocks of its class's current superblock, the rest goes back. */
+void    ld_cache_drain(heap_t *heap, bool keep_bins);
 /* Sets the bins' limits and fast-check figures (a new heap, or changed options). */
 /* The calling thread's cache of medium spans (cache.c, "medium spans"). alloc: a kept span
  * for a malloc of `size` bytes, or NULL. free: true if the span (a medium span in use, checked)

@@ -135,10 +135,11 @@ __attribute__((constructor)) static void init_constructor(void) { ld_maintain_in
 /* ---- thread start and exit ---- */
 
 /* The calling thread's bins, buffered remote frees and kept medium spans go back (cache.c),
- * the thread marked as in its bins meanwhile (thread exit, malloc_trim, out of memory). */
-static void drain_caches(heap_t *heap) {
+ * the thread marked as in its bins meanwhile (thread exit, malloc_trim, out of memory);
+ * keep_bins: but for what its heap, parked next, keeps of its bins (heap.c, ld_heap_park). */
+static void drain_caches(heap_t *heap, bool keep_bins) {
   ld_cache_enter(heap);
-  ld_cache_drain(heap);
+  ld_cache_drain(heap, keep_bins);
   ld_cache_leave(heap);
 }
 
@@ -176,13 +177,7 @@ static void thread_exit(void *arg) {
   LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns());
   /* (a place among the parked heaps that keep their bins, taken first: heap.c, ld_heap_park) */
   bool keeping = ld_heap_keep_reserve();
-  if (keeping) {
-    ld_cache_enter(heap);
-    ld_cache_drain_keeping_bins(heap);
-    ld_cache_leave(heap);
-  } else {
-    drain_caches(heap);
-  }
+  drain_caches(heap, keeping);
   ld_heap_tls = &ld_heap_empty;
   bool parked = ld_heap_park(heap, keeping);
   uint64_t now = ld_os_now_coarse_ns();
@@ -359,7 +354,7 @@ int ld_maintain_trim(void) {
   ld_maintain_init();
   heap_t *mine = ld_heap_tls;
   if (mine != &ld_heap_empty) LD_OWNER_SET(mine->last_slow_ns, ld_os_now_coarse_ns());
-  drain_caches(mine);
+  drain_caches(mine, false);
   /* A run under way is cut short and a new one kept out while this waits (beside four busy
    * threads on 2 cores a trim waited up to 1.6 s for the purge thread's run). Its own run still
    * hands the locks to waiting threads, yields included: the caller waits so that the threads
@@ -381,7 +376,7 @@ bool ld_maintain_reclaim(heap_t *heap) {
   /* (a mapping refused: glibc's tst-dynarray-fail, under RLIMIT_AS, freed everything and its
    * next 16 KiB realloc failed, the chunks it needed kept by the thread's medium spans) */
   bool cached = ld_cache_holds(heap); /* (its kept medium spans included) */
-  drain_caches(heap);
+  drain_caches(heap, false);
   ld_heap_tidy(heap, true, false);
   uint64_t now = ld_os_now_ns();
   size_t released = ld_global_release_empties(now, true) + ld_large_purge(now, true);
