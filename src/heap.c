@@ -806,8 +806,11 @@ static void heap_give_all_locked(heap_t *heap);
 bool ld_heap_tidy(heap_t *heap, bool mine, bool idle) {
   if (mine) heap_lock(heap);
   else if (!ld_trylock(&heap->lock)) return false;
-  /* once a purge delay (maintain.c) */
-  if (__atomic_load_n(&heap->live, __ATOMIC_RELAXED)) heap_give_empty_locked(heap, idle);
+  /* once a purge delay (maintain.c); not while its thread's exit runs (ld_heap_exit_begin:
+   * its park gives away what it need not keep, under this lock) */
+  if (__atomic_load_n(&heap->live, __ATOMIC_RELAXED)) {
+    if (!heap->exiting) heap_give_empty_locked(heap, idle);
+  }
   /* a heap no thread uses: batches sent to it after its thread left (their freers read the
    * owner just before) are counted, or forwarded to their superblocks' owners now, not when
    * a new thread takes the heap; a parked heap's classes whose u fell meet Hoard's threshold
@@ -1136,9 +1139,23 @@ bool ld_heap_keep_reserve(void) {
   return false;
 }
 
+/* The thread's exit hook is under way: from here to its park, no tidy by another thread gives
+ * away a superblock of the heap (ld_heap_tidy). The exit's drain reads the current superblock of
+ * each class without this lock to choose the blocks its bins keep (cache.c, bin_keep_current),
+ * which must stay the heap's: an idle tidy gave a sparse current superblock away meanwhile, and
+ * its blocks were kept by a parked heap that no longer owned them (ThreadSanitizer,
+ * misuse_threads_prefixed at a purge delay of 0). A tidy that began before holds the lock
+ * until it is done, so the drain reads what it left. */
+void ld_heap_exit_begin(heap_t *heap) {
+  heap_lock(heap);
+  heap->exiting = true;
+  heap_unlock(heap);
+}
+
 bool ld_heap_park(heap_t *heap, bool keeping) {
   ld_lock(&heaps.lock);
   heap_lock(heap);
+  heap->exiting = false;
   heap_give_empty_locked(heap, false);
   /* Hoard's threshold without the K slack, and with half its f: a class keeps no more than
    * f/2 of its bytes free (u >= (1-f/2)a; Hoard §3.1 allows f plus K superblocks). The slack
@@ -1202,6 +1219,7 @@ void ld_heaps_unlock_all(bool reinit) {
        * taken by the child's new threads (heap_new_locked). */
       h->orphan_tid = 0;
       h->orphan_queued = false;
+      h->exiting = false; /* (a thread of the parent's that was exiting: its heap stays unused) */
       h->next_orphan = NULL;
       /* the forking thread's heap is the child's one thread's (a new id); the others' threads
        * are not in this process */

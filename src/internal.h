@@ -1033,6 +1033,7 @@ typedef struct heap_s {
    * the purge thread: ld_heaps_thread_alive) */
   int thread_tid;
   bool kept_current;                   /* parked with its classes' current superblocks (heap.c) */
+  bool exiting;                        /* its thread's exit hook runs: no tidy gives away its superblocks (heap lock; heap.c) */
   bool table_purged;                   /* parked with nothing: owned[]'s pages given back (heap.c) */
   bool orphan_queued;                  /* in the queue of orphan heaps (heaps.lock) */
   /* The remote buffer's slots (cache.c), near the end: 42 KB whose pages are touched only as
@@ -1189,6 +1190,7 @@ void    ld_heaps_options_apply(void);
  * among the parked heaps that keep their current superblocks and bins, taken before the cache
  * was emptied (ld_heap_keep_reserve: false when all are taken). */
 bool    ld_heap_keep_reserve(void);
+void    ld_heap_exit_begin(heap_t *heap);
 bool    ld_heap_park(heap_t *heap, bool keeping);
 /* The purge: a parked heap no thread took within a delay gives everything to the global heap;
  * false if its lock was busy. */

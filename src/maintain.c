@@ -175,6 +175,7 @@ static void thread_exit(void *arg) {
   if (!heap || heap == &ld_heap_empty) return;
   int saved_errno = errno;
   LD_OWNER_SET(heap->last_slow_ns, ld_os_now_coarse_ns());
+  ld_heap_exit_begin(heap); /* (no tidy gives its superblocks away from here to its park) */
   /* (a place among the parked heaps that keep their bins, taken first: heap.c, ld_heap_park) */
   bool keeping = ld_heap_keep_reserve();
   drain_caches(heap, keeping);
