@@ -90,6 +90,13 @@ static void mark(uintptr_t first, uintptr_t last, bool set) {
         }
         g += (uintptr_t)(hi - lo) + 1;
       }
+      /* no class: a range added is not formatted yet, one removed holds nothing (a byte read
+       * first, so that a large span's range does not touch the class bytes' pages) */
+      for (uintptr_t h = first > ((uintptr_t)slot << LEAF_SHIFT) ? first : ((uintptr_t)slot << LEAF_SHIFT); h <= stop; h++) {
+        size_t at = (size_t)(h & (LEAF_GRANULES - 1));
+        if (atomic_load_explicit(&leaf->small_class[at], memory_order_relaxed))
+          atomic_store_explicit(&leaf->small_class[at], 0, memory_order_release);
+      }
     }
     g = stop + 1;
   }

@@ -4,7 +4,7 @@
  * pointer must be reported, never faulted on).
  *
  * Granularity: a granule of G bytes (G = the superblock size S, a power of two) is owned as a
- * whole. Two bits per granule (owned now; released: larder's once, since given back), in a
+ * whole. A byte per granule holds the class of the small superblock there (below), and two bits (owned now; released: larder's once, since given back), in a
  * two-level radix over the 48-bit user address space:
  *   root:  one pointer per 2^16 granules (G = 64 KiB: 2^16 entries, 512 KiB of address space,
  *          mapped at init without being touched: only the entries in use cost memory);
@@ -59,9 +59,12 @@ void ld_addrmap_remove(const void *base, size_t bytes);
 #define LD_ADDRMAP_LEAF_WORDS (((uintptr_t)1 << LD_ADDRMAP_LEAF_SHIFT) / 64)
 /* Two bits per granule, in two arrays: owned (larder's now), and released (larder's once, given
  * back to the OS since: a pointer there is most likely a use after free or a double free). */
+/* And a byte per granule: the size class plus one of the small superblock it holds, 0 for
+ * anything else (ld_addrmap_small_class below). */
 typedef struct ld_addrmap_leaf_s {
   _Atomic uint64_t bits[LD_ADDRMAP_LEAF_WORDS];
   _Atomic uint64_t released[LD_ADDRMAP_LEAF_WORDS];
+  _Atomic uint8_t small_class[(uintptr_t)1 << LD_ADDRMAP_LEAF_SHIFT];
 } ld_addrmap_leaf_t;
 typedef struct ld_addrmap_s {
   unsigned shift; /* log2 of the granule */
@@ -99,6 +102,33 @@ ld_addr_state_t ld_addrmap_state(const void *p);
 /* True when the header ld_sb_of(p) would read lies in a granule larder owns (p-1's granule). */
 static inline bool ld_addrmap_contains_header(const void *p) {
   return p != NULL && ld_addrmap_contains((const char *)p - 1);
+}
+
+/* The class of the small superblock whose header ld_sb_of(p) would read, from the map instead
+ * of the header: -1 when that granule is not larder's (as ld_addrmap_contains_header), 0 when it
+ * holds no small superblock (a span, a fit region, a free chunk, a span's inner chunk), else its
+ * size class plus one. Dense (a byte per granule: a line covers 4 MiB of superblocks, where
+ * every header is a line of its own, on a page of its own, all in one cache set), so that a free
+ * by a thread that holds no batch for the superblock knows the block's class without waiting
+ * for the header (the remote free: alloc.c, free_deferring). A hint for what the header says:
+ * exact for a block handed out and not yet freed (its superblock was formatted, the byte set,
+ * before the block was handed out, and is not given back while it is in use); a stale or
+ * foreign pointer may read an old class, and is caught by the header's full checks later. */
+static inline int ld_addrmap_small_class(const void *p) {
+  size_t bit;
+  if (!p) return -1;
+  ld_addrmap_leaf_t *leaf = ld_addrmap_leaf_of((uintptr_t)p - 1, &bit);
+  if (!leaf || !((atomic_load_explicit(&leaf->bits[bit / 64], memory_order_acquire) >> (bit % 64)) & 1)) return -1;
+  return atomic_load_explicit(&leaf->small_class[bit], memory_order_relaxed);
+}
+/* Records the class of the small superblock at sb (class_plus_one 0: it holds none now). sb
+ * must lie in a granule larder owns. superblock.c as it formats one, segment.c as a run of
+ * chunks comes back, addrmap.c as a range is added or removed. */
+static inline void ld_addrmap_set_small_class(const void *sb, unsigned class_plus_one) {
+  size_t bit;
+  ld_addrmap_leaf_t *leaf = ld_addrmap_leaf_of((uintptr_t)sb, &bit);
+  if (leaf && atomic_load_explicit(&leaf->small_class[bit], memory_order_relaxed) != class_plus_one)
+    atomic_store_explicit(&leaf->small_class[bit], (uint8_t)class_plus_one, memory_order_release);
 }
 
 /* Introspection for tests and statistics: leaves mapped, and the bytes the map itself holds

@@ -638,7 +638,12 @@ static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p, uintptr_
    * free_deferring's samples waited on that read) */
   __builtin_prefetch(sb);
   unsigned slot = ld_cache_batch_slot(heap, sb);
-  if (slot == LD_REMOTE_SLOTS && LD_UNLIKELY(!ld_addrmap_contains_header(p))) not_owned("free", p);
+  /* No batch here: p's class from the ownership map, a byte among many (addrmap.h,
+   * ld_addrmap_small_class), not from the header, which is waited for only as p leaves the
+   * ring (the fan-in of 64 producers, unpinned: the header's read was a third of this
+   * function's samples) */
+  int class_plus_one = 0;
+  if (slot == LD_REMOTE_SLOTS && LD_UNLIKELY((class_plus_one = ld_addrmap_small_class(p)) < 0)) not_owned("free", p);
   /* The block is marked as it enters: two bytes, the top of its tag word, are written, the
    * rest kept. As it leaves (cache.c, slow_free_leaves) the
    * mark must still be there, and the rest must not be the free tag's: a block already free in
@@ -658,11 +663,11 @@ static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p, uintptr_
   const ld_class_shape_t *shape = NULL; /* p's class, when known: then p must start a block */
   if (__atomic_load_n(&ld_remote_free_mark, __ATOMIC_RELAXED) && heap->ring_id) {
     if (slot != LD_REMOTE_SLOTS) shape = &ld_class_shape[heap->remote[slot].size_class];
-    else if (sb->kind == LD_KIND_SMALL && sb->size_class < LD_CLASS_COUNT) shape = &ld_class_shape[sb->size_class];
+    else if (class_plus_one && class_plus_one <= LD_CLASS_COUNT) shape = &ld_class_shape[class_plus_one - 1];
   }
   if (LD_LIKELY(shape && ld_shape_block_start(shape, offset))) {
     slot |= LD_SLOW_FREE_TAGGED;
-  } else if (shape || (slot == LD_REMOTE_SLOTS && sb->kind != LD_KIND_SMALL)) {
+  } else if (shape || (slot == LD_REMOTE_SLOTS && !class_plus_one)) {
     /* Known already not to start a block (of its class, or a span's, which starts a power of
      * two past its header): reported now, by the full checks, rather than as it leaves the
      * ring, when a program that exits with _exit or crashes first never hears of it. */

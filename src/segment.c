@@ -573,6 +573,8 @@ void ld_segment_free(void *run, size_t chunks, size_t resident) {
     ld_segment_unlock(false);
     ld_fatal_bad_free("double free or corrupted span (chunks not in use)", run);
   }
+  /* (a small superblock's class, in the ownership map, goes with it: a span's chunks hold none) */
+  ld_addrmap_set_small_class(run, 0);
   s->used_chunks -= (uint32_t)chunks;
   if (c->tail) tail_remove(c);
   __atomic_store_n(&c->excess, 0, __ATOMIC_RELAXED);

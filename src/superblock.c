@@ -7,6 +7,7 @@
  * hand their frees of its blocks over in batches, one CAS each, on its remote list.
  */
 #define _GNU_SOURCE
+#include "addrmap.h"
 #include "internal.h"
 #include "os.h"
 
@@ -160,6 +161,8 @@ void ld_sb_format(sb_t *sb, unsigned cls) {
   sb->scanned_used = -1;
   sb->next = sb->prev = sb->pending_next = NULL;
   atomic_store_explicit(&sb->remote, 0, memory_order_relaxed);
+  /* its class in the ownership map, for other threads' frees (addrmap.h, ld_addrmap_small_class) */
+  ld_addrmap_set_small_class(sb, cls + 1);
 }
 
 /* ---- the remote list word ---- */
@@ -748,6 +751,9 @@ void ld_sb_validate(const sb_t *sb, const heap_t *owner, int *violations) {
   }
   if (atomic_load_explicit(&((sb_t *)sb)->owner, memory_order_relaxed) != owner)
     VIOLATION("superblock %p: owner %p, expected %p\n", (const void *)sb, (void *)sb->owner, (const void *)owner);
+  int mapped_class = ld_addrmap_small_class((const char *)sb + 1);
+  if (mapped_class != sb->size_class + 1)
+    VIOLATION("superblock %p: class %u, the ownership map says %d\n", (const void *)sb, sb->size_class, mapped_class - 1);
   char *end = sb->data + (size_t)sb->capacity * sb->block_size;
   if (sb->bump < sb->data || sb->bump > end) VIOLATION("superblock %p: carve pointer out of range\n", (const void *)sb);
   size_t carved = (size_t)(sb->bump - sb->data) / sb->block_size; /* a division: checks ld_sb_carved */

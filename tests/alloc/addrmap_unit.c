@@ -11,6 +11,8 @@
  *   - a real mapping (aligned to the granule, length not a multiple of it) is contained from
  *     its first to its last byte, and the rest of its last granule (documented), and not the
  *     granule before or after; contains_header follows p-1; remove clears it;
+ *   - the class byte of a small superblock: set, read through p-1's granule, cleared by a
+ *     remove and the add after it;
  *   - a model check: 20,000 random adds and removes of granule ranges in a window that crosses
  *     leaf boundaries, compared granule by granule with a byte array;
  *   - concurrency: four threads add and remove their own ranges (sharing leaves that they
@@ -108,6 +110,36 @@ static void check_mapping(size_t g) {
   CHECK(ld_addrmap_contains(base + g)); /* marked, unmapped: the lookup does not read it */
   ld_addrmap_remove(base, bytes);
   CHECK(!ld_addrmap_contains(base + g));
+}
+
+/* ---- the class byte of a small superblock ---- */
+/* A granule's class byte: -1 where the header's granule is not owned (as contains_header), 0
+ * (no small superblock) after an add, the value set, and 0 again once the range is removed and
+ * added back, so that a class never outlives the mapping it was set in. */
+static void check_small_class(size_t g) {
+  size_t bytes = 4 * g;
+  void *mem;
+  REQUIRE(ld_os_map_aligned(bytes, g, &mem) == 0);
+  char *base = mem;
+  CHECK(ld_addrmap_small_class(base + 16) == -1);
+  CHECK(ld_addrmap_small_class(NULL) == -1);
+  REQUIRE(ld_addrmap_add(base, bytes) == 0);
+  for (size_t i = 0; i < 4; i++) CHECK(ld_addrmap_small_class(base + i * g + 16) == 0);
+  ld_addrmap_set_small_class(base + g, 7);
+  ld_addrmap_set_small_class(base + 2 * g, 255);
+  CHECK(ld_addrmap_small_class(base + g + 16) == 7);
+  CHECK(ld_addrmap_small_class(base + 2 * g - 1) == 7); /* the granule's last byte */
+  CHECK(ld_addrmap_small_class(base + g) == 0);          /* its header is the granule below */
+  CHECK(ld_addrmap_small_class(base + 2 * g + 1) == 255);
+  CHECK(ld_addrmap_small_class(base + 3 * g + 1) == 0);
+  ld_addrmap_set_small_class(base + g, 0);
+  CHECK(ld_addrmap_small_class(base + g + 16) == 0);
+  ld_addrmap_remove(base + 2 * g, g);
+  CHECK(ld_addrmap_small_class(base + 2 * g + 1) == -1);
+  REQUIRE(ld_addrmap_add(base + 2 * g, g) == 0);
+  CHECK_MSG(ld_addrmap_small_class(base + 2 * g + 1) == 0, "a class set before a remove is gone after the add");
+  ld_addrmap_remove(base, bytes);
+  ld_os_unmap(base, bytes);
 }
 
 /* ---- bad arguments ---- */
@@ -257,6 +289,7 @@ static int run_granule(size_t g) {
   check_empty();
   check_arguments(g);
   check_mapping(g);
+  check_small_class(g);
   check_model(g, 1000 + g);
   check_empty(); /* the model and the edge cases left nothing behind */
   check_concurrent(g);

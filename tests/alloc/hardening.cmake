@@ -40,6 +40,7 @@ if(TARGET larder_static)
   alloc_internal_test(alloc_options_run_time alloc/options_run_time.c) # larder_option_set files every heap itself
   alloc_internal_test(alloc_trim_bounded alloc/trim_bounded.c) # malloc_trim purges what was free when called
   alloc_internal_test(alloc_lock_shared alloc/lock_shared.c) # a process-wide lock's waiters spin past a running holder
+  alloc_internal_test(alloc_class_map alloc/class_map.c) # a small superblock's class in the ownership map, for remote frees
   # (alone: a test beside it preempts the holder, and a preempted holder's waiters rightly sleep)
   set_tests_properties(alloc_lock_shared PROPERTIES RUN_SERIAL TRUE)
 endif()
