@@ -633,9 +633,9 @@ static inline void free_joined(heap_t *heap, sb_t *sb, void *p, int joined, bool
 static LD_NOINLINE void free_deferring(heap_t *heap, sb_t *sb, void *p, uintptr_t offset) {
   /* (offset: p's from sb, not a power of two, free_slow's) */
   /* The header's line is asked for first (a prefetch never faults: p need not be larder's):
-   * a block whose superblock has no batch here reads its class from it below (a consumer of
-   * 64 producers' blocks, 4,096 superblocks for the buffer's 1,024 slots: most of
-   * free_deferring's samples waited on that read) */
+   * a block whose superblock has no batch here reads it as it leaves the ring (its checks, its
+   * owner for a new batch; a consumer of 64 producers' blocks has 4,096 superblocks for the
+   * buffer's 1,024 slots) */
   __builtin_prefetch(sb);
   unsigned slot = ld_cache_batch_slot(heap, sb);
   /* No batch here: p's class from the ownership map, a byte among many (addrmap.h,
