@@ -74,6 +74,7 @@ static void mark(uintptr_t first, uintptr_t last, bool set) {
     uintptr_t leaf_end = ((uintptr_t)slot << LEAF_SHIFT) + LEAF_GRANULES - 1;
     uintptr_t stop = last < leaf_end ? last : leaf_end;
     if (leaf) {
+      uintptr_t from = g; /* the range's first granule in this leaf */
       while (g <= stop) {
         size_t bit = (size_t)(g & (LEAF_GRANULES - 1));
         size_t word = bit / 64;
@@ -92,7 +93,7 @@ static void mark(uintptr_t first, uintptr_t last, bool set) {
       }
       /* no class: a range added is not formatted yet, one removed holds nothing (a byte read
        * first, so that a large span's range does not touch the class bytes' pages) */
-      for (uintptr_t h = first > ((uintptr_t)slot << LEAF_SHIFT) ? first : ((uintptr_t)slot << LEAF_SHIFT); h <= stop; h++) {
+      for (uintptr_t h = from; h <= stop; h++) {
         size_t at = (size_t)(h & (LEAF_GRANULES - 1));
         if (atomic_load_explicit(&leaf->small_class[at], memory_order_relaxed))
           atomic_store_explicit(&leaf->small_class[at], 0, memory_order_release);

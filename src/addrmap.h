@@ -4,12 +4,14 @@
  * pointer must be reported, never faulted on).
  *
  * Granularity: a granule of G bytes (G = the superblock size S, a power of two) is owned as a
- * whole. A byte per granule holds the class of the small superblock there (below), and two bits (owned now; released: larder's once, since given back), in a
- * two-level radix over the 48-bit user address space:
+ * whole. Two bits per granule (owned now; released: larder's once, since given back) and a
+ * byte (the class of the small superblock there: ld_addrmap_small_class), in a two-level radix
+ * over the 48-bit user address space:
  *   root:  one pointer per 2^16 granules (G = 64 KiB: 2^16 entries, 512 KiB of address space,
  *          mapped at init without being touched: only the entries in use cost memory);
- *   leaf:  16 KiB of bits for 2^16 granules (G = 64 KiB: 4 GiB of address space per leaf),
- *          mapped on the first add into that range and never given back.
+ *   leaf:  16 KiB of bits and 64 KiB of class bytes for 2^16 granules (G = 64 KiB: 4 GiB of
+ *          address space per leaf), mapped on the first add into that range and never given
+ *          back; its pages are touched only as granules in them are used.
  *
  * Contract:
  *   - ld_addrmap_init once, before any other call (ld_maintain_init). Not thread-safe.
@@ -84,12 +86,18 @@ static inline ld_addrmap_leaf_t *ld_addrmap_leaf_of(uintptr_t a, size_t *bit) {
   return atomic_load_explicit(&root[g >> LD_ADDRMAP_LEAF_SHIFT], memory_order_acquire);
 }
 
+/* The leaf holding address a when a's granule is larder's now (bit: the granule's index in
+ * it); NULL otherwise. */
+static inline ld_addrmap_leaf_t *ld_addrmap_owned_leaf(uintptr_t a, size_t *bit) {
+  ld_addrmap_leaf_t *leaf = ld_addrmap_leaf_of(a, bit);
+  if (!leaf || !((atomic_load_explicit(&leaf->bits[*bit / 64], memory_order_acquire) >> (*bit % 64)) & 1)) return NULL;
+  return leaf;
+}
+
 /* True when p lies in a granule larder owns. */
 static inline bool ld_addrmap_contains(const void *p) {
   size_t bit;
-  ld_addrmap_leaf_t *leaf = ld_addrmap_leaf_of((uintptr_t)p, &bit);
-  if (!leaf) return false;
-  return (atomic_load_explicit(&leaf->bits[bit / 64], memory_order_acquire) >> (bit % 64)) & 1;
+  return ld_addrmap_owned_leaf((uintptr_t)p, &bit) != NULL;
 }
 
 /* What p's granule is: larder's now; larder's before, given back to the OS since (a free or
@@ -116,10 +124,8 @@ static inline bool ld_addrmap_contains_header(const void *p) {
  * foreign pointer may read an old class, and is caught by the header's full checks later. */
 static inline int ld_addrmap_small_class(const void *p) {
   size_t bit;
-  if (!p) return -1;
-  ld_addrmap_leaf_t *leaf = ld_addrmap_leaf_of((uintptr_t)p - 1, &bit);
-  if (!leaf || !((atomic_load_explicit(&leaf->bits[bit / 64], memory_order_acquire) >> (bit % 64)) & 1)) return -1;
-  return atomic_load_explicit(&leaf->small_class[bit], memory_order_relaxed);
+  ld_addrmap_leaf_t *leaf = p ? ld_addrmap_owned_leaf((uintptr_t)p - 1, &bit) : NULL;
+  return leaf ? atomic_load_explicit(&leaf->small_class[bit], memory_order_relaxed) : -1;
 }
 /* Records the class of the small superblock at sb (class_plus_one 0: it holds none now). sb
  * must lie in a granule larder owns. superblock.c as it formats one, segment.c as a run of
