@@ -21,14 +21,26 @@
 #include <errno.h>
 #include <string.h>
 
+/* A bin's first fill: FIRST_FILL blocks, or as many as FIRST_FILL_BYTES hold (at least one).
+ * Carving a block writes its tag, which touches its page: a thread that holds one block of
+ * 4 KiB had a first fill of two carve two pages, one of which it never used (a thread at rest
+ * holding blocks of six sizes, 16 B-4 KiB: 17 of its pages resident, 3 of them blocks it never
+ * had). The fill doubles at each refill, so a thread that uses the class goes on as before. */
 #define FIRST_FILL 4
+#define FIRST_FILL_BYTES 4096u
 static unsigned most_fill(const ld_bin_t *bin) { return (bin->limit + 1u) / 2; }
 /* ld_bin_t refilled's bits */
 #define BIN_REFILLED 1u     /* refilled since the thread's last trim: the bin is in use */
 #define BIN_FLUSHED_LAST 2u /* its last slow event was a flush, or a growth in its place */
 #define BIN_CYCLED 4u       /* it grew since the last trim */
 #define BIN_TURNED 8u       /* it turned (a flush after a refill, or the reverse) since the last trim */
-static unsigned first_fill(const ld_bin_t *bin) { return most_fill(bin) < FIRST_FILL ? most_fill(bin) : FIRST_FILL; }
+static unsigned first_fill(const ld_bin_t *bin, unsigned c) {
+  unsigned n = most_fill(bin) < FIRST_FILL ? most_fill(bin) : FIRST_FILL;
+  uint32_t size = ld_class_size[c];
+  if (size <= FIRST_FILL_BYTES / FIRST_FILL) return n; /* (no division for the common classes) */
+  unsigned by_bytes = FIRST_FILL_BYTES / size;
+  return by_bytes >= n ? n : by_bytes ? by_bytes : 1;
+}
 
 /* A bin is set up at its class's first refill (ld_cache_refill), so that a thread's heap
  * touches the pages of the bins it uses only: the 65 bins are 65 KiB, and setting them all up
@@ -92,7 +104,7 @@ static void bin_setup(heap_t *heap, unsigned c) {
   __atomic_store_n(&bin->span, bin_span(c), __ATOMIC_RELAXED); /* (a drain stores it too) */
   bin->divisor_magic = ld_class_shape[c].divisor_magic;
   bin_set_limit(heap, c, bin_first_limit(c));
-  bin->fill = (uint8_t)first_fill(bin);
+  bin->fill = (uint8_t)first_fill(bin, c);
   ld_class_words_set(&heap->bins_set_up, bins_set_up(heap) | LD_CLASS_BIT(c)); /* (after the limit: the purge reads both) */
 }
 static inline bool bin_is_set_up(const ld_bin_t *bin) { return bin->limit != 0; }
@@ -951,7 +963,7 @@ void ld_cache_trim(heap_t *heap) {
       uint32_t keep = bin->count - (bin->count * 3u + 3u) / 4;
       if (keep > first) keep = first;
       if (bin->count > keep) bin_flush(heap, c, bin->count - keep);
-      if (bin->fill > first_fill(bin)) bin->fill = (uint8_t)(bin->fill / 2 > first_fill(bin) ? bin->fill / 2 : first_fill(bin));
+      if (bin->fill > first_fill(bin, c)) bin->fill = (uint8_t)(bin->fill / 2 > first_fill(bin, c) ? bin->fill / 2 : first_fill(bin, c));
       if (bin->limit > first) bin_set_limit(heap, c, first); /* its growth back */
     } else if (!(bin->refilled & BIN_CYCLED) && bin->limit > first) {
       bin_shrink(heap, c, first + (bin->limit - first) / 2); /* in use, but no longer cycling */
@@ -1835,7 +1847,7 @@ void ld_cache_drain(heap_t *heap, bool keep_bins) {
     }
     bin->refilled = 0;
     if (bin->limit != first) bin_set_limit(heap, c, first);
-    bin->fill = (uint8_t)first_fill(bin); /* the next thread starts small */
+    bin->fill = (uint8_t)first_fill(bin, c); /* the next thread starts small */
   }
   remote_send_all(heap);
   medium_cache_drain(heap);
