@@ -933,9 +933,6 @@ typedef struct heap_s {
   int *errno_at;
   int bins_ready;                      /* bins and bin_of set up (ld_cache_init_bins) */
   unsigned classes_synced;             /* the learned classes bin_of knows (ld_cache_classes_sync) */
-  /* Per class, the size its refills were for most (a majority vote over rounds of
-   * LD_VOTE_ROUND; alloc.c, class_vote): what a learned class would be. */
-  struct { uint16_t granule, votes, calls; } class_vote[LD_CLASS_COUNT];
   /* bit c: bins[c] is set up (cache.c, bin_setup; the validation walk checks it against the
    * limits). The walks of the bins (the thread's exit and trim, the purge's, the statistics)
    * look at these only: a walk of all 64 read 64 KiB, 16 pages a thread that uses a few
@@ -969,7 +966,6 @@ typedef struct heap_s {
   uint64_t last_release_ns[LD_CLASS_COUNT + 1];
   uint64_t last_take_ns[LD_CLASS_COUNT + 1];
   unsigned options_epoch;
-  sb_t *groups[LD_CLASS_COUNT][LD_GROUP_COUNT];
   size_t superblocks_held;
   uint32_t medium_late_count;
   uint32_t medium_hit_faults;          /* bytes past their spans' resident pages the cache's hits
@@ -1036,9 +1032,16 @@ typedef struct heap_s {
   bool exiting;                        /* its thread's exit hook runs: no tidy gives away its superblocks (heap lock; heap.c) */
   bool table_purged;                   /* parked with nothing: owned[]'s pages given back (heap.c) */
   bool orphan_queued;                  /* in the queue of orphan heaps (heaps.lock) */
+  /* Written only by a thread whose heap holds superblocks it used up (groups: Hoard §3.1's
+   * fullness groups, heap.c) or many of a class (class_vote): after the lock, out of the
+   * pages every heap writes, which they made 4 instead of 3 (tests/alloc/heap_pages.c). */
+  sb_t *groups[LD_CLASS_COUNT][LD_GROUP_COUNT];
+  /* Per class, the size its refills were for most (a majority vote over rounds of
+   * LD_VOTE_ROUND; alloc.c, class_vote): what a learned class would be. */
+  struct { uint16_t granule, votes, calls; } class_vote[LD_CLASS_COUNT];
   /* The remote buffer's slots (cache.c), near the end: 42 KB whose pages are touched only as
    * slots are used, kept out from between the fields every heap writes (the size table, the
-   * counters, the per-class arrays, the heap proper), which then share 4 pages
+   * counters, the per-class arrays, the heap proper), which then share 3 pages
    * (tests/alloc/heap_pages.c).
    * Each slot's superblock (NULL: the slot is empty), apart from the slots so that a free
    * finds its batch reading one line, a set's four superblocks. */
