@@ -135,7 +135,7 @@ static LD_NOINLINE void free_deferred_slow(heap_t *heap, void *p, ld_bin_t *bin)
 static inline ld_block_t *bin_pop(heap_t *heap, size_t g) {
   LD_BUSY_INC(heap);
   atomic_signal_fence(memory_order_seq_cst);
-  ld_bin_t *bin = (ld_bin_t *)((char *)heap + LD_FAST_READ(heap->bin_of[g]));
+  ld_bin_t *bin = ld_bin_of_bin(heap, LD_FAST_READ(heap->bin_of[g]));
   uintptr_t n = bin->count;
   ld_block_t *b = NULL;
   if (LD_LIKELY(n != 0)) {

@@ -54,7 +54,7 @@ static uint32_t bin_span(unsigned c) { return ld_class_shape[c].span; }
 static void bin_of_set(heap_t *heap) {
   unsigned learned = __atomic_load_n(&ld_classes_learned, __ATOMIC_ACQUIRE); /* (those the table has now, at least) */
   for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++)
-    __atomic_store_n(&heap->bin_of[g], ld_bin_offset(ld_heap_bin_place(heap, ld_granule_class(g))), __ATOMIC_RELAXED);
+    __atomic_store_n(&heap->bin_of[g], ld_bin_of_entry(ld_heap_bin_place(heap, ld_granule_class(g))), __ATOMIC_RELAXED);
   heap->classes_synced = learned;
 }
 /* (A purge may be turning the bins away meanwhile, writing the same entries: it then flushes
@@ -1717,7 +1717,7 @@ void ld_cache_wait_for_purge(heap_t *heap) {
 }
 
 static void bins_turn_away(heap_t *heap, ld_class_set_t classes) {
-  for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++) __atomic_store_n(&heap->bin_of[g], ld_bin_offset(LD_CLASS_LARGE), __ATOMIC_RELAXED);
+  for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++) __atomic_store_n(&heap->bin_of[g], ld_bin_of_entry(LD_CLASS_LARGE), __ATOMIC_RELAXED);
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)
     if (ld_class_set_has(classes, c)) __atomic_store_n(&ld_heap_bin(heap, c)->span, 0, __ATOMIC_RELAXED);
 }
@@ -1733,7 +1733,7 @@ static void bins_turn_away(heap_t *heap, ld_class_set_t classes) {
  * owner writes none until its next slow path, which waits for the drain. Not held: no drain
  * now (the owner's next slow path turns the bins back). */
 static bool bins_still_turned_away(const heap_t *heap, ld_class_set_t classes) {
-  uint32_t away = ld_bin_offset(LD_CLASS_LARGE);
+  uint16_t away = ld_bin_of_entry(LD_CLASS_LARGE);
   for (unsigned g = 0; g <= LD_SMALL_LIMIT / 16; g++)
     if (__atomic_load_n(&heap->bin_of[g], __ATOMIC_RELAXED) != away) return false;
   for (unsigned c = 0; c < LD_CLASS_COUNT; c++)

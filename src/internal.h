@@ -849,12 +849,16 @@ typedef struct heap_s {
                                           classes are met (bin_place); [LD_CLASS_LARGE] stays
                                           empty, limit 0: every class's until it has a place */
   uintptr_t owned[LD_OWNED_SLOTS];     /* ld_owned_entry(sb); written under the heap lock */
-  /* (size + 15) / 16 -> its class's bin, as the bin's offset in the heap (ld_bin_offset; the
-   * sentinel's for a class with no place yet). An
-   * offset, not a pointer, so that a zero table is valid: the empty heap's sends every malloc
-   * to bins[0], which it never fills, and the empty heap can be zero-initialised (.bss): with
-   * pointers it needed an initialiser, which put its 256 KB in the library's .data. */
-  uint32_t bin_of[LD_SMALL_LIMIT / 16 + 1];
+  /* (size + 15) / 16 -> its class's bin, as the bin's offset in the heap in units of 8 bytes
+   * (ld_bin_of_entry; the sentinel's for a class with no place yet): malloc's fast path reaches
+   * the bin with a scaled index, the instructions of a plain offset's, and the table is 2 KiB,
+   * not 4. An offset, not a pointer, so that a zero table is valid: the empty heap's sends every
+   * malloc to bins[0], which it never fills, and the empty heap can be zero-initialised (.bss):
+   * with pointers it needed an initialiser, which put its 256 KB in the library's .data.
+   * On a page of its own start: with the fields after it, up to the lock, it fills two pages,
+   * which every heap writes (tests/alloc/heap_pages.c; unaligned, the same fields spread over
+   * three). */
+  _Alignas(4096) uint16_t bin_of[LD_SMALL_LIMIT / 16 + 1];
   /* The owner is in its bins: counted up and down by the fast paths and the slow paths that
    * touch the bins (ld_cache_enter), so the purge may empty an idle thread's bins (cache.c,
    * ld_cache_drain_idle). Beside the statistics free counts in: no line of its own. */
@@ -881,7 +885,7 @@ typedef struct heap_s {
   ld_class_words_t bins_turned_classes; /* the classes whose frees the purge turned away */
   ld_stats_t stats;
   ld_block_t deferred_sinks[LD_DEFERRED]; /* stand-ins for deferred[]'s empty places */
-  ld_bin_t deferred_sink_bin;             /* where they go: never full, emptied with them */
+  /* (where they go, deferred_sink_bin, is after the lock: its first line is all it uses) */
   /* medium spans this thread allocated less those it freed, their chunks' bytes and their
    * usable bytes (either may go below zero; the sum over heaps is what is in use): two shared
    * atomics were a contended line between threads that churn medium blocks (large.c) */
@@ -1032,16 +1036,20 @@ typedef struct heap_s {
   bool exiting;                        /* its thread's exit hook runs: no tidy gives away its superblocks (heap lock; heap.c) */
   bool table_purged;                   /* parked with nothing: owned[]'s pages given back (heap.c) */
   bool orphan_queued;                  /* in the queue of orphan heaps (heaps.lock) */
+  /* Where deferred[]'s stand-ins go: never full, emptied with them. Last of the fields every
+   * heap writes: only its count and first LD_DEFERRED slots are used, so the rest of its 1 KiB
+   * may lie on a page no heap writes. */
+  ld_bin_t deferred_sink_bin;
   /* Written only by a thread whose heap holds superblocks it used up (groups: Hoard §3.1's
    * fullness groups, heap.c) or many of a class (class_vote): after the lock, out of the
-   * pages every heap writes, which they made 4 instead of 3 (tests/alloc/heap_pages.c). */
+   * pages every heap writes, which they made 3 instead of 2 (tests/alloc/heap_pages.c). */
   sb_t *groups[LD_CLASS_COUNT][LD_GROUP_COUNT];
   /* Per class, the size its refills were for most (a majority vote over rounds of
    * LD_VOTE_ROUND; alloc.c, class_vote): what a learned class would be. */
   struct { uint16_t granule, votes, calls; } class_vote[LD_CLASS_COUNT];
   /* The remote buffer's slots (cache.c), near the end: 42 KB whose pages are touched only as
    * slots are used, kept out from between the fields every heap writes (the size table, the
-   * counters, the per-class arrays, the heap proper), which then share 3 pages
+   * counters, the per-class arrays, the heap proper), which then share 2 pages
    * (tests/alloc/heap_pages.c).
    * Each slot's superblock (NULL: the slot is empty), apart from the slots so that a free
    * finds its batch reading one line, a set's four superblocks. */
@@ -1068,8 +1076,13 @@ typedef struct heap_s {
   _Alignas(LD_CACHE_LINE) ld_fit_heap_t fit;
 } heap_t;
 
-/* bin_of's entry for the bin at place i (heap_t, bin_place) */
-#define ld_bin_offset(i) ((uint32_t)(offsetof(heap_t, bins) + (size_t)(i) * sizeof(ld_bin_t)))
+/* bin_of's entry for the bin at place i (heap_t, bin_place), and the bin an entry names */
+#define LD_BIN_OF_SCALE 8
+#define ld_bin_of_entry(i) ((uint16_t)((offsetof(heap_t, bins) + (size_t)(i) * sizeof(ld_bin_t)) / LD_BIN_OF_SCALE))
+_Static_assert(sizeof(ld_bin_t) % LD_BIN_OF_SCALE == 0 &&
+                   (offsetof(heap_t, bins) + (LD_CLASS_COUNT + 1) * sizeof(ld_bin_t)) / LD_BIN_OF_SCALE <= UINT16_MAX,
+               "bin_of's entries name every bin");
+#define ld_bin_of_bin(heap, entry) ((ld_bin_t *)((char *)(heap) + (uintptr_t)(entry) * LD_BIN_OF_SCALE))
 /* Class c's bin; until the class's first refill gives it a place (cache.c, bin_setup), the
  * sentinel's, which is empty and not set up (limit 0), as a bin not set up was. */
 static inline unsigned ld_heap_bin_place(const heap_t *heap, unsigned c) {

@@ -33,7 +33,7 @@ static void *worker(void *arg) {
               (size_t)((const char *)bin - (const char *)heap->bins));
     /* malloc's table leads there, and the free fast path's (the block goes back in that bin,
      * here or as the deferred free that a second block's free settles) */
-    CHECK_MSG(heap->bin_of[(sizes[i] + 15) >> 4] == ld_bin_offset(place), "class %u: bin_of leads elsewhere", c);
+    CHECK_MSG(heap->bin_of[(sizes[i] + 15) >> 4] == ld_bin_of_entry(place), "class %u: bin_of leads elsewhere", c);
     uint32_t before = bin->count;
     free(p);
     char *volatile q = malloc(sizes[i]);
