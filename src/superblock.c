@@ -187,8 +187,11 @@ static unsigned sb_carve(sb_t *sb, void **out, unsigned want) {
   LD_OWNER_SET(sb->bump, sb->bump + (size_t)n * size); /* (read by a free outside the owner's lock: alloc.c, free_small_own) */
 #ifndef LARDER_HARDENED
   /* One pass, with the key read once: a tag's store could alias ld_free_key as far as the
-   * compiler knows (threadtest at 1,000 B carves 8 blocks a refill: 87 -> 40 instructions) */
+   * compiler knows (threadtest at 1,000 B carves 8 blocks a refill: 87 -> 40 instructions);
+   * unrolled, the loop's own test and jump are paid once in four blocks (threadtest, which
+   * carves every block again each round: 137.8 -> 136.0 instructions a pair) */
   const uintptr_t key = ld_free_key;
+#pragma GCC unroll 4
   for (unsigned i = 0; i < n; i++) {
     p -= size;
     out[i] = p;
