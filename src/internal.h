@@ -855,7 +855,7 @@ typedef struct heap_s {
    * not 4. An offset, not a pointer, so that a zero table is valid: the empty heap's sends every
    * malloc to bins[0], which it never fills, and the empty heap can be zero-initialised (.bss):
    * with pointers it needed an initialiser, which put its 256 KB in the library's .data.
-   * On a page of its own start: with the fields after it, up to the lock, it fills two pages,
+   * It starts a (4 KiB) page: with the fields after it, up to the lock, it fills two pages,
    * which every heap writes (tests/alloc/heap_pages.c; unaligned, the same fields spread over
    * three). */
   _Alignas(4096) uint16_t bin_of[LD_SMALL_LIMIT / 16 + 1];

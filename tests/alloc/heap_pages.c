@@ -3,9 +3,10 @@
  * heap (src/internal.h, heap_t, 420 KiB of address space) in memory. The pages a heap writes:
  * the bins' first page, the owned table's entry, and the fields every heap writes (the size
  * table bin_of, the counters, the per-class arrays, the heap proper), which the layout keeps
- * together (the medium spans' and the fit tier's arrays last: between them, 5 pages instead of
- * 4; the fullness groups and the class votes after the lock, the size table of 2-byte entries
- * from a page's start, the deferred frees' stand-in bin last: 2 pages, 4 otherwise). A page
+ * together in 2 pages: the size table of 2-byte entries starts a page, the deferred frees'
+ * stand-in bin (its first line used) ends them, and what only some heaps write (the fullness
+ * groups, the class votes, the medium spans' and the fit tier's arrays) lies after the lock.
+ * Before that layout the same fields took 4 pages. A page
  * only read maps the kernel's zero page and costs no memory: /proc/self/pagemap
  * tells it apart (its frame is the zero page's, which a fresh mapping read once shows).
  *
