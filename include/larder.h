@@ -119,6 +119,7 @@ typedef struct larder_stats_s {
   size_t fit_bytes_in_use;        /* its live blocks' usable bytes (in bytes_in_use) */
   size_t fit_regions;             /* its regions, one superblock-sized chunk each (in bytes_held) */
   size_t superblocks_restarted;   /* refills that found every carved block of a superblock free and carved it again from its first block, instead of walking its free list */
+  size_t superblocks_watched;     /* current superblocks the owner watched, a locked instruction to start and one to stop, so that other threads' frees onto them announce nothing: only those a fill leaves blocks in (one a fill uses up is not) */
 } larder_stats_t;
 
 void   larder_stats_get(larder_stats_t *out);

@@ -209,7 +209,8 @@ static inline bool ld_kind_not_live(unsigned kind) {
  *   bit 25         watched: the superblock is its owner's current one for its class, which the
  *                  owner's next fills reach anyway, so a batch pushed onto it announces
  *                  nothing (no second CAS, no pending list); the owner counts what came in
- *                  when it stops watching, under the same atomic word (ld_sb_unwatch);
+ *                  when it stops watching, under the same atomic word (ld_sb_unwatch). Set
+ *                  by a fill that will leave it blocks (heap.c, heap_set_current);
  *   bits 26..63    the first block's offset in the superblock (0: the list is empty; offset 0
  *                  is the header, never a block). */
 #define LD_REMOTE_ANNOUNCED ((uint64_t)1)
@@ -456,9 +457,10 @@ int  ld_sb_account_remote(sb_t *sb, bool clear_announce);
  * CAS; true when this push announced sb (the caller then calls ld_sb_announce). Unless it
  * announced sb, the caller must not read sb afterwards: the owner may have freed it. */
 bool ld_sb_push_remote_batch(sb_t *sb, ld_block_t *head, ld_block_t *tail, uint32_t n);
-/* The owner makes sb its current superblock (watched: batches pushed onto it announce nothing),
- * and stops: unwatching counts the blocks pushed since the owner last looked (returned: how
+/* The owner watches its current superblock sb (batches pushed onto it announce nothing), and
+ * stops: unwatching counts the blocks pushed since the owner last looked (returned: how
  * many; used falls by that many), as ld_sb_account_remote does. Owner, under its lock. */
+bool ld_sb_is_watched(const sb_t *sb);
 void ld_sb_watch(sb_t *sb);
 int  ld_sb_unwatch(sb_t *sb);
 /* Puts sb on its owner's pending list (a CAS): the owner, or whoever tidies it, collects it. */
@@ -524,6 +526,7 @@ typedef struct ld_stats_s {
   size_t medium_cache_grows;    /* a thread's medium cache bound doubled (cache.c, medium_cache_missed) */
   size_t bin_growths;           /* a bin's limit grew past its first (cache.c, bin_grow) */
   size_t superblocks_restarted; /* refills that carved a wholly free superblock again (superblock.c) */
+  size_t superblocks_watched;   /* current superblocks a fill watched (heap.c, heap_set_current) */
   size_t refills, flushes, superblocks_examined, free_lock_acquisitions;
   size_t remote_batches, remote_announcements; /* the remote free path's atomic operations */
   size_t remote_sends;          /* claims of slots in owners' inboxes: one CAS for up to LD_OUTBOX batches */

@@ -23,7 +23,7 @@
   X(remote_to_bins) X(mark_rings_examined) X(purge_call_runs) X(orphan_heaps_taken) X(bytes_dormant) X(purge_runs_cut) \
   X(lock_sleeps) X(remote_sends) X(idle_medium_emptied) X(medium_late_tails) X(medium_cache_grows) X(medium_cache_extra) X(bin_growths) \
   X(classes_learned) X(fit_allocs) X(fit_bytes_in_use) X(fit_regions) \
-  X(superblocks_restarted)
+  X(superblocks_restarted) X(superblocks_watched)
 
 static size_t positive(int64_t v) { return v > 0 ? (size_t)v : 0; }
 
@@ -129,6 +129,7 @@ static void fill_stats(larder_stats_t *out, const ld_stats_t *counts, const ld_h
   out->medium_cache_grows = counts->medium_cache_grows;
   out->bin_growths = counts->bin_growths;
   out->superblocks_restarted = counts->superblocks_restarted;
+  out->superblocks_watched = counts->superblocks_watched;
   out->classes_learned = __atomic_load_n(&ld_classes_learned, __ATOMIC_ACQUIRE);
   out->medium_cache_extra = ld_cache_medium_extra();
   out->medium_bytes_cached = medium_cached;

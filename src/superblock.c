@@ -476,6 +476,11 @@ int ld_sb_account_remote(sb_t *sb, bool clear_announce) {
   return account_word(sb, old);
 }
 
+/* (only the owner, under its heap's lock, sets or clears the flag: a plain read tells it) */
+bool ld_sb_is_watched(const sb_t *sb) {
+  return (atomic_load_explicit(&((sb_t *)sb)->remote, memory_order_relaxed) & LD_REMOTE_WATCHED) != 0;
+}
+
 void ld_sb_watch(sb_t *sb) { atomic_fetch_or_explicit(&sb->remote, LD_REMOTE_WATCHED, memory_order_relaxed); }
 
 /* A push that saw the flag set announced nothing and is counted here; one that finds it

@@ -37,6 +37,7 @@ if(TARGET larder_static)
   alloc_internal_test(alloc_bin_places alloc/bin_places.c) # bins laid out in the order their classes are met
   alloc_internal_test(alloc_heap_pages alloc/heap_pages.c) # the pages a resting thread's heap writes
   alloc_internal_test(alloc_first_fill alloc/first_fill.c) # a class's first refill carves about a page of blocks
+  alloc_internal_test(alloc_watch_current alloc/watch_current.c) # a superblock a fill uses up is never watched
   alloc_internal_test(alloc_mark_lookup alloc/mark_lookup.c) # a free that finds a mark looks in one ring
   alloc_internal_test(alloc_options_run_time alloc/options_run_time.c) # larder_option_set files every heap itself
   alloc_internal_test(alloc_trim_bounded alloc/trim_bounded.c) # malloc_trim purges what was free when called
