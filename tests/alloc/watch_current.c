@@ -37,8 +37,6 @@ static bool kept_watched;
 static size_t kept_watches;
 static size_t used_up_watches, used_up_examined, used_up_refills;
 
-static bool watched(const sb_t *sb) { return (atomic_load_explicit(&((sb_t *)sb)->remote, memory_order_relaxed) & LD_REMOTE_WATCHED) != 0; }
-
 static void *small_worker(void *arg) {
   (void)arg;
   size_t watches_before = ld_heap_tls->stats.superblocks_watched;
@@ -50,7 +48,7 @@ static void *small_worker(void *arg) {
   unsigned c = sb->size_class;
   sb_t *current = heap->current[c];
   first_current_holds = current != &ld_sb_none && current->used < (int32_t)current->capacity;
-  first_watched = current != &ld_sb_none && watched(current);
+  first_watched = current != &ld_sb_none && ld_sb_is_watched(current);
   for (unsigned i = 1; i < KEPT; i++) {
     kept[i] = malloc(256);
     REQUIRE(kept[i] != NULL);
@@ -58,7 +56,7 @@ static void *small_worker(void *arg) {
   }
   __asm__ volatile("" ::: "memory");
   current = heap->current[c];
-  kept_watched = current != &ld_sb_none && watched(current);
+  kept_watched = current != &ld_sb_none && ld_sb_is_watched(current);
   kept_watches = heap->stats.superblocks_watched - watches_before;
   return NULL;
 }
