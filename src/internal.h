@@ -210,7 +210,7 @@ static inline bool ld_kind_not_live(unsigned kind) {
  *                  owner's next fills reach anyway, so a batch pushed onto it announces
  *                  nothing (no second CAS, no pending list); the owner counts what came in
  *                  when it stops watching, under the same atomic word (ld_sb_unwatch). Set
- *                  by a fill that will leave it blocks (heap.c, heap_set_current);
+ *                  by a fill that will leave it blocks (heap.c, ld_heap_fill; why: heap_set_current);
  *   bits 26..63    the first block's offset in the superblock (0: the list is empty; offset 0
  *                  is the header, never a block). */
 #define LD_REMOTE_ANNOUNCED ((uint64_t)1)
@@ -526,7 +526,7 @@ typedef struct ld_stats_s {
   size_t medium_cache_grows;    /* a thread's medium cache bound doubled (cache.c, medium_cache_missed) */
   size_t bin_growths;           /* a bin's limit grew past its first (cache.c, bin_grow) */
   size_t superblocks_restarted; /* refills that carved a wholly free superblock again (superblock.c) */
-  size_t superblocks_watched;   /* current superblocks a fill watched (heap.c, heap_set_current) */
+  size_t superblocks_watched;   /* current superblocks a fill watched (heap.c, ld_heap_fill) */
   size_t refills, flushes, superblocks_examined, free_lock_acquisitions;
   size_t remote_batches, remote_announcements; /* the remote free path's atomic operations */
   size_t remote_sends;          /* claims of slots in owners' inboxes: one CAS for up to LD_OUTBOX batches */
