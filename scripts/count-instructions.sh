@@ -3,7 +3,7 @@
 # docs/allocator.md and docs/results.md quote ("a malloc(32)+free pair is 67 instructions"),
 # for any allocator. Instructions are deterministic where times on a shared machine are not.
 #
-# usage: scripts/count-instructions.sh [LIB.so ...]
+# usage: scripts/count-instructions.sh [--misses] [LIB.so ...]
 #   with no LIB: the build's liblarder.so; "glibc" stands for no LD_PRELOAD. The build folder
 #   is build/, or $LARDER_BUILD_DIR.
 #
@@ -26,9 +26,21 @@
 #   thread      a thread's whole life, as larson's threads live: started, it frees the 100
 #               blocks of 16 B-1 KiB its predecessor left (another heap's, unless the same one
 #               was reused), mallocs 100 of its own for its successor, and exits; one at a time
-#               (200 against 400 threads; thread creation and exit in libc included).
+#               (200 against 400 threads; thread creation and exit in libc included);
+#   fan-in      64 producer threads malloc 2,048 blocks of 16 B-1 KiB each, then wait while one
+#               consumer frees them all, taking one block of each producer in turn (frees
+#               scattered over 64 owners' superblocks, as remote-free-fan-in's consumer's are):
+#               per block, the malloc and the remote free (2 against 4 rounds).
+#
+# --misses: instead of instructions, the data cache misses per operation of the same programs,
+# simulated by cachegrind with this machine's cache sizes (one core: a line another core wrote
+# counts as a hit if this core held it): the lines an operation brings into the first-level
+# cache (D1, reads and writes), and into the last level (LL: from memory). What the common
+# paths touch, counted where perf's samples can only be guessed from. The simulation ignores
+# prefetches (a line asked for ahead, as a deferred free's block, counts as a miss where it is
+# read) and does not tell a write miss, which rarely stalls a core, from a read miss.
 # Needs valgrind (scripts/install-deps.sh installs it) and a C compiler; builds nothing of
-# larder's: run `make build` first. Takes about 35 s per library here.
+# larder's: run `make build` first. Takes about 45 s per library here (--misses: about 90).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,6 +59,17 @@ if [ ! -x "$threadtest" ]; then
   echo "count-instructions: $threadtest is missing: run 'make build' first" >&2
   exit 2
 fi
+misses=0
+if [ "${1:-}" = --misses ]; then
+  misses=1
+  shift
+fi
+case "${1:-}" in
+-*)
+  echo "count-instructions: unknown option: $1 (usage: scripts/count-instructions.sh [--misses] [LIB.so ...])" >&2
+  exit 2
+  ;;
+esac
 libs=("$@")
 [ ${#libs[@]} -eq 0 ] && libs=("$build/lib/liblarder.so")
 for lib in "${libs[@]}"; do
@@ -135,6 +158,52 @@ int main(int argc, char **argv) {
   return 0;
 }
 EOF
+cat > "$work/fanin.c" <<'EOF'
+#include <pthread.h>
+#include <stdlib.h>
+enum { P = 64, M = 2048 };
+static void *blocks[P][M];
+static size_t sizes[P][M];
+static int rounds;
+static pthread_barrier_t made, freed;
+static void *producer(void *arg) {
+  int k = (int)(long)arg;
+  for (int r = 0; r < rounds; r++) {
+    for (int i = 0; i < M; i++) blocks[k][i] = malloc(sizes[k][i]);
+    pthread_barrier_wait(&made);
+    pthread_barrier_wait(&freed);
+  }
+  return NULL;
+}
+static void *consumer(void *arg) {
+  (void)arg;
+  for (int r = 0; r < rounds; r++) {
+    pthread_barrier_wait(&made);
+    for (int i = 0; i < M; i++)
+      for (int k = 0; k < P; k++) free(blocks[k][i]);
+    pthread_barrier_wait(&freed);
+  }
+  return NULL;
+}
+int main(int argc, char **argv) {
+  rounds = atoi(argv[1]);
+  unsigned long long x = 88172645463325252ull;
+  for (int k = 0; k < P; k++)
+    for (int i = 0; i < M; i++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      sizes[k][i] = 16 + x % 1009;
+    }
+  pthread_barrier_init(&made, NULL, P + 1);
+  pthread_barrier_init(&freed, NULL, P + 1);
+  pthread_t p[P], c;
+  for (long k = 0; k < P; k++)
+    if (pthread_create(&p[k], NULL, producer, (void *)k)) return 1;
+  if (pthread_create(&c, NULL, consumer, NULL)) return 1;
+  for (int k = 0; k < P; k++) pthread_join(p[k], NULL);
+  pthread_join(c, NULL);
+  return 0;
+}
+EOF
 cat > "$work/medium.c" <<'EOF'
 #include <stdlib.h>
 int main(int argc, char **argv) {
@@ -155,26 +224,39 @@ EOF
 "$cc" -O2 -o "$work/medium" "$work/medium.c"
 "$cc" -O2 -pthread -o "$work/remote" "$work/remote.c"
 "$cc" -O2 -pthread -o "$work/thread" "$work/thread.c"
+"$cc" -O2 -pthread -o "$work/fanin" "$work/fanin.c"
 
-# Instructions of one run of "$@" under lib $1, all processes summed.
+# Counts of one run of "$@" under lib $1, all processes summed: instructions, or with --misses
+# the data cache misses "D1 LL" (reads and writes together).
 count() {
   local lib=$1; shift
   rm -f "$work"/cg.*
   local preload=()
   [ "$lib" != glibc ] && preload=(env "LD_PRELOAD=$(readlink -f "$lib")")
-  valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$work/cg.%p" \
-    "${preload[@]}" "$@" >/dev/null 2>"$work/log" || { cat "$work/log" >&2; exit 1; }
-  grep -h '^summary:' "$work"/cg.* | awk '{s += $2} END {print s}'
+  if [ $misses = 0 ]; then
+    valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$work/cg.%p" \
+      "${preload[@]}" "$@" >/dev/null 2>"$work/log" || { cat "$work/log" >&2; exit 1; }
+    grep -h '^summary:' "$work"/cg.* | awk '{s += $2} END {print s}'
+  else
+    # (cachegrind's events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw)
+    valgrind --tool=cachegrind --cache-sim=yes --trace-children=yes --cachegrind-out-file="$work/cg.%p" \
+      "${preload[@]}" "$@" >/dev/null 2>"$work/log" || { cat "$work/log" >&2; exit 1; }
+    grep -h '^summary:' "$work"/cg.* | awk '{d1 += $6 + $9; ll += $7 + $10} END {print d1, ll}'
+  fi
 }
-# (instructions of the larger run - of the smaller) / extra operations, one decimal
-# ("failed" when either run failed: count printed its log and nothing on stdout; snmalloc, for
-# one, cannot start under valgrind)
+# (counts of the larger run - of the smaller) / extra operations, one decimal each, joined with
+# "/" ("failed" when either run failed: count printed its log and nothing on stdout; snmalloc,
+# for one, cannot start under valgrind)
 per_op() {
   if [ -z "$1" ] || [ -z "$2" ]; then echo failed; return; fi
-  awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN {printf "%.1f", (b - a) / n}'
+  awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN {
+    k = split(a, x, " "); split(b, y, " ")
+    for (i = 1; i <= k; i++) { v = (y[i] - x[i]) / n; if (v < 0 && v > -0.05) v = 0; printf "%s%.1f", (i > 1 ? "/" : ""), v }
+  }'
 }
 
-printf '%-40s %10s %10s %12s %10s %12s %10s %10s\n' library pair remote threadtest tt-1000 remote-mix medium thread
+[ $misses = 1 ] && echo "data cache misses per operation, D1/LL (cachegrind's simulation of this machine's caches)"
+printf '%-40s %10s %10s %12s %10s %12s %10s %10s %10s\n' library pair remote threadtest tt-1000 remote-mix medium thread fan-in
 for lib in "${libs[@]}"; do
   pair=$(per_op "$(count "$lib" "$work/pair" 1000000)" "$(count "$lib" "$work/pair" 2000000)" 1000000)
   remote=$(per_op "$(count "$lib" "$work/remote" 5)" "$(count "$lib" "$work/remote" 10)" 1000000)
@@ -185,5 +267,6 @@ for lib in "${libs[@]}"; do
   mix=$(per_op "$(count "$lib" "$work/remote" 5 mix)" "$(count "$lib" "$work/remote" 10 mix)" 1000000)
   medium=$(per_op "$(count "$lib" "$work/medium" 100000)" "$(count "$lib" "$work/medium" 200000)" 100000)
   thread=$(per_op "$(count "$lib" "$work/thread" 200)" "$(count "$lib" "$work/thread" 400)" 200)
-  printf '%-40s %10s %10s %12s %10s %12s %10s %10s\n' "$lib" "$pair" "$remote" "$tt" "$tt1k" "$mix" "$medium" "$thread"
+  fanin=$(per_op "$(count "$lib" "$work/fanin" 2)" "$(count "$lib" "$work/fanin" 4)" $((2 * 64 * 2048)))
+  printf '%-40s %10s %10s %12s %10s %12s %10s %10s %10s\n' "$lib" "$pair" "$remote" "$tt" "$tt1k" "$mix" "$medium" "$thread" "$fanin"
 done
