@@ -331,13 +331,14 @@ static void remote_send_open(heap_t *heap) {
   outbox_send_all(heap, now);
 }
 
-/* b joins slot's batch (b's superblock's, which has room; the caller sets the tail of a new
- * batch). */
-static inline void batch_append(heap_t *heap, ld_remote_slot_t *slot, const sb_t *sb, ld_block_t *b) {
+/* b joins the batch of slot i (b's superblock's, which has room; the caller sets the tail of a
+ * new batch). */
+static inline void batch_append(heap_t *heap, unsigned i, const sb_t *sb, ld_block_t *b) {
+  ld_remote_slot_t *slot = &heap->remote[i];
   ld_set_next(b, slot->head);
   slot->offsets[slot->count] = ld_batch_offset(sb, b);
   slot->head = b;
-  slot->last_append = ++heap->remote_appends;
+  heap->remote_last[i] = ++heap->remote_appends;
   slot->count++;
   LD_OWNER_SET(heap->remote_bytes, heap->remote_bytes + sb->block_size);
 }
@@ -368,24 +369,27 @@ static LD_NOINLINE bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
   /* sb's slot in its set; else an empty one; else the batch appended to longest ago goes: a
    * thread's frees move on from a superblock when its owner's refills do, and the batches they
    * leave behind stop growing (evicting the largest instead pushed out the growing ones) */
-  unsigned set = ld_remote_set(sb);
-  ld_remote_slot_t *slot = NULL, *victim = &heap->remote[set];
+  unsigned set = ld_remote_set(sb), i = LD_REMOTE_SLOTS, victim = set;
+  /* (a way holds a batch exactly when its bit in remote_open is set: the slots are not read) */
+  const uint64_t open = heap->remote_open[set / 64] >> (set % 64);
+  _Static_assert(LD_REMOTE_WAYS <= 64 && 64 % LD_REMOTE_WAYS == 0, "a set's bits in one word of remote_open");
   for (unsigned w = 0; w < LD_REMOTE_WAYS; w++) {
-    ld_remote_slot_t *s = &heap->remote[set + w];
     if (heap->remote_sb[set + w] == sb) {
-      slot = s;
+      i = set + w;
       break;
     }
-    if (victim->count && (!s->count || (int32_t)(s->last_append - victim->last_append) < 0)) victim = s;
+    if (((open >> (victim - set)) & 1) &&
+        (!((open >> w) & 1) || (int32_t)(heap->remote_last[set + w] - heap->remote_last[victim]) < 0))
+      victim = set + w;
   }
   bool sent = false;
-  if (!slot) {
-    slot = victim;
-    unsigned i = (unsigned)(slot - heap->remote);
-    if (slot->count) remote_send(heap, heap->remote_sb[i], slot), sent = true;
+  if (i == LD_REMOTE_SLOTS) {
+    i = victim;
+    if (heap->remote[i].count) remote_send(heap, heap->remote_sb[i], &heap->remote[i]), sent = true;
     LD_OWNER_SET(heap->remote_sb[i], sb);
     heap->remote_open[i / 64] |= (uint64_t)1 << (i % 64);
   }
+  ld_remote_slot_t *slot = &heap->remote[i];
   /* sent by the purge if the thread idles: make sure a purge is due (a clock read only then) */
   if (!heap->remote_bytes && atomic_load_explicit(&ld_due_ns, memory_order_relaxed) == UINT64_MAX)
     ld_due_note(ld_os_now_coarse_ns());
@@ -398,7 +402,7 @@ static LD_NOINLINE bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
     uint32_t by_bytes = (LD_REMOTE_BATCH_BYTES + sb->block_size - 1) / sb->block_size;
     slot->full = by_bytes < LD_REMOTE_BATCH ? by_bytes : LD_REMOTE_BATCH;
   }
-  batch_append(heap, slot, sb, b);
+  batch_append(heap, i, sb, b);
   if (slot->count >= slot->full) {
     remote_send(heap, sb, slot), sent = true;
   } else if (heap->remote_bytes > LD_REMOTE_PENDING_BYTES) {
@@ -406,9 +410,9 @@ static LD_NOINLINE bool remote_append(heap_t *heap, sb_t *sb, ld_block_t *b) {
      * that each waits a whole turn and grows meanwhile. (The largest of the free's own set,
      * before: with 256 sets a set mostly holds one batch, the one just appended to, and a
      * consumer of 64 classes at once sent 3.1 blocks a batch, against 8.2 with 64 sets.) */
-    unsigned i = next_open_slot(heap, heap->remote_cursor);
-    heap->remote_cursor = i + 1;
-    remote_send(heap, heap->remote_sb[i], &heap->remote[i]), sent = true;
+    unsigned next = next_open_slot(heap, heap->remote_cursor);
+    heap->remote_cursor = next + 1;
+    remote_send(heap, heap->remote_sb[next], &heap->remote[next]), sent = true;
   }
   return sent;
 }
@@ -496,7 +500,7 @@ static inline int join_held(heap_t *heap, sb_t *sb, void *p, unsigned i, ld_bloc
   ld_remote_slot_t *slot = &heap->remote[i];
   uint32_t size = sb->block_size;
   if (LD_LIKELY(slot->count + 1 < slot->full && heap->remote_bytes + size <= LD_REMOTE_PENDING_BYTES)) {
-    batch_append(heap, slot, sb, b); /* a batch in the set has a tail already */
+    batch_append(heap, i, sb, b); /* a batch in the set has a tail already */
     if (mark) ld_ring_mark(mark, heap->ring_id);
     remote_leave(heap);
     return LD_JOIN_DONE;
