@@ -19,9 +19,23 @@
  * Larder only: under another allocator the program says so and skips (77). */
 #include "alloc_util.h"
 
+#include <time.h>
+
 #define BLOCKS 1000
 #define ROUNDS 40
 #define WARM_ROUNDS 10
+/* The boost is earned by a take within 50 ms of the class's last give (heap.c,
+ * PINGPONG_WINDOW_NS): a round's gives come as its frees run, its next takes as the next
+ * round's mallocs run. Rounds slower than half of that (a sanitizer build beside other tests
+ * on a loaded machine: 45 superblocks went in 30 rounds that took 3 s with the six classes)
+ * leave the bound unchecked, and say so. */
+#define BOOST_WINDOW_HALF_S 0.025
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static long corrupt;
 
@@ -49,17 +63,26 @@ int main(void) {
   const size_t one[] = {4000};
   size_t to_global = 0, from_global = 0;
   larder_stats_t warm = {0};
+  double slowest = 0;
   for (int r = 0; r < ROUNDS; r++) {
     if (r == WARM_ROUNDS) warm = alloc_stats(&api);
+    double t0 = now_s();
     round_of(blocks, one, 1, BLOCKS);
+    double took = now_s() - t0;
+    if (r >= WARM_ROUNDS && took > slowest) slowest = took;
   }
   larder_stats_t end = alloc_stats(&api);
   to_global = end.superblocks_to_global - warm.superblocks_to_global;
   from_global = end.superblocks_from_global - warm.superblocks_from_global;
   printf("hysteresis_rounds: one class, %d rounds of %d blocks of 4,000 B after %d to warm up: %zu superblocks to the "
-         "global heap, %zu from it\n", ROUNDS - WARM_ROUNDS, BLOCKS, WARM_ROUNDS, to_global, from_global);
-  CHECK_MSG(to_global <= ROUNDS - WARM_ROUNDS, "%zu superblocks to the global heap in %d rounds (bound: one a round)", to_global,
-            ROUNDS - WARM_ROUNDS);
+         "global heap, %zu from it; the slowest round %.1f ms\n", ROUNDS - WARM_ROUNDS, BLOCKS, WARM_ROUNDS, to_global,
+         from_global, slowest * 1e3);
+  if (slowest <= BOOST_WINDOW_HALF_S)
+    CHECK_MSG(to_global <= ROUNDS - WARM_ROUNDS, "%zu superblocks to the global heap in %d rounds (bound: one a round)",
+              to_global, ROUNDS - WARM_ROUNDS);
+  else
+    printf("hysteresis_rounds: a round took %.1f ms, more than half the boost's window: the bound of one superblock a "
+           "round is not checked\n", slowest * 1e3);
   CHECK(api.validate() == 0);
 
   const size_t six[] = {1000, 2000, 3000, 4000, 6000, 8000};
