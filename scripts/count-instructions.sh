@@ -40,7 +40,7 @@
 # prefetches (a line asked for ahead, as a deferred free's block, counts as a miss where it is
 # read) and does not tell a write miss, which rarely stalls a core, from a read miss.
 # Needs valgrind (scripts/install-deps.sh installs it) and a C compiler; builds nothing of
-# larder's: run `make build` first. Takes about 45 s per library here (--misses: about 90).
+# larder's: run `make build` first. Takes about 35 s per library here (--misses: about as long; up to a minute for jemalloc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
