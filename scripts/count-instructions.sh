@@ -226,23 +226,24 @@ EOF
 "$cc" -O2 -pthread -o "$work/thread" "$work/thread.c"
 "$cc" -O2 -pthread -o "$work/fanin" "$work/fanin.c"
 
-# Counts of one run of "$@" under lib $1, all processes summed: instructions, or with --misses
-# the data cache misses "D1 LL" (reads and writes together).
+# What count() runs and sums: callgrind's instructions, or with --misses cachegrind's data cache
+# misses "D1 LL", reads and writes together (its events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw).
+if [ $misses = 0 ]; then
+  tool=(--tool=callgrind --callgrind-out-file="$work/cg.%p")
+  summed='{s += $2} END {print s}'
+else
+  tool=(--tool=cachegrind --cache-sim=yes --cachegrind-out-file="$work/cg.%p")
+  summed='{d1 += $6 + $9; ll += $7 + $10} END {print d1, ll}'
+fi
+# The counts of one run of "$@" under lib $1, all processes summed.
 count() {
   local lib=$1; shift
   rm -f "$work"/cg.*
   local preload=()
   [ "$lib" != glibc ] && preload=(env "LD_PRELOAD=$(readlink -f "$lib")")
-  if [ $misses = 0 ]; then
-    valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$work/cg.%p" \
-      "${preload[@]}" "$@" >/dev/null 2>"$work/log" || { cat "$work/log" >&2; exit 1; }
-    grep -h '^summary:' "$work"/cg.* | awk '{s += $2} END {print s}'
-  else
-    # (cachegrind's events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw)
-    valgrind --tool=cachegrind --cache-sim=yes --trace-children=yes --cachegrind-out-file="$work/cg.%p" \
-      "${preload[@]}" "$@" >/dev/null 2>"$work/log" || { cat "$work/log" >&2; exit 1; }
-    grep -h '^summary:' "$work"/cg.* | awk '{d1 += $6 + $9; ll += $7 + $10} END {print d1, ll}'
-  fi
+  valgrind "${tool[@]}" --trace-children=yes "${preload[@]}" "$@" >/dev/null 2>"$work/log" ||
+    { cat "$work/log" >&2; exit 1; }
+  grep -h '^summary:' "$work"/cg.* | awk "$summed"
 }
 # (counts of the larger run - of the smaller) / extra operations, one decimal each, joined with
 # "/" ("failed" when either run failed: count printed its log and nothing on stdout; snmalloc,
